@@ -1,0 +1,259 @@
+"""The domain model: plain frozen dataclasses that every layer shares.
+
+Quantities are integers in *milli-units* of their resource (``MILLI`` per unit): cpu "500m" is 500,
+memory "1Gi" is 1073741824000, one whole GPU is 1000 and one GPU block (1/100 of a GPU) is 10.
+Keeping every resource in one integer unit lets the engine do exact arithmetic on NumPy int64
+arrays with no float rounding anywhere in quota or capacity checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NewType
+
+NodeName = NewType("NodeName", str)
+PodKey = NewType("PodKey", str)  # "namespace/name"
+QueueName = NewType("QueueName", str)
+GroupKey = NewType("GroupKey", str)  # "namespace/name" of a PodGroup
+
+MILLI = 1000
+GPU = "nvidia.com/gpu"
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+BLOCKS_PER_GPU = 100
+MILLI_PER_BLOCK = MILLI // BLOCKS_PER_GPU  # 10
+
+DEFAULT_NON_PREEMPTIBLE_PRIORITY = 100
+LABEL_PREFIX = "gpufleet.dev/"
+LABEL_QUEUE = "gpufleet.dev/queue"
+LABEL_POD_GROUP = "gpufleet.dev/pod-group"
+LABEL_PREEMPTIBLE = "gpufleet.dev/preemptible"
+ANNOTATION_GPU_BLOCKS = "gpufleet.dev/gpu-blocks"
+ANNOTATION_GPU_MEMORY = "gpufleet.dev/gpu-memory"
+ANNOTATION_GPU_INDEX = "gpufleet.dev/gpu-index"
+ANNOTATION_UNHEALTHY_GPUS = "gpufleet.dev/unhealthy-gpus"
+ANNOTATION_NVLINK_DOMAINS = "gpufleet.dev/nvlink-domains"
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+SCHEDULER_NAME = "gpufleet"
+
+
+class TaintEffect(str, Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Placement(str, Enum):
+    BINPACK = "binpack"
+    SPREAD = "spread"
+
+
+class WithinQueue(str, Enum):
+    LOWER_PRIORITY = "LowerPriority"
+    NEVER = "Never"
+
+
+class EvictionReason(str, Enum):
+    RECLAIM = "reclaim"
+    PREEMPT = "preempt"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration. ``key=None`` with operator Exists tolerates every taint."""
+
+    key: str | None
+    operator: str  # "Equal" | "Exists"
+    value: str
+    effect: TaintEffect | None  # None: all effects
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One expression of a required node-affinity term (matchExpressions)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """A nodeSelectorTerm: all its expressions must hold. ``fields`` are matchFields (metadata.name)."""
+
+    expressions: tuple[SelectorRequirement, ...] = ()
+    fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: NodeName
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    # status.allocatable in milli-units, resource name -> amount ("nvidia.com/gpu" included)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    unhealthy_gpus: frozenset[int] = frozenset()
+    # GPU index groups joined by NVLink; empty: unknown (any GPUs of the node may be combined)
+    nvlink_domains: tuple[tuple[int, ...], ...] = ()
+    gpu_memory_mib: int | None = None  # label nvidia.com/gpu.memory
+    gpu_product: str | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return self.allocatable.get(GPU, 0) // MILLI
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = SCHEDULER_NAME
+    # Effective requests in milli-units (Kubernetes rules: max(sum of containers, max of init
+    # containers), limits standing in for missing requests). Whole GPUs are under "nvidia.com/gpu";
+    # "pods" is not included (every pod takes one pod slot).
+    requests: Mapping[str, int] = field(default_factory=dict)
+    gpu_blocks: int | None = None  # annotation gpu-blocks (1..100): fraction of ONE GPU
+    gpu_memory_bytes: int | None = None  # annotation gpu-memory, turned into blocks per node
+    priority: int | None = None  # spec.priority; the PriorityClass named below wins when it exists
+    priority_class_name: str | None = None
+    preemptible_label: bool | None = None  # label gpufleet.dev/preemptible
+    queue_label: QueueName | None = None
+    group_label: str | None = None  # PodGroup name in the same namespace
+    node_name: NodeName | None = None
+    phase: str = "Pending"
+    creation_time: float = 0.0  # seconds since the epoch; 0 when unknown
+    start_time: float | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[SelectorTerm, ...] = ()  # required node affinity: any one term must match
+    tolerations: tuple[Toleration, ...] = ()
+    gpu_index: tuple[int, ...] = ()  # annotation gpu-index on bound pods
+
+    @property
+    def key(self) -> PodKey:
+        return PodKey(f"{self.namespace}/{self.name}")
+
+    @property
+    def ours(self) -> bool:
+        return self.scheduler_name == SCHEDULER_NAME
+
+    @property
+    def whole_gpus(self) -> int:
+        return self.requests.get(GPU, 0) // MILLI
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpu_blocks is not None or self.gpu_memory_bytes is not None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def bound(self) -> bool:
+        return self.node_name is not None and not self.finished
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResource:
+    quota: int | None = None  # milli-units; None: the sum of the children's quotas
+    limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: QueueName
+    parent: QueueName | None = None
+    weight: float = 1.0
+    resources: Mapping[str, QueueResource] = field(default_factory=dict)
+    reclaim_borrowed: bool = True
+    within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    min_member: int = 1
+    queue: QueueName | None = None
+    priority_class_name: str | None = None
+    topology_required: str | None = None
+    topology_preferred: str | None = None
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(f"{self.namespace}/{self.name}")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    default_queue: QueueName = QueueName("default")
+    topology_levels: tuple[str, ...] = ()
+    non_preemptible_priority: int = DEFAULT_NON_PREEMPTIBLE_PRIORITY
+    placement: Placement = Placement.BINPACK
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A whole cluster state as the scheduler sees it: the engine's only input."""
+
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    pod_groups: tuple[PodGroup, ...] = ()
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: PodKey
+    node: NodeName
+    gpus: tuple[int, ...] = ()
+    gpu_blocks: int | None = None  # set for fractional pods
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    pod: PodKey
+    reason: EvictionReason
+    by: PodKey  # the first pod (by name) of the gang that caused it
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPod:
+    pod: PodKey
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """What one replay (cycles until nothing changes) decided. Each list is sorted by pod key."""
+
+    bindings: tuple[Binding, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pending: tuple[PendingPod, ...] = ()
+    warnings: tuple[str, ...] = ()
+    cycles: int = 0
