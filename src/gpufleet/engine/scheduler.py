@@ -1,7 +1,381 @@
-"""Entry point of the engine (being written)."""
+"""The scheduling loop: admission order, quota gates, placement and preemption, cycle after cycle.
 
-from gpufleet.domain import Decisions, Snapshot
+``schedule(snapshot)`` is a pure function: it builds array state from the snapshot, runs cycles
+until one changes nothing, and returns the decisions. The simulator and the Kubernetes
+controller call this same function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.domain import (
+    GPU,
+    Binding,
+    Decisions,
+    Eviction,
+    EvictionReason,
+    NodeName,
+    PendingPod,
+    PodKey,
+    Queue,
+    QueueName,
+    Snapshot,
+)
+from gpufleet.engine.cluster import ClusterState, IntArray
+from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.placement import Assignment, GangPlacement, Placer
+from gpufleet.engine.preemption import find_victims
+from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
+from gpufleet.engine.workload import Gang, PodInfo, build_gangs, build_pods, quota_request
+
+
+@dataclass
+class Attempt:
+    ok: bool
+    reason: str = ""
+
+
+class Engine:
+    """Working state of one replay. Built from a snapshot; ``run`` decides."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        config = snapshot.config
+        queues = list(snapshot.queues)
+        if config.default_queue not in {q.name for q in queues}:
+            queues.append(Queue(name=QueueName(config.default_queue)))
+        extra = {r for p in snapshot.pods for r in p.requests}
+        self.cluster = ClusterState(snapshot.nodes, sorted(extra))
+        capacity = {r: self.cluster.capacity(r) for r in {GPU} | set(self.cluster.resources)}
+        self.forest = QueueForest(queues, capacity)
+        self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable)
+        self.pods: list[PodInfo] = build_pods(snapshot, self.cluster, self.forest.index)
+        classes = {pc.name: pc.value for pc in snapshot.priority_classes}
+        self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
+        self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement)
+        self.managed = self.forest.managed
+        self.gpu_j = self.managed.index(GPU) if GPU in self.managed else -1
+        self.bindings: dict[int, Assignment] = {}
+        self.evictions: dict[int, Eviction] = {}
+        self.warnings: list[str] = []
+        self.cycles = 0
+        self._smallest_gpu_mib = self._smallest_gpu_memory()
+        self._bind_running()
+        self._build_victim_arrays()
+        self._check_overcommit()
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _smallest_gpu_memory(self) -> list[int]:
+        return sorted({int(m) for m in self.cluster.gpu_memory_mib if m > 0})
+
+    def quota_vec(self, info: PodInfo, blocks: int | None = None) -> IntArray:
+        if info.fractional and blocks is None:
+            blocks = info.bound_blocks
+            if blocks is None:
+                blocks = info.blocks
+            if blocks is None:  # gpu-memory, pending: blocks on the smallest GPU that holds it
+                blocks = next((b for m in self._smallest_gpu_mib if (b := info.blocks_on(m)) is not None), 0)
+        return quota_request(info, self.managed, blocks)
+
+    def _bind_running(self) -> None:
+        """Running pods hold their capacity; those without gpu-index get the lowest free GPUs."""
+        running = [p for p in self.pods if p.pod.bound and p.pod.node_name in self.cluster.index]
+        running.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
+        for info in running:
+            node = self.cluster.index[info.pod.node_name or ""]
+            c = self.cluster
+            width = c.gpu_free.shape[1]
+            blocks: int | None = None
+            if info.fractional:
+                blocks = info.blocks if info.blocks is not None else info.blocks_on(int(c.gpu_memory_mib[node]))
+                blocks = blocks or 1
+                gpus = tuple(g for g in info.pod.gpu_index[:1] if 0 <= g < width)
+                if not gpus:
+                    g = c.fractional_gpu_on(node, blocks, False)
+                    gpus = (g,) if g is not None else ()
+                if not gpus:
+                    blocks = None  # nowhere to put it: holds cpu/memory only
+            else:
+                gpus = tuple(g for g in info.pod.gpu_index if 0 <= g < width)
+                if len(gpus) != info.whole:
+                    gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
+            self.placer.commit(Assignment(info.idx, node, gpus, blocks))
+            if info.gang >= 0:
+                self.gangs[info.gang].alive += 1
+                self.forest.add(info.queue, self.quota_vec(info))
+
+    def _build_victim_arrays(self) -> None:
+        """Per-gang and per-pod arrays the victim search filters with NumPy.
+
+        Only gangs running in the snapshot can be victims: work bound by this same replay is
+        never evicted again by it (no flip-flop, and every pending pod ends bound or pending).
+        """
+        gangs, pods = self.gangs, self.pods
+        self.g_queue = np.array([g.queue for g in gangs], dtype=np.int64)
+        self.g_prio = np.array([g.priority for g in gangs], dtype=np.int64)
+        self.g_rank = np.array([g.name_rank for g in gangs], dtype=np.int64)
+        self.g_live = np.array([g.alive > 0 and g.preemptible for g in gangs], dtype=np.bool_)
+        self.g_cap = np.array([self.gang_gpus_milli([m for m in g.members if pods[m].node is not None])
+                               for g in gangs], dtype=np.int64)
+        self.g_start = np.array([min((pods[m].start for m in g.members if pods[m].node is not None),
+                                     default=0.0) for g in gangs], dtype=np.float64)
+        self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
+        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        self._g_quota: dict[int, IntArray] = {}
+
+    def gang_quota(self, g: int) -> IntArray:
+        got = self._g_quota.get(g)
+        if got is None:
+            got = self.gang_request([m for m in self.gangs[g].members if self.pods[m].node is not None])
+            self._g_quota[g] = got
+        return got
+
+    def live_pods_of(self, pool: IntArray) -> IntArray:
+        """Indices of bound pods belonging to the gangs of ``pool``."""
+        in_pool = np.zeros(len(self.gangs), dtype=np.bool_)
+        in_pool[pool] = True
+        gang = np.maximum(self.p_gang, 0)
+        return np.flatnonzero(in_pool[gang] & (self.p_gang >= 0) & (self.placer.node_of >= 0))
+
+    def _check_overcommit(self) -> None:
+        f = self.forest
+        for j, r in enumerate(f.managed):
+            for i in range(len(f.queues)):
+                kids = f.children[i]
+                if not kids or f.explicit_quota[i, j] == NONE:
+                    continue
+                total = int(sum(int(f.quota[c, j]) for c in kids))
+                if total > f.quota[i, j]:
+                    self.warnings.append(
+                        f"queue {f.name(i)}: children's {r} quotas add up to {fmt_amount(r, total)}, "
+                        f"more than its quota of {fmt_amount(r, int(f.quota[i, j]))} (over-committed)"
+                    )
+            top = int(sum(int(f.quota[q, j]) for q in f.roots))
+            cap = int(f.capacity[j])
+            if top > cap:
+                self.warnings.append(
+                    f"top-level {r} quotas add up to {fmt_amount(r, top)}, more than the cluster's "
+                    f"{fmt_amount(r, cap)} (over-committed)"
+                )
+
+    # -- gang facts --------------------------------------------------------------------------
+
+    def pending_members(self, gang: Gang) -> list[int]:
+        return [m for m in gang.members_by_size if self.pods[m].node is None and m not in self.evictions]
+
+    def required(self, gang: Gang, pending: list[int]) -> int:
+        return max(1, gang.min_member - gang.alive) if gang.alive else gang.min_member
+
+    def gang_request(self, members: list[int]) -> IntArray:
+        total = np.zeros(len(self.managed), dtype=np.int64)
+        for m in members:
+            total += self.quota_vec(self.pods[m])
+        return total
+
+    def gang_gpus_milli(self, members: list[int]) -> int:
+        return int(sum(self.pods[m].whole * 1000 + (self.pods[m].bound_blocks or self.pods[m].blocks or 0) * 10
+                       for m in members))
+
+    # -- quota gates ------------------------------------------------------------------------
+
+    def quota_gate(self, gang: Gang, request: IntArray) -> str:
+        """Empty when the queue rules admit ``request`` now, else the reason."""
+        leaf = gang.queue
+        f = self.forest
+        verdict = f.limit_verdict(leaf, request)
+        if not verdict.ok:
+            return verdict.reason
+        if not gang.preemptible and not f.in_quota(leaf, request):
+            j = int(np.argmax(request > 0)) if (request > 0).any() else 0
+            left, quota, qname = f.quota_left(leaf, j)
+            r = self.managed[j] if self.managed else GPU
+            return (f"non-preemptible work must fit in quota: {qname} has {fmt_amount(r, max(left, 0))} "
+                    f"of {unit(r, quota)} left, gang needs {fmt_amount(r, int(request[j]))}")
+        if f.has_lending:
+            held = f.reserved_against(leaf)
+            free = self.free_capacity()
+            for j, r in enumerate(self.managed):
+                if request[j] > 0 and request[j] + held[j] > free[j]:
+                    return (f"capacity lent out: other queues reserve {fmt_amount(r, int(held[j]))} of "
+                            f"the {fmt_amount(r, int(max(free[j], 0)))} {r} free (lendingLimit)")
+        return ""
+
+    def free_capacity(self) -> IntArray:
+        c = self.cluster
+        out = np.zeros(len(self.managed), dtype=np.int64)
+        sched = c.schedulable
+        for j, r in enumerate(self.managed):
+            if r == GPU:
+                cells = c.gpu_free[sched]
+                whole = c.gpu_whole[sched]
+                out[j] = int(np.where((cells > 0) & ~whole, cells, 0).sum()) * 10
+            elif r in c.res_index:
+                out[j] = int(c.free[sched, c.res_index[r]].sum())
+        return out
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        while True:
+            self.cycles += 1
+            if not self.cycle():
+                break
+        return self.decisions()
+
+    def candidates(self) -> dict[int, list[int]]:
+        """Candidate gangs per leaf queue, in the queue's own order."""
+        per_leaf: dict[int, list[int]] = {}
+        for gang in self.gangs:
+            if gang.evicted or gang.queue < 0:
+                continue
+            pending = self.pending_members(gang)
+            if not pending:
+                continue
+            total = len(gang.members)
+            if gang.alive == 0 and total < gang.min_member:
+                gang.pending_reason = (f"gang {gang.key} has {total} of minMember {gang.min_member} pods")
+                continue
+            per_leaf.setdefault(gang.queue, []).append(gang.idx)
+        for leaf, lst in per_leaf.items():
+            lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
+            per_leaf[leaf] = lst
+        return per_leaf
+
+    def cycle(self) -> bool:
+        per_leaf = self.candidates()
+        pointer = dict.fromkeys(per_leaf, 0)
+        changed = False
+        requests: dict[int, IntArray] = {}
+        while True:
+            heads = {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
+            if not heads:
+                break
+            for g in heads.values():
+                if g not in requests:
+                    requests[g] = self.gang_request(self.pending_members(self.gangs[g]))
+            chosen = self.pick(heads, requests)
+            pointer[self.gangs[chosen].queue] += 1
+            result = self.attempt(self.gangs[chosen], requests.pop(chosen))
+            if result.ok:
+                changed = True
+                self.gangs[chosen].pending_reason = ""
+            else:
+                self.gangs[chosen].pending_reason = result.reason
+        return changed
+
+    def pick(self, heads: dict[int, int], requests: dict[int, IntArray]) -> int:
+        """The next gang to try: in-quota heads first, then fair order level by level."""
+        f = self.forest
+        in_quota = {leaf: f.in_quota(leaf, requests[g]) for leaf, g in heads.items()}
+        pool = {leaf: g for leaf, g in heads.items() if in_quota[leaf]} or heads
+        borrowing = not any(in_quota.values())
+        contains: dict[int, int] = {}  # queue -> best head below it
+
+        def tiebreak(g: int) -> tuple[int, float, str]:
+            gang = self.gangs[g]
+            return (-gang.priority, gang.creation, gang.key)
+
+        def key(q: int) -> float:
+            return f.borrowed_share(q) if borrowing else f.dominant_usage(q)
+
+        def best(q: int) -> int | None:
+            if q in contains:
+                return contains[q]
+            if f.is_leaf(q):
+                rep = pool.get(q)
+            else:
+                options = [(c, b) for c in f.children[q] if (b := best(c)) is not None]
+                rep = min(options, key=lambda cb: (key(cb[0]), tiebreak(cb[1])))[1] if options else None
+            if rep is not None:
+                contains[q] = rep
+            return rep
+
+        roots = [(r, b) for r in f.roots if (b := best(r)) is not None]
+        return min(roots, key=lambda rb: (key(rb[0]), tiebreak(rb[1])))[1]
+
+    # -- one attempt ---------------------------------------------------------------------------
+
+    def try_place(self, gang: Gang, members: list[int], request: IntArray) -> GangPlacement:
+        """Quota gates, then placement on what is free now (committed on success)."""
+        reason = self.quota_gate(gang, request)
+        if reason:
+            return GangPlacement(False, reason=reason)
+        return self.placer.place_gang(gang, members, self.required(gang, members))
+
+    def attempt(self, gang: Gang, request: IntArray) -> Attempt:
+        members = self.pending_members(gang)
+        placed = self.try_place(gang, members, request)
+        if placed.ok:
+            self.record(gang, placed)
+            return Attempt(True)
+        victims, why = find_victims(self, gang, members, request)
+        if victims is None:
+            return Attempt(False, placed.reason + (f"; {why}" if why else ""))
+        by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
+        for v in victims:
+            self.evict_gang(self.gangs[v], gang, by)
+        placed = self.try_place(gang, members, request)
+        assert placed.ok, "victim set was checked to make the gang fit"
+        self.record(gang, placed)
+        return Attempt(True)
+
+    def record(self, gang: Gang, placed: GangPlacement) -> None:
+        for a in placed.assignments:
+            info = self.pods[a.pod]
+            self.bindings[a.pod] = a
+            gang.alive += 1
+            self.forest.add(info.queue, self.quota_vec(info))
+
+    def unbind(self, pod: int) -> None:
+        info = self.pods[pod]
+        self.forest.add(info.queue, self.quota_vec(info), -1)
+        self.placer.release(pod)
+        self.gangs[info.gang].alive -= 1
+
+    def rebind(self, pod: int, node: int, gpus: tuple[int, ...], blocks: int | None) -> None:
+        self.placer.commit(Assignment(pod, node, gpus, blocks))
+        info = self.pods[pod]
+        self.gangs[info.gang].alive += 1
+        self.forest.add(info.queue, self.quota_vec(info))
+
+    def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
+        reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
+        for m in victim.members:
+            if self.pods[m].node is not None:
+                self.unbind(m)
+                self.evictions[m] = Eviction(self.pods[m].key, reason, by)
+                self.bindings.pop(m, None)
+        victim.evicted = True
+        self.g_live[victim.idx] = False
+
+    # -- output ------------------------------------------------------------------------------
+
+    def decisions(self) -> Decisions:
+        bindings = []
+        for m, a in self.bindings.items():
+            node = self.cluster.nodes[a.node].name
+            bindings.append(Binding(self.pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks))
+        pending = []
+        for gang in self.gangs:
+            for m in gang.members:
+                info = self.pods[m]
+                if info.pod.bound or m in self.bindings or m in self.evictions:
+                    continue
+                pending.append(PendingPod(info.key, gang.pending_reason or "not tried"))
+        return Decisions(
+            bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
+            evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),
+            pending=tuple(sorted(pending, key=lambda p: p.pod)),
+            warnings=tuple(self.warnings),
+            cycles=self.cycles,
+        )
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
-    raise NotImplementedError
+    """Decide admission, placement and preemption for every pending pod of ours."""
+    return Engine(snapshot).run()

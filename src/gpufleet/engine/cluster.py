@@ -1,0 +1,146 @@
+"""Node and GPU state as NumPy arrays, updated incrementally as pods bind and leave.
+
+Nodes are indexed in name order, so "the first index among equals" is the spec's tie-break by
+node name everywhere (``np.argmin`` returns the first minimum). Each GPU is a cell of
+``gpu_free`` ([node, gpu] free blocks, -1 where the GPU does not exist or is unhealthy) and
+``gpu_whole`` (given out whole). A change bumps ``dirty`` so that cached per-request score arrays
+recompute only the nodes that changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.domain import BLOCKS_PER_GPU, CPU, GPU, MEMORY, MILLI, PODS, Node
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+BASE_RESOURCES = (CPU, MEMORY, PODS)
+
+
+class ClusterState:
+    """Mutable capacity state of every node; the engine's working copy of the cluster."""
+
+    def __init__(self, nodes: Sequence[Node], extra_resources: Sequence[str]) -> None:
+        self.nodes: list[Node] = sorted(nodes, key=lambda n: n.name)
+        self.index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
+        names = set(BASE_RESOURCES)
+        self.resources: list[str] = list(BASE_RESOURCES) + sorted(
+            {r for r in extra_resources if r != GPU and r not in names}
+            | {r for n in self.nodes for r in n.allocatable if r != GPU and r not in names}
+        )
+        self.res_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        n_nodes, n_res = len(self.nodes), len(self.resources)
+        self.alloc: IntArray = np.zeros((n_nodes, n_res), dtype=np.int64)
+        for i, node in enumerate(self.nodes):
+            for r, v in node.allocatable.items():
+                if r != GPU:
+                    self.alloc[i, self.res_index[r]] = v
+        self.free: IntArray = self.alloc.copy()
+        self.gpu_count: IntArray = np.array([n.gpu_count for n in self.nodes], dtype=np.int64)
+        width = max(1, int(self.gpu_count.max(initial=0)))
+        self.gpu_free: IntArray = np.full((n_nodes, width), -1, dtype=np.int64)
+        for i, node in enumerate(self.nodes):
+            for g in range(node.gpu_count):
+                if g not in node.unhealthy_gpus:
+                    self.gpu_free[i, g] = BLOCKS_PER_GPU
+        self.healthy: BoolArray = self.gpu_free == BLOCKS_PER_GPU
+        self.gpu_whole: BoolArray = np.zeros((n_nodes, width), dtype=np.bool_)
+        self.free_whole: IntArray = (self.gpu_free == BLOCKS_PER_GPU).sum(axis=1).astype(np.int64)
+        self.schedulable: BoolArray = np.array([not n.unschedulable for n in self.nodes], dtype=np.bool_)
+        self.gpu_memory_mib: IntArray = np.array(
+            [n.gpu_memory_mib or 0 for n in self.nodes], dtype=np.int64
+        )
+        # Every change appends the node index; caches remember how far they have read.
+        self.dirty: list[int] = []
+
+    # -- capacity of the forest -------------------------------------------------------------
+
+    def capacity(self, resource: str) -> int:
+        """Allocatable capacity of schedulable nodes, in milli-units."""
+        if resource == GPU:
+            return int(self.gpu_count[self.schedulable].sum()) * MILLI
+        j = self.res_index.get(resource)
+        return 0 if j is None else int(self.alloc[self.schedulable, j].sum())
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def take(self, node: int, res: IntArray, gpus: Sequence[int], blocks: int | None) -> None:
+        """Give a pod ``res`` (vector over ``resources``) and its GPUs on ``node``."""
+        self.free[node] -= res
+        healthy = self.healthy[node]
+        if blocks is not None:
+            g = gpus[0]
+            if not healthy[g]:
+                pass  # a running pod on a GPU marked unhealthy since: the GPU is out anyway
+            elif self.gpu_free[node, g] == BLOCKS_PER_GPU:
+                self.free_whole[node] -= 1
+                self.gpu_free[node, g] -= blocks
+            else:
+                self.gpu_free[node, g] -= blocks
+        else:
+            for g in gpus:
+                if not healthy[g]:
+                    continue
+                if self.gpu_free[node, g] == BLOCKS_PER_GPU:
+                    self.free_whole[node] -= 1
+                self.gpu_free[node, g] = 0
+                self.gpu_whole[node, g] = True
+        self.dirty.append(node)
+
+    def give_back(self, node: int, res: IntArray, gpus: Sequence[int], blocks: int | None) -> None:
+        """Undo ``take`` for a pod that leaves ``node``."""
+        self.free[node] += res
+        healthy = self.healthy[node]
+        if blocks is not None:
+            g = gpus[0]
+            if healthy[g]:
+                self.gpu_free[node, g] += blocks
+                if self.gpu_free[node, g] == BLOCKS_PER_GPU:
+                    self.free_whole[node] += 1
+        else:
+            for g in gpus:
+                if not healthy[g]:
+                    continue
+                self.gpu_whole[node, g] = False
+                self.gpu_free[node, g] = BLOCKS_PER_GPU
+                self.free_whole[node] += 1
+        self.dirty.append(node)
+
+    def whole_gpus_for(self, node: int, count: int, nvlink: Sequence[Sequence[int]], spread: bool) -> list[int]:
+        """Pick ``count`` free whole GPUs on ``node``: inside one NVLink domain when one can hold them.
+
+        Lowest indices first; among NVLink domains that can hold the request, the one with the
+        fewest free GPUs (binpack) or the most (spread), ties by lowest index.
+        """
+        free = [int(g) for g in np.flatnonzero(self.gpu_free[node] == BLOCKS_PER_GPU)]
+        if count <= 0:
+            return []
+        if nvlink:
+            fitting: list[tuple[int, int, list[int]]] = []
+            for domain in nvlink:
+                in_domain = [g for g in free if g in set(domain)]
+                if len(in_domain) >= count:
+                    size = -len(in_domain) if spread else len(in_domain)
+                    fitting.append((size, min(domain), in_domain))
+            if fitting:
+                fitting.sort(key=lambda t: (t[0], t[1]))
+                return fitting[0][2][:count]
+        return free[:count]
+
+    def fractional_gpu_on(self, node: int, blocks: int, spread: bool) -> int | None:
+        """The GPU of ``node`` a fractional pod of ``blocks`` takes, or None.
+
+        Binpack: the partly used GPU with the fewest free blocks that fit, else a fresh one
+        (lowest index). Spread: the GPU with the most free blocks.
+        """
+        row = self.gpu_free[node]
+        ok = (row >= blocks) & ~self.gpu_whole[node]
+        if not ok.any():
+            return None
+        key = np.where(ok, -row if spread else row, np.iinfo(np.int64).max)
+        return int(np.argmin(key))

@@ -1,0 +1,165 @@
+"""Static feasibility: which nodes a pod may ever use, whatever is free on them.
+
+Schedulability, taints against tolerations, nodeSelector and required node affinity depend only
+on the node's labels and taints, so they are computed once per distinct set of pod constraints
+as a boolean mask over all nodes (vectorised per label key), and cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.domain import Node, Pod, SelectorRequirement, SelectorTerm, Taint, TaintEffect, Toleration
+from gpufleet.engine.cluster import BoolArray
+
+BLOCKING_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+
+StaticKey = tuple[
+    tuple[tuple[str, str], ...], tuple[SelectorTerm, ...], tuple[Toleration, ...]
+]
+
+
+def static_key(pod: Pod) -> StaticKey:
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+
+
+def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
+    for t in tolerations:
+        if t.effect is not None and t.effect != taint.effect:
+            continue
+        if t.key is None:  # empty key with Exists tolerates everything
+            if t.operator == "Exists":
+                return True
+            continue
+        if t.key != taint.key:
+            continue
+        if t.operator == "Exists" or t.value == taint.value:
+            return True
+    return False
+
+
+@dataclass
+class StaticReport:
+    """Why nodes are out for a pod, for pending reasons: counts per cause."""
+
+    unschedulable: int
+    taints: dict[str, int]
+    selector: int
+
+
+class StaticFeasibility:
+    """Caches static node masks per distinct pod constraint set."""
+
+    def __init__(self, nodes: Sequence[Node], schedulable: BoolArray) -> None:
+        self.nodes = nodes
+        self.schedulable = schedulable
+        self._labels: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+        self._taints: dict[Taint, BoolArray] = {}
+        for i, node in enumerate(nodes):
+            for taint in node.taints:
+                if taint.effect in BLOCKING_EFFECTS:
+                    mask = self._taints.setdefault(taint, np.zeros(len(nodes), dtype=np.bool_))
+                    mask[i] = True
+        self._cache: dict[StaticKey, BoolArray] = {}
+        self._names = np.array([n.name for n in nodes], dtype=object)
+
+    def _codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """Label ``key`` of every node as integer codes (-1: no such label)."""
+        got = self._labels.get(key)
+        if got is None:
+            vocab: dict[str, int] = {}
+            codes = np.full(len(self.nodes), -1, dtype=np.int64)
+            for i, node in enumerate(self.nodes):
+                v = node.labels.get(key)
+                if v is not None:
+                    codes[i] = vocab.setdefault(v, len(vocab))
+            got = (codes, vocab)
+            self._labels[key] = got
+        return got
+
+    def _requirement(self, req: SelectorRequirement, field: bool) -> BoolArray:
+        if field:  # matchFields: only metadata.name is supported by Kubernetes
+            values = self._names
+            present = np.ones(len(self.nodes), dtype=np.bool_)
+            member = np.isin(values, list(req.values)) if req.key == "metadata.name" else ~present
+        else:
+            codes, vocab = self._codes(req.key)
+            present = codes >= 0
+            wanted = [vocab[v] for v in req.values if v in vocab]
+            member = np.isin(codes, wanted) & present
+        op = req.operator
+        if op == "In":
+            return member
+        if op == "NotIn":
+            return ~member
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return ~present
+        if op in ("Gt", "Lt") and not field:
+            codes, vocab = self._codes(req.key)
+            bound = int(req.values[0])
+            numbers = np.full(len(self.nodes), np.nan)
+            for value, code in vocab.items():
+                try:
+                    numbers[codes == code] = int(value)
+                except ValueError:
+                    pass  # a non-integer label value never satisfies Gt/Lt
+            with np.errstate(invalid="ignore"):
+                return (numbers > bound) if op == "Gt" else (numbers < bound)
+        return np.zeros(len(self.nodes), dtype=np.bool_)
+
+    def _term(self, term: SelectorTerm) -> BoolArray:
+        mask = np.ones(len(self.nodes), dtype=np.bool_)
+        for req in term.expressions:
+            mask &= self._requirement(req, False)
+        for req in term.fields:
+            mask &= self._requirement(req, True)
+        return mask
+
+    def selector_mask(self, pod: Pod) -> BoolArray:
+        mask = np.ones(len(self.nodes), dtype=np.bool_)
+        for key, value in pod.node_selector.items():
+            codes, vocab = self._codes(key)
+            mask &= codes == vocab.get(value, -2)
+        if pod.affinity:
+            any_term = np.zeros(len(self.nodes), dtype=np.bool_)
+            for term in pod.affinity:
+                any_term |= self._term(term)
+            mask &= any_term
+        return mask
+
+    def taint_mask(self, pod: Pod) -> BoolArray:
+        mask = np.ones(len(self.nodes), dtype=np.bool_)
+        for taint, has in self._taints.items():
+            if not tolerates(pod.tolerations, taint):
+                mask &= ~has
+        return mask
+
+    def mask(self, pod: Pod) -> BoolArray:
+        key = static_key(pod)
+        got = self._cache.get(key)
+        if got is None:
+            got = self.schedulable & self.selector_mask(pod) & self.taint_mask(pod)
+            got.setflags(write=False)
+            self._cache[key] = got
+        return got
+
+    def report(self, pod: Pod) -> StaticReport:
+        """Counts of nodes ruled out per cause (each node counted for its first cause)."""
+        out = ~self.schedulable
+        taints: dict[str, int] = {}
+        for taint, has in sorted(self._taints.items(), key=lambda t: (t[0].key, t[0].value, t[0].effect.value)):
+            if not tolerates(pod.tolerations, taint):
+                hit = has & ~out
+                if hit.any():
+                    text = f"{taint.key}={taint.value}:{taint.effect.value}" if taint.value else (
+                        f"{taint.key}:{taint.effect.value}"
+                    )
+                    taints[text] = int(hit.sum())
+                    out = out | has
+        selector = int((~self.selector_mask(pod) & ~out).sum())
+        return StaticReport(int((~self.schedulable).sum()), taints, selector)

@@ -1,0 +1,309 @@
+"""Placement of gangs, all-or-nothing, on the NumPy cluster state.
+
+A pod's node is the argmin of a score over all feasible nodes (vectorised); nodes are in name
+order so ties fall to the first name. Gangs place pod after pod on the live state and roll back
+wholly when one pod does not fit. Topology-constrained gangs try whole domains, tightest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.domain import GPU, Placement
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.workload import Gang, PodInfo
+
+BIG = np.int64(1) << np.int64(40)
+INF = np.iinfo(np.int64).max
+
+
+@dataclass
+class Assignment:
+    pod: int
+    node: int
+    gpus: tuple[int, ...]
+    blocks: int | None
+
+
+@dataclass
+class GangPlacement:
+    ok: bool
+    assignments: list[Assignment] = field(default_factory=list)
+    reason: str = ""
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+class Placer:
+    def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
+                 policy: Placement) -> None:
+        self.cluster = cluster
+        self.feasibility = feasibility
+        self.pods = pods
+        self.spread = policy == Placement.SPREAD
+        self._domains: dict[str, tuple[IntArray, list[str]]] = {}
+        self.nvlink = [n.nvlink_domains for n in cluster.nodes]
+        self.node_of: IntArray = np.full(len(pods), -1, dtype=np.int64)
+
+    # -- state changes --------------------------------------------------------------------
+
+    def commit(self, a: Assignment) -> None:
+        info = self.pods[a.pod]
+        self.cluster.take(a.node, info.res, a.gpus, a.blocks)
+        info.node, info.gpus, info.bound_blocks = a.node, a.gpus, a.blocks
+        self.node_of[a.pod] = a.node
+
+    def release(self, pod: int) -> None:
+        info = self.pods[pod]
+        assert info.node is not None
+        self.cluster.give_back(info.node, info.res, info.gpus, info.bound_blocks)
+        info.node, info.gpus, info.bound_blocks = None, (), None
+        self.node_of[pod] = -1
+
+    # -- one pod ----------------------------------------------------------------------------
+
+    def _blocks_by_node(self, info: PodInfo) -> IntArray:
+        """Blocks a fractional pod needs on each node (0: cannot go there)."""
+        if info.blocks is not None:
+            return np.full(len(self.cluster.nodes), info.blocks, dtype=np.int64)
+        mem = self.cluster.gpu_memory_mib
+        with np.errstate(divide="ignore", invalid="ignore"):
+            raw = np.ceil((info.gpu_mem_bytes or 0) * 100 / (mem * 1024.0 * 1024.0))
+        raw = np.where((mem > 0) & (raw <= 100), np.maximum(raw, 1), 0)
+        return raw.astype(np.int64)
+
+    def fit_mask(self, info: PodInfo, within: BoolArray | None = None) -> BoolArray:
+        """Nodes where the pod fits now (static feasibility and free capacity)."""
+        c = self.cluster
+        mask = self.feasibility.mask(info.pod)
+        if within is not None:
+            mask = mask & within
+        nz = np.flatnonzero(info.res)
+        mask = mask & (c.free[:, nz] >= info.res[nz]).all(axis=1)
+        if info.whole:
+            mask &= c.free_whole >= info.whole
+        return mask
+
+    def best_node(self, info: PodInfo, within: BoolArray | None = None,
+                  rank: IntArray | None = None) -> Assignment | None:
+        c = self.cluster
+        mask = self.fit_mask(info, within)
+        if info.fractional:
+            need = self._blocks_by_node(info)
+            ok = (c.gpu_free >= need[:, None]) & ~c.gpu_whole & (mask & (need > 0))[:, None]
+            if not ok.any():
+                return None
+            width = c.gpu_free.shape[1] + 1
+            score = c.gpu_free * width + c.free_whole[:, None]
+            if self.spread:
+                score = -score
+            if rank is not None:
+                score = score + rank[:, None] * BIG
+            flat = int(np.argmin(np.where(ok, score, INF)))
+            node, gpu = divmod(flat, c.gpu_free.shape[1])
+            return Assignment(info.idx, node, (gpu,), int(need[node]))
+        if not mask.any():
+            return None
+        if info.whole:
+            score = -c.free_whole if self.spread else c.free_whole.copy()
+        else:
+            cpu = c.free[:, 0]
+            score = c.gpu_count * BIG + (-cpu if self.spread else cpu)
+        if rank is not None:
+            score = score + rank * (BIG * 64)
+        node = int(np.argmin(np.where(mask, score, INF)))
+        gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+        return Assignment(info.idx, node, tuple(gpus), None)
+
+    def pod_reason(self, info: PodInfo, within: BoolArray | None = None, scope: str = "nodes") -> str:
+        """Why a pod fits no node: per cause, how many nodes it rules out."""
+        c = self.cluster
+        n = len(c.nodes) if within is None else int(within.sum())
+        if n == 0:
+            return f"no {scope}"
+        report = self.feasibility.report(info.pod)
+        static = self.feasibility.mask(info.pod)
+        if within is not None:
+            static = static & within
+        causes: list[str] = []
+        if report.unschedulable:
+            causes.append(f"{report.unschedulable} unschedulable")
+        only_taint = None
+        for taint, count in report.taints.items():
+            causes.append(f"{count} with untolerated taint {taint}")
+            if count == len(c.nodes) - report.unschedulable:
+                only_taint = taint
+        if report.selector:
+            causes.append(f"{report.selector} not matching nodeSelector/affinity")
+        left = static.copy()
+        for j in np.flatnonzero(info.res):
+            short = left & (c.free[:, j] < info.res[j])
+            if short.any():
+                causes.append(f"{int(short.sum())} short of {c.resources[j]}")
+                left &= ~short
+        if info.whole:
+            short = left & (c.free_whole < info.whole)
+            if short.any():
+                best = int(c.free_whole[left].max()) if left.any() else 0
+                causes.append(
+                    f"{int(short.sum())} without {plural(info.whole, 'free GPU')} (most free on one node: {best})"
+                )
+                left &= ~short
+        if info.fractional:
+            need = self._blocks_by_node(info)
+            no_mem = left & (need == 0)
+            if no_mem.any():
+                causes.append(f"{int(no_mem.sum())} without a GPU memory label or big enough GPU")
+            ok = (c.gpu_free >= need[:, None]) & ~c.gpu_whole & (need > 0)[:, None]
+            short = left & ~ok.any(axis=1) & ~no_mem
+            if short.any():
+                causes.append(f"{int(short.sum())} without a GPU with {int(need.max())} free blocks")
+        if only_taint is not None and not report.selector:
+            return f"no node tolerates taint {only_taint}"
+        fits = int(left.sum())
+        head = f"0/{n} {scope} fit" if fits == 0 else f"{fits}/{n} {scope} fit"
+        return head + (": " + ", ".join(causes) if causes else "")
+
+    # -- gangs ------------------------------------------------------------------------------
+
+    def domains(self, label: str) -> tuple[IntArray, list[str]]:
+        """Domain code of each node for a topology label (-1: no such label) and domain names."""
+        got = self._domains.get(label)
+        if got is None:
+            names = sorted({n.labels[label] for n in self.cluster.nodes if label in n.labels})
+            code = {v: i for i, v in enumerate(names)}
+            arr = np.array([code.get(n.labels.get(label, ""), -1) if label in n.labels else -1
+                            for n in self.cluster.nodes], dtype=np.int64)
+            got = (arr, names)
+            self._domains[label] = got
+        return got
+
+    def _sequential(self, members: Sequence[int], within: BoolArray | None,
+                    rank: IntArray | None, required: int) -> tuple[list[Assignment], int]:
+        """Place pods one after another, committing; returns what was placed."""
+        placed: list[Assignment] = []
+        for m in members:
+            a = self.best_node(self.pods[m], within, rank)
+            if a is None:
+                continue
+            self.commit(a)
+            placed.append(a)
+        return placed, len(placed)
+
+    def _rollback(self, placed: list[Assignment]) -> None:
+        for a in reversed(placed):
+            self.release(a.pod)
+
+    def _try(self, members: Sequence[int], required: int, within: BoolArray | None,
+             rank: IntArray | None) -> tuple[list[Assignment] | None, int]:
+        placed, count = self._sequential(members, within, rank, required)
+        if count >= required:
+            return placed, count
+        self._rollback(placed)
+        return None, count
+
+    def gang_need(self, members: Sequence[int]) -> int:
+        """GPUs (whole, or one per fractional pod) a set of pods needs, for domain pre-filters."""
+        return sum(self.pods[m].whole or (1 if self.pods[m].fractional else 0) for m in members)
+
+    def _domain_free(self, codes: IntArray, n_domains: int, members: Sequence[int]) -> IntArray:
+        static = self.feasibility.mask(self.pods[members[0]].pod)
+        ok = (codes >= 0) & static
+        return np.bincount(codes[ok], weights=self.cluster.free_whole[ok], minlength=n_domains).astype(np.int64)
+
+    def place_gang(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
+        """Place at least ``required`` of ``members`` (all when possible), committing on success."""
+        if gang.topology_required:
+            return self._place_required(gang, members, required)
+        if gang.topology_preferred:
+            return self._place_preferred(gang, members, required, None)
+        placed, count = self._try(members, required, None, None)
+        if placed is not None:
+            return GangPlacement(True, placed)
+        if len(members) == 1:
+            return GangPlacement(False, reason=self.pod_reason(self.pods[members[0]]))
+        first_fail = self._first_unplaceable(members)
+        detail = f"; {first_fail}" if first_fail else ""
+        return GangPlacement(
+            False, reason=f"gang of {required} does not fit: {count} of {required} placeable{detail}"
+        )
+
+    def _first_unplaceable(self, members: Sequence[int]) -> str:
+        for m in members:
+            if not self.fit_mask(self.pods[m]).any() and not self.pods[m].fractional:
+                return f"{self.pods[m].key}: {self.pod_reason(self.pods[m])}"
+        return ""
+
+    def _ordered_domains(self, codes: IntArray, names: list[str], members: Sequence[int],
+                         need: int) -> list[int]:
+        free = self._domain_free(codes, len(names), members)
+        cands = [d for d in range(len(names)) if free[d] >= need]
+        cands.sort(key=lambda d: ((-free[d] if self.spread else free[d]), names[d]))
+        return cands
+
+    def _place_required(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
+        assert gang.topology_required is not None
+        label = gang.topology_required
+        codes, names = self.domains(label)
+        need = self.gang_need(members[:required]) if required < len(members) else self.gang_need(members)
+        level = label.rsplit("/", 1)[-1]
+        for d in self._ordered_domains(codes, names, members, self.gang_need(members[:required])):
+            within = codes == d
+            if gang.topology_preferred:
+                result = self._place_preferred(gang, members, required, within)
+                if result.ok:
+                    return result
+                continue
+            placed, _ = self._try(members, required, within, None)
+            if placed is not None:
+                return GangPlacement(True, placed)
+        if not names:
+            return GangPlacement(False, reason=f"no node has the topology label {label}")
+        free = self._domain_free(codes, len(names), members)
+        best = int(free.max()) if len(free) else 0
+        return GangPlacement(
+            False,
+            reason=(f"gang of {required} needs one {level} with {plural(need, 'free GPU')}; "
+                    f"best {level} has {best}" if need else
+                    f"gang of {required} fits in no single {level}"),
+        )
+
+    def _place_preferred(self, gang: Gang, members: Sequence[int], required: int,
+                         within: BoolArray | None) -> GangPlacement:
+        assert gang.topology_preferred is not None
+        codes, names = self.domains(gang.topology_preferred)
+        # One domain when any can hold the gang: tightest first.
+        need = self.gang_need(members)
+        for d in self._ordered_domains(codes, names, members, need):
+            mask = codes == d
+            if within is not None:
+                mask &= within
+            placed, _ = self._try(members, len(members), mask, None)
+            if placed is not None:
+                return GangPlacement(True, placed)
+        # Else as few domains as possible: fill the domains with the most free GPUs first.
+        free = self._domain_free(codes, len(names), members)
+        if within is not None:
+            inside = np.bincount(codes[within & (codes >= 0)], minlength=len(names)) > 0
+            free = np.where(inside, free, -1)
+        order = sorted(range(len(names)), key=lambda d: (-free[d], names[d]))
+        dom_rank = np.full(len(names) + 1, len(names), dtype=np.int64)
+        for r, d in enumerate(order):
+            dom_rank[d] = r
+        rank = dom_rank[codes]  # nodes without the label (code -1) come last
+        placed, count = self._try(members, required, within, rank)
+        if placed is not None:
+            return GangPlacement(True, placed)
+        return GangPlacement(False, reason=f"gang of {required} does not fit: {count} of {required} placeable")
+
+    def gpu_of(self, a: Assignment) -> int:
+        return len(a.gpus)
+
+
+__all__ = ["GPU", "Assignment", "GangPlacement", "Placer"]

@@ -1,0 +1,230 @@
+"""Choosing victims: the eligible gangs, and among the sets that make a gang fit, the best one.
+
+The search follows the spec's preference order. Criteria 1 and 2 (the victims' queues as far
+above quota as possible, then the lowest priority) fix a *level*: the pool of candidates whose
+queue share is at least s and priority at most p. Levels are tried best first; the first level
+whose pool can make the gang fit decides criteria 1 and 2 for every set inside it. Within that
+pool the search looks for the fewest victims, then the least capacity, the latest start, and the
+names: singletons first (filtered by a vectorised capacity check, then verified), every subset
+when the pool is small, and otherwise a greedy fill per node (or globally, for gangs) followed by
+dropping every victim that is not needed. Each candidate set is verified by the real placement
+and quota code on the live state, then rolled back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.engine.cluster import IntArray
+
+if TYPE_CHECKING:
+    from gpufleet.engine.scheduler import Engine
+    from gpufleet.engine.workload import Gang
+
+EXHAUSTIVE_POOL = 12  # pools this small are searched subset by subset
+MAX_TESTS = 1500  # placement checks one search may make
+SINGLETON_TRIES = 16
+GREEDY_NODES = 8
+GREEDY_STEPS = 64
+
+SetKey = tuple[int, int, float, tuple[int, ...]]
+
+
+class Search:
+    def __init__(self, eng: Engine, gang: Gang, members: list[int], request: IntArray) -> None:
+        self.eng = eng
+        self.gang = gang
+        self.members = members
+        self.request = request
+        self.tests = 0
+        self.asked = request > 0
+
+    # -- verification on the live state -------------------------------------------------------
+
+    def takeable(self, victims: list[int]) -> bool:
+        """Reclaim victims may only be taken while every queue on their path is above quota."""
+        eng, f = self.eng, self.eng.forest
+        leaf = self.gang.queue
+        usage = f.usage.copy()
+        for v in sorted(victims, key=lambda g: (eng.g_cap[g], eng.gangs[g].key)):
+            x = int(eng.g_queue[v])
+            if x != leaf:
+                for q in f.reclaim_path(x, leaf):
+                    if not (usage[q][self.asked] > f.quota[q][self.asked]).any():
+                        return False
+            vec = eng.gang_quota(v)
+            for q in f.paths[x]:
+                usage[q] -= vec
+        return True
+
+    def fits(self, victims: list[int]) -> bool:
+        self.tests += 1
+        if not self.takeable(victims):
+            return False
+        eng = self.eng
+        saved: list[tuple[int, int, tuple[int, ...], int | None]] = []
+        for v in victims:
+            for m in eng.gangs[v].members:
+                info = eng.pods[m]
+                if info.node is not None:
+                    saved.append((m, info.node, info.gpus, info.bound_blocks))
+                    eng.unbind(m)
+        placed = eng.try_place(self.gang, self.members, self.request)
+        if placed.ok:
+            for a in reversed(placed.assignments):
+                eng.placer.release(a.pod)
+        for m, node, gpus, blocks in reversed(saved):
+            eng.rebind(m, node, gpus, blocks)
+        return placed.ok
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def key(self, victims: list[int]) -> SetKey:
+        eng = self.eng
+        return (
+            len(victims),
+            int(sum(int(eng.g_cap[v]) for v in victims)),
+            -min(float(eng.g_start[v]) for v in victims),
+            tuple(sorted(int(eng.g_rank[v]) for v in victims)),
+        )
+
+    def preference(self, pool: IntArray, largest_first: bool = False) -> IntArray:
+        """Pool ordered for singletons (least capacity first) or greedy fills (largest first)."""
+        eng = self.eng
+        cap = eng.g_cap[pool]
+        order = np.lexsort((eng.g_rank[pool], -eng.g_start[pool], -cap if largest_first else cap))
+        return pool[order]
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def single_pod(self) -> bool:
+        return len(self.members) == 1 and not self.gang.topology_required and not self.gang.topology_preferred
+
+    def could_fit_alone(self, pool: IntArray) -> IntArray:
+        """Pool gangs that pass a necessary capacity check for freeing room on their own."""
+        eng = self.eng
+        if not self.single_pod():
+            return pool
+        info = eng.pods[self.members[0]]
+        c = eng.cluster
+        pods = eng.live_pods_of(pool)
+        nodes = eng.placer.node_of[pods]
+        static = eng.feasibility.mask(info.pod)[nodes]
+        nz = np.flatnonzero(info.res)
+        room = (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
+        if info.whole:
+            room &= c.free_whole[nodes] + eng.p_whole[pods] >= info.whole
+        ok = pods[static & room]
+        return np.intersect1d(pool, eng.p_gang[ok])
+
+    def best_singleton(self, pool: IntArray) -> list[int] | None:
+        for v in self.preference(self.could_fit_alone(pool))[:SINGLETON_TRIES]:
+            if self.fits([int(v)]):
+                return [int(v)]
+        return None
+
+    def exhaustive(self, pool: IntArray) -> list[int] | None:
+        items = [int(v) for v in pool]
+        for size in range(2, len(items) + 1):
+            found: list[list[int]] = []
+            for combo in itertools.combinations(items, size):
+                if self.tests >= MAX_TESTS:
+                    break
+                if self.fits(list(combo)):
+                    found.append(list(combo))
+            if found:
+                return min(found, key=self.key)
+        return None
+
+    def minimise(self, victims: list[int]) -> list[int]:
+        """Drop every victim the gang does not need, least preferred victims first."""
+        keep = list(victims)
+        for v in sorted(victims, key=lambda g: (-self.eng.g_cap[g], self.eng.g_start[g], -self.eng.g_rank[g])):
+            trial = [g for g in keep if g != v]
+            if trial and self.tests < MAX_TESTS and self.fits(trial):
+                keep = trial
+        return keep
+
+    def greedy(self, ordered: IntArray) -> list[int] | None:
+        chosen: list[int] = []
+        for v in ordered[:GREEDY_STEPS]:
+            chosen.append(int(v))
+            if self.fits(chosen):
+                return self.minimise(chosen)
+            if self.tests >= MAX_TESTS:
+                break
+        return None
+
+    def greedy_by_node(self, pool: IntArray) -> list[int] | None:
+        eng = self.eng
+        info = eng.pods[self.members[0]]
+        c = eng.cluster
+        pods = eng.live_pods_of(pool)
+        nodes = eng.placer.node_of[pods]
+        n_nodes = len(c.nodes)
+        freed_whole = np.bincount(nodes, weights=eng.p_whole[pods], minlength=n_nodes)
+        nz = np.flatnonzero(info.res)
+        room = eng.feasibility.mask(info.pod).copy()
+        for j in nz:
+            freed = np.bincount(nodes, weights=eng.p_res[pods][:, j], minlength=n_nodes)
+            room &= c.free[:, j] + freed >= info.res[j]
+        if info.whole:
+            room &= c.free_whole + freed_whole >= info.whole
+        best: list[int] | None = None
+        for node in np.flatnonzero(room)[:GREEDY_NODES]:
+            on_node = np.unique(eng.p_gang[pods[nodes == node]])
+            found = self.greedy(self.preference(np.intersect1d(pool, on_node), largest_first=True))
+            if found and (best is None or self.key(found) < self.key(best)):
+                best = found
+        return best
+
+    def in_pool(self, pool: IntArray) -> list[int] | None:
+        single = self.best_singleton(pool)
+        if single is not None:
+            return single
+        if len(pool) <= EXHAUSTIVE_POOL:
+            return self.exhaustive(pool)
+        found = self.greedy_by_node(pool) if self.single_pod() else None
+        if found is None:
+            found = self.greedy(self.preference(pool, largest_first=True))
+        return found
+
+
+def find_victims(eng: Engine, gang: Gang, members: list[int], request: IntArray) -> tuple[list[int] | None, str]:
+    """The best victim set for ``gang`` (gang indices), or None with a reason."""
+    f = eng.forest
+    leaf = gang.queue
+    asked = request > 0
+    within = f.within_queue_allowed(leaf)
+    reclaim = f.reclaim_allowed(leaf) and f.in_quota(leaf, request)
+    queue_ok = np.zeros(len(f.queues), dtype=np.bool_)
+    if reclaim and asked.any():
+        for x in range(len(f.queues)):
+            if x != leaf and f.is_leaf(x):
+                queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))
+    live = eng.g_live
+    same = (eng.g_queue == leaf) & (eng.g_prio < gang.priority) if within else np.zeros_like(live)
+    eligible = np.flatnonzero(live & (same | queue_ok[np.maximum(eng.g_queue, 0)] & (eng.g_queue >= 0)))
+    if not len(eligible):
+        return None, "no eligible victims"
+    share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
+    shares = share_of_queue[eng.g_queue[eligible]]
+    prios = eng.g_prio[eligible]
+    search = Search(eng, gang, members, request)
+    for s in sorted(set(shares.tolist()), reverse=True):
+        upper = eligible[shares >= s]
+        tried = -1
+        for p in sorted(set(prios[shares >= s].tolist())):
+            pool = upper[eng.g_prio[upper] <= p]
+            if len(pool) == tried:
+                continue
+            tried = len(pool)
+            found = search.in_pool(pool)
+            if found is not None:
+                return sorted(found), ""
+            if search.tests >= MAX_TESTS:
+                return None, f"no victim set found within {MAX_TESTS} checks"
+    return None, f"does not fit even after evicting every eligible gang ({len(eligible)} eligible)"
