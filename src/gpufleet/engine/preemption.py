@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.engine.cluster import IntArray
+from gpufleet.engine.cluster import BoolArray, IntArray
 
 if TYPE_CHECKING:
     from gpufleet.engine.scheduler import Engine
@@ -92,18 +92,26 @@ class Search:
         )
 
     def preference(self, pool: IntArray, largest_first: bool = False) -> IntArray:
-        """Pool ordered for singletons (least capacity first) or greedy fills (largest first)."""
+        """Pool gangs ordered for singletons (least capacity first) or greedy fills (largest first).
+
+        The keys (capacity, start, name) are fixed per gang, so the engine ranks every gang once
+        and ordering a pool is a sort of small integers.
+        """
+        ranks = (self.eng.g_order_large if largest_first else self.eng.g_order_small)[pool]
+        return pool[np.argsort(ranks, kind="stable")]
+
+    def first_in_order(self, mask: BoolArray, count: int) -> IntArray:
+        """The first ``count`` gangs of ``mask`` in singleton preference order."""
         eng = self.eng
-        cap = eng.g_cap[pool]
-        order = np.lexsort((eng.g_rank[pool], -eng.g_start[pool], -cap if largest_first else cap))
-        return pool[order]
+        hits = np.flatnonzero(mask[eng.g_sorted_small])[:count]
+        return eng.g_sorted_small[hits]
 
     # -- search ---------------------------------------------------------------------------------
 
     def single_pod(self) -> bool:
         return len(self.members) == 1 and not self.gang.topology_required and not self.gang.topology_preferred
 
-    def could_fit_alone(self, pool: IntArray) -> IntArray:
+    def could_fit_alone(self, pool: BoolArray) -> BoolArray:
         """Pool gangs that pass a necessary capacity check for freeing room on their own."""
         eng = self.eng
         if not self.single_pod():
@@ -117,11 +125,12 @@ class Search:
         room = (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
         if info.whole:
             room &= c.free_whole[nodes] + eng.p_whole[pods] >= info.whole
-        ok = pods[static & room]
-        return np.intersect1d(pool, eng.p_gang[ok])
+        out = np.zeros_like(pool)
+        out[eng.p_gang[pods[static & room]]] = True
+        return out
 
-    def best_singleton(self, pool: IntArray) -> list[int] | None:
-        for v in self.preference(self.could_fit_alone(pool))[:SINGLETON_TRIES]:
+    def best_singleton(self, pool: BoolArray) -> list[int] | None:
+        for v in self.first_in_order(self.could_fit_alone(pool), SINGLETON_TRIES):
             if self.fits([int(v)]):
                 return [int(v)]
         return None
@@ -158,11 +167,12 @@ class Search:
                 break
         return None
 
-    def greedy_by_node(self, pool: IntArray) -> list[int] | None:
+    def greedy_by_node(self, pool_mask: BoolArray) -> list[int] | None:
         eng = self.eng
+        pool = np.flatnonzero(pool_mask)
         info = eng.pods[self.members[0]]
         c = eng.cluster
-        pods = eng.live_pods_of(pool)
+        pods = eng.live_pods_of(pool_mask)
         nodes = eng.placer.node_of[pods]
         n_nodes = len(c.nodes)
         freed_whole = np.bincount(nodes, weights=eng.p_whole[pods], minlength=n_nodes)
@@ -181,13 +191,14 @@ class Search:
                 best = found
         return best
 
-    def in_pool(self, pool: IntArray) -> list[int] | None:
-        single = self.best_singleton(pool)
+    def in_pool(self, pool_mask: BoolArray, size: int) -> list[int] | None:
+        single = self.best_singleton(pool_mask)
         if single is not None:
             return single
-        if len(pool) <= EXHAUSTIVE_POOL:
+        pool = np.flatnonzero(pool_mask)
+        if size <= EXHAUSTIVE_POOL:
             return self.exhaustive(pool)
-        found = self.greedy_by_node(pool) if self.single_pod() else None
+        found = self.greedy_by_node(pool_mask) if self.single_pod() else None
         if found is None:
             found = self.greedy(self.preference(pool, largest_first=True))
         return found
@@ -207,24 +218,25 @@ def find_victims(eng: Engine, gang: Gang, members: list[int], request: IntArray)
                 queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))
     live = eng.g_live
     same = (eng.g_queue == leaf) & (eng.g_prio < gang.priority) if within else np.zeros_like(live)
-    eligible = np.flatnonzero(live & (same | queue_ok[np.maximum(eng.g_queue, 0)] & (eng.g_queue >= 0)))
-    if not len(eligible):
+    eligible = live & (same | queue_ok[eng.g_queue_clipped])
+    n_eligible = int(eligible.sum())
+    if not n_eligible:
         return None, "no eligible victims"
     share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
-    shares = share_of_queue[eng.g_queue[eligible]]
-    prios = eng.g_prio[eligible]
+    present = np.bincount(eng.g_queue_clipped, weights=eligible, minlength=len(f.queues)) > 0
     search = Search(eng, gang, members, request)
-    for s in sorted(set(shares.tolist()), reverse=True):
-        upper = eligible[shares >= s]
+    for s in sorted({float(share_of_queue[q]) for q in np.flatnonzero(present)}, reverse=True):
+        upper = eligible & (share_of_queue >= s)[eng.g_queue_clipped]
         tried = -1
-        for p in sorted(set(prios[shares >= s].tolist())):
-            pool = upper[eng.g_prio[upper] <= p]
-            if len(pool) == tried:
+        for p in eng.priorities:
+            pool = upper & (eng.g_prio <= p)
+            size = int(pool.sum())
+            if size == tried or size == 0:
                 continue
-            tried = len(pool)
-            found = search.in_pool(pool)
+            tried = size
+            found = search.in_pool(pool, size)
             if found is not None:
                 return sorted(found), ""
             if search.tests >= MAX_TESTS:
                 return None, f"no victim set found within {MAX_TESTS} checks"
-    return None, f"does not fit even after evicting every eligible gang ({len(eligible)} eligible)"
+    return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)"

@@ -24,7 +24,7 @@ from gpufleet.domain import (
     QueueName,
     Snapshot,
 )
-from gpufleet.engine.cluster import ClusterState, IntArray
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
@@ -126,7 +126,17 @@ class Engine:
         self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
         self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
         self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        self.p_gang_clipped = np.maximum(self.p_gang, 0)
         self._g_quota: dict[int, IntArray] = {}
+        self.g_queue_clipped = np.maximum(self.g_queue, 0)
+        self.priorities = sorted(set(self.g_prio[self.g_live].tolist()))
+        # Victim preference keys are fixed per gang: rank all gangs once.
+        self.g_sorted_small = np.lexsort((self.g_rank, -self.g_start, self.g_cap))
+        self.g_sorted_large = np.lexsort((self.g_rank, -self.g_start, -self.g_cap))
+        self.g_order_small = np.empty(len(gangs), dtype=np.int64)
+        self.g_order_small[self.g_sorted_small] = np.arange(len(gangs))
+        self.g_order_large = np.empty(len(gangs), dtype=np.int64)
+        self.g_order_large[self.g_sorted_large] = np.arange(len(gangs))
 
     def gang_quota(self, g: int) -> IntArray:
         got = self._g_quota.get(g)
@@ -135,12 +145,9 @@ class Engine:
             self._g_quota[g] = got
         return got
 
-    def live_pods_of(self, pool: IntArray) -> IntArray:
-        """Indices of bound pods belonging to the gangs of ``pool``."""
-        in_pool = np.zeros(len(self.gangs), dtype=np.bool_)
-        in_pool[pool] = True
-        gang = np.maximum(self.p_gang, 0)
-        return np.flatnonzero(in_pool[gang] & (self.p_gang >= 0) & (self.placer.node_of >= 0))
+    def live_pods_of(self, pool: BoolArray) -> IntArray:
+        """Indices of bound pods belonging to the gangs of ``pool`` (a mask over gangs)."""
+        return np.flatnonzero(pool[self.p_gang_clipped] & (self.p_gang >= 0) & (self.placer.node_of >= 0))
 
     def _check_overcommit(self) -> None:
         f = self.forest
