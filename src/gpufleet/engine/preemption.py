@@ -34,13 +34,13 @@ SetKey = tuple[int, int, float, tuple[int, ...]]
 
 
 class Search:
-    def __init__(self, eng: Engine, gang: Gang, members: list[int], request: IntArray) -> None:
+    def __init__(self, eng: Engine, gang: Gang, members: list[int], request: list[int]) -> None:
         self.eng = eng
         self.gang = gang
         self.members = members
         self.request = request
         self.tests = 0
-        self.asked = request > 0
+        self.asked = [j for j in range(len(request)) if request[j] > 0]
 
     # -- verification on the live state -------------------------------------------------------
 
@@ -48,16 +48,16 @@ class Search:
         """Reclaim victims may only be taken while every queue on their path is above quota."""
         eng, f = self.eng, self.eng.forest
         leaf = self.gang.queue
-        usage = f.usage.copy()
+        usage = [list(row) for row in f.usage]
         for v in sorted(victims, key=lambda g: (eng.g_cap[g], eng.gangs[g].key)):
             x = int(eng.g_queue[v])
             if x != leaf:
                 for q in f.reclaim_path(x, leaf):
-                    if not (usage[q][self.asked] > f.quota[q][self.asked]).any():
+                    if not f.above_quota(q, self.asked, usage):
                         return False
             vec = eng.gang_quota(v)
             for q in f.paths[x]:
-                usage[q] -= vec
+                usage[q] = [u - int(d) for u, d in zip(usage[q], vec, strict=True)]
         return True
 
     def fits(self, victims: list[int]) -> bool:
@@ -204,15 +204,15 @@ class Search:
         return found
 
 
-def find_victims(eng: Engine, gang: Gang, members: list[int], request: IntArray) -> tuple[list[int] | None, str]:
+def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]) -> tuple[list[int] | None, str]:
     """The best victim set for ``gang`` (gang indices), or None with a reason."""
     f = eng.forest
     leaf = gang.queue
-    asked = request > 0
+    asked = [j for j in range(len(request)) if request[j] > 0]
     within = f.within_queue_allowed(leaf)
     reclaim = f.reclaim_allowed(leaf) and f.in_quota(leaf, request)
     queue_ok = np.zeros(len(f.queues), dtype=np.bool_)
-    if reclaim and asked.any():
+    if reclaim and asked:
         for x in range(len(f.queues)):
             if x != leaf and f.is_leaf(x):
                 queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))

@@ -9,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.domain import Queue, QueueName, WithinQueue
-from gpufleet.engine.cluster import IntArray
 
 NONE = -1
 
@@ -40,6 +37,9 @@ def unit(resource: str, amount_milli: int) -> str:
 
 
 class QueueForest:
+    """Queue tree state. Per-queue vectors are short Python lists (one entry per managed
+    resource, usually just GPUs): at this size plain ints are several times faster than NumPy."""
+
     def __init__(self, queues: Sequence[Queue], capacity: dict[str, int]) -> None:
         self.queues: list[Queue] = sorted(queues, key=lambda q: q.name)
         self.index: dict[QueueName, int] = {q.name: i for i, q in enumerate(self.queues)}
@@ -55,35 +55,34 @@ class QueueForest:
              if spec.quota is not None or spec.limit is not None or spec.lending_limit is not None}
         )
         m = len(self.managed)
-        self.capacity = np.array([capacity.get(r, 0) for r in self.managed], dtype=np.int64)
-        self.explicit_quota = np.full((n, m), NONE, dtype=np.int64)
-        self.limit = np.full((n, m), NONE, dtype=np.int64)
-        self.lending = np.full((n, m), NONE, dtype=np.int64)
+        self.m = m
+        self.capacity: list[int] = [capacity.get(r, 0) for r in self.managed]
+        self.explicit_quota = [[NONE] * m for _ in range(n)]
+        self.limit = [[NONE] * m for _ in range(n)]
+        self.lending = [[NONE] * m for _ in range(n)]
         for i, q in enumerate(self.queues):
             for j, r in enumerate(self.managed):
                 spec = q.resources.get(r)
                 if spec is None:
                     continue
                 if spec.quota is not None:
-                    self.explicit_quota[i, j] = spec.quota
+                    self.explicit_quota[i][j] = spec.quota
                 if spec.limit is not None:
-                    self.limit[i, j] = spec.limit
+                    self.limit[i][j] = spec.limit
                 if spec.lending_limit is not None:
-                    self.lending[i, j] = spec.lending_limit
+                    self.lending[i][j] = spec.lending_limit
         self.order = self._post_order()
-        self.quota = np.zeros((n, m), dtype=np.int64)
+        self.quota = [[0] * m for _ in range(n)]
         for i in self.order:  # children before parents
-            if (self.explicit_quota[i] != NONE).all():
-                self.quota[i] = self.explicit_quota[i]
-            else:
-                summed = sum((self.quota[c] for c in self.children[i]), np.zeros(m, dtype=np.int64))
-                self.quota[i] = np.where(self.explicit_quota[i] != NONE, self.explicit_quota[i], summed)
-        self.usage = np.zeros((n, m), dtype=np.int64)
-        self.guaranteed = np.zeros((n, m), dtype=np.int64)
+            for j in range(m):
+                explicit = self.explicit_quota[i][j]
+                self.quota[i][j] = explicit if explicit != NONE else sum(self.quota[c][j] for c in self.children[i])
+        self.usage = [[0] * m for _ in range(n)]
+        self.guaranteed = [[0] * m for _ in range(n)]
         self.paths: list[list[int]] = [self._path(i) for i in range(n)]
-        self.weights = np.array([max(q.weight, 1e-9) for q in self.queues])
-        self.has_lending = bool((self.lending != NONE).any())
-        self.has_limits = bool((self.limit != NONE).any())
+        self.weights = [max(q.weight, 1e-9) for q in self.queues]
+        self.has_lending = any(v != NONE for row in self.lending for v in row)
+        self.has_limits = any(v != NONE for row in self.limit for v in row)
 
     def _post_order(self) -> list[int]:
         out: list[int] = []
@@ -111,41 +110,42 @@ class QueueForest:
 
     # -- usage ----------------------------------------------------------------------------
 
-    def add(self, leaf: int, amount: IntArray, sign: int = 1) -> None:
+    def add(self, leaf: int, amount: Sequence[int], sign: int = 1) -> None:
         """Add (or, with sign -1, remove) a pod's quota request to its leaf and ancestors."""
-        if leaf < 0 or not len(self.managed):
+        if leaf < 0 or not self.m:
             return
         path = self.paths[leaf]
+        m = range(self.m)
         for q in path:
-            self.usage[q] += sign * amount
-        self.guaranteed[leaf] = self.usage[leaf]
+            row = self.usage[q]
+            for j in m:
+                row[j] += sign * int(amount[j])
+        self.guaranteed[leaf] = list(self.usage[leaf])
         for q in path[1:]:
-            total = np.zeros(len(self.managed), dtype=np.int64)
-            for c in self.children[q]:
-                total += np.minimum(self.guaranteed[c], self.quota[c])
-            self.guaranteed[q] = total
+            self.guaranteed[q] = [
+                sum(min(self.guaranteed[c][j], self.quota[c][j]) for c in self.children[q]) for j in m
+            ]
 
     # -- tests ------------------------------------------------------------------------------
 
-    def in_quota(self, leaf: int, request: IntArray) -> bool:
+    def in_quota(self, leaf: int, request: Sequence[int]) -> bool:
         """Would a gang of ``request`` at ``leaf`` keep guaranteed usage within quota on the path?"""
-        if leaf < 0 or not len(self.managed):
+        if leaf < 0 or not self.m:
             return True
-        asked = request > 0
-        if not asked.any():
+        asked = [j for j in range(self.m) if request[j] > 0]
+        if not asked:
             return True
         path = self.paths[leaf]
-        new = self.guaranteed[leaf] + request
-        if (new[asked] > self.quota[leaf][asked]).any():
+        gu, quota = self.guaranteed, self.quota
+        new = {j: gu[leaf][j] + int(request[j]) for j in asked}
+        if any(new[j] > quota[leaf][j] for j in asked):
             return False
         child = leaf
         for q in path[1:]:
-            new = (
-                self.guaranteed[q]
-                - np.minimum(self.guaranteed[child], self.quota[child])
-                + np.minimum(new, self.quota[child])
-            )
-            if (new[asked] > self.quota[q][asked]).any():
+            new = {
+                j: gu[q][j] - min(gu[child][j], quota[child][j]) + min(new[j], quota[child][j]) for j in asked
+            }
+            if any(new[j] > quota[q][j] for j in asked):
                 return False
             child = q
         return True
@@ -154,69 +154,73 @@ class QueueForest:
         """(left, quota, queue name) at the tightest queue of the path for managed resource j."""
         best: tuple[int, int, str] | None = None
         for q in self.paths[leaf]:
-            left = int(self.quota[q, j] - self.guaranteed[q, j])
+            left = self.quota[q][j] - self.guaranteed[q][j]
             if best is None or left < best[0]:
-                best = (left, int(self.quota[q, j]), self.name(q))
+                best = (left, self.quota[q][j], self.name(q))
         assert best is not None
         return best
 
-    def limit_verdict(self, leaf: int, request: IntArray) -> QuotaVerdict:
+    def limit_verdict(self, leaf: int, request: Sequence[int]) -> QuotaVerdict:
         if leaf < 0 or not self.has_limits:
             return QuotaVerdict(True)
         for q in self.paths[leaf]:
             for j, r in enumerate(self.managed):
-                lim = self.limit[q, j]
-                if lim != NONE and request[j] > 0 and self.usage[q, j] + request[j] > lim:
+                lim = self.limit[q][j]
+                if lim != NONE and request[j] > 0 and self.usage[q][j] + request[j] > lim:
                     return QuotaVerdict(
                         False,
-                        f"queue {self.name(q)} at its limit of {unit(r, int(lim))}: "
-                        f"uses {fmt_amount(r, int(self.usage[q, j]))}, gang needs {fmt_amount(r, int(request[j]))}",
+                        f"queue {self.name(q)} at its limit of {unit(r, lim)}: "
+                        f"uses {fmt_amount(r, self.usage[q][j])}, gang needs {fmt_amount(r, int(request[j]))}",
                     )
         return QuotaVerdict(True)
 
-    def reserved_against(self, leaf: int) -> IntArray:
+    def reserved_against(self, leaf: int) -> list[int]:
         """Capacity that queues whose subtree does not contain ``leaf`` hold back (lending limits)."""
-        m = len(self.managed)
-        held = np.zeros((len(self.queues), m), dtype=np.int64)
+        m = range(self.m)
+        held = [[0] * self.m for _ in self.queues]
         for i in self.order:
-            own = np.zeros(m, dtype=np.int64)
-            lend = self.lending[i]
-            has = lend != NONE
-            if has.any():
-                own = np.where(has, np.maximum(0, self.quota[i] - self.usage[i] - np.maximum(lend, 0)), 0)
-            kids = sum((held[c] for c in self.children[i]), np.zeros(m, dtype=np.int64))
-            held[i] = np.maximum(own, kids)
-        total = np.zeros(m, dtype=np.int64)
-        on_path = set(self.paths[leaf]) if leaf >= 0 else set()
-        for q in self.paths[leaf] if leaf >= 0 else []:
+            own = [
+                max(0, self.quota[i][j] - self.usage[i][j] - max(self.lending[i][j], 0))
+                if self.lending[i][j] != NONE else 0
+                for j in m
+            ]
+            kids = [sum(held[c][j] for c in self.children[i]) for j in m]
+            held[i] = [max(own[j], kids[j]) for j in m]
+        total = [0] * self.m
+        path = self.paths[leaf] if leaf >= 0 else []
+        on_path = set(path)
+        for q in path:
             siblings = self.children[self.parent[q]] if self.parent[q] != NONE else self.roots
             for s in siblings:
                 if s not in on_path:
-                    total += held[s]
+                    total = [total[j] + held[s][j] for j in m]
         if leaf < 0:
             for r in self.roots:
-                total += held[r]
+                total = [total[j] + held[r][j] for j in m]
         return total
 
     # -- fair order keys --------------------------------------------------------------------
 
     def dominant_usage(self, q: int) -> float:
-        quota = self.quota[q]
-        pos = quota > 0
-        if not pos.any():
-            return 0.0
-        return float((self.usage[q][pos] / quota[pos]).max())
+        best = 0.0
+        for j in range(self.m):
+            quota = self.quota[q][j]
+            if quota > 0:
+                best = max(best, self.usage[q][j] / quota)
+        return best
 
     def borrowed_share(self, q: int) -> float:
-        if not len(self.managed):
-            return 0.0
-        over = np.maximum(0, self.usage[q] - self.quota[q]).astype(np.float64)
-        cap = np.where(self.capacity > 0, self.capacity, 1)
-        return float((over / cap).max() / self.weights[q])
+        best = 0.0
+        for j in range(self.m):
+            over = self.usage[q][j] - self.quota[q][j]
+            if over > 0:
+                best = max(best, over / (self.capacity[j] or 1))
+        return best / self.weights[q]
 
-    def above_quota(self, q: int, asked: np.ndarray) -> bool:
-        """Uses more than its quota of a resource the preemptor requests."""
-        return bool((self.usage[q][asked] > self.quota[q][asked]).any())
+    def above_quota(self, q: int, asked: Sequence[int], usage: list[list[int]] | None = None) -> bool:
+        """Uses more than its quota of a resource the preemptor requests (``asked``: indices)."""
+        row = (usage or self.usage)[q]
+        return any(row[j] > self.quota[q][j] for j in asked)
 
     def lowest_common_ancestor(self, a: int, b: int) -> int:
         pa = set(self.paths[a])

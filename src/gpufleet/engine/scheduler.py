@@ -72,7 +72,7 @@ class Engine:
     def _smallest_gpu_memory(self) -> list[int]:
         return sorted({int(m) for m in self.cluster.gpu_memory_mib if m > 0})
 
-    def quota_vec(self, info: PodInfo, blocks: int | None = None) -> IntArray:
+    def quota_vec(self, info: PodInfo, blocks: int | None = None) -> list[int]:
         if info.fractional and blocks is None:
             blocks = info.bound_blocks
             if blocks is None:
@@ -127,7 +127,7 @@ class Engine:
         self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
         self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
-        self._g_quota: dict[int, IntArray] = {}
+        self._g_quota: dict[int, list[int]] = {}
         self.g_queue_clipped = np.maximum(self.g_queue, 0)
         self.priorities = sorted(set(self.g_prio[self.g_live].tolist()))
         # Victim preference keys are fixed per gang: rank all gangs once.
@@ -138,7 +138,7 @@ class Engine:
         self.g_order_large = np.empty(len(gangs), dtype=np.int64)
         self.g_order_large[self.g_sorted_large] = np.arange(len(gangs))
 
-    def gang_quota(self, g: int) -> IntArray:
+    def gang_quota(self, g: int) -> list[int]:
         got = self._g_quota.get(g)
         if got is None:
             got = self.gang_request([m for m in self.gangs[g].members if self.pods[m].node is not None])
@@ -154,16 +154,16 @@ class Engine:
         for j, r in enumerate(f.managed):
             for i in range(len(f.queues)):
                 kids = f.children[i]
-                if not kids or f.explicit_quota[i, j] == NONE:
+                if not kids or f.explicit_quota[i][j] == NONE:
                     continue
-                total = int(sum(int(f.quota[c, j]) for c in kids))
-                if total > f.quota[i, j]:
+                total = sum(f.quota[c][j] for c in kids)
+                if total > f.quota[i][j]:
                     self.warnings.append(
                         f"queue {f.name(i)}: children's {r} quotas add up to {fmt_amount(r, total)}, "
-                        f"more than its quota of {fmt_amount(r, int(f.quota[i, j]))} (over-committed)"
+                        f"more than its quota of {fmt_amount(r, f.quota[i][j])} (over-committed)"
                     )
-            top = int(sum(int(f.quota[q, j]) for q in f.roots))
-            cap = int(f.capacity[j])
+            top = sum(f.quota[q][j] for q in f.roots)
+            cap = f.capacity[j]
             if top > cap:
                 self.warnings.append(
                     f"top-level {r} quotas add up to {fmt_amount(r, top)}, more than the cluster's "
@@ -178,10 +178,11 @@ class Engine:
     def required(self, gang: Gang, pending: list[int]) -> int:
         return max(1, gang.min_member - gang.alive) if gang.alive else gang.min_member
 
-    def gang_request(self, members: list[int]) -> IntArray:
-        total = np.zeros(len(self.managed), dtype=np.int64)
+    def gang_request(self, members: list[int]) -> list[int]:
+        total = [0] * len(self.managed)
         for m in members:
-            total += self.quota_vec(self.pods[m])
+            for j, v in enumerate(self.quota_vec(self.pods[m])):
+                total[j] += v
         return total
 
     def gang_gpus_milli(self, members: list[int]) -> int:
@@ -190,7 +191,7 @@ class Engine:
 
     # -- quota gates ------------------------------------------------------------------------
 
-    def quota_gate(self, gang: Gang, request: IntArray) -> str:
+    def quota_gate(self, gang: Gang, request: list[int]) -> str:
         """Empty when the queue rules admit ``request`` now, else the reason."""
         leaf = gang.queue
         f = self.forest
@@ -198,7 +199,7 @@ class Engine:
         if not verdict.ok:
             return verdict.reason
         if not gang.preemptible and not f.in_quota(leaf, request):
-            j = int(np.argmax(request > 0)) if (request > 0).any() else 0
+            j = next((j for j, v in enumerate(request) if v > 0), 0)
             left, quota, qname = f.quota_left(leaf, j)
             r = self.managed[j] if self.managed else GPU
             return (f"non-preemptible work must fit in quota: {qname} has {fmt_amount(r, max(left, 0))} "
@@ -257,7 +258,7 @@ class Engine:
         per_leaf = self.candidates()
         pointer = dict.fromkeys(per_leaf, 0)
         changed = False
-        requests: dict[int, IntArray] = {}
+        requests: dict[int, list[int]] = {}
         while True:
             heads = {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
             if not heads:
@@ -275,7 +276,7 @@ class Engine:
                 self.gangs[chosen].pending_reason = result.reason
         return changed
 
-    def pick(self, heads: dict[int, int], requests: dict[int, IntArray]) -> int:
+    def pick(self, heads: dict[int, int], requests: dict[int, list[int]]) -> int:
         """The next gang to try: in-quota heads first, then fair order level by level."""
         f = self.forest
         in_quota = {leaf: f.in_quota(leaf, requests[g]) for leaf, g in heads.items()}
@@ -287,8 +288,13 @@ class Engine:
             gang = self.gangs[g]
             return (-gang.priority, gang.creation, gang.key)
 
+        keys: dict[int, float] = {}
+
         def key(q: int) -> float:
-            return f.borrowed_share(q) if borrowing else f.dominant_usage(q)
+            got = keys.get(q)
+            if got is None:
+                got = keys[q] = f.borrowed_share(q) if borrowing else f.dominant_usage(q)
+            return got
 
         def best(q: int) -> int | None:
             if q in contains:
@@ -307,14 +313,14 @@ class Engine:
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    def try_place(self, gang: Gang, members: list[int], request: IntArray) -> GangPlacement:
+    def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
         """Quota gates, then placement on what is free now (committed on success)."""
         reason = self.quota_gate(gang, request)
         if reason:
             return GangPlacement(False, reason=reason)
         return self.placer.place_gang(gang, members, self.required(gang, members))
 
-    def attempt(self, gang: Gang, request: IntArray) -> Attempt:
+    def attempt(self, gang: Gang, request: list[int]) -> Attempt:
         members = self.pending_members(gang)
         placed = self.try_place(gang, members, request)
         if placed.ok:

@@ -185,9 +185,9 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     return gangs
 
 
-def quota_request(info: PodInfo, managed: list[str], blocks: int | None) -> IntArray:
+def quota_request(info: PodInfo, managed: list[str], blocks: int | None) -> list[int]:
     """What a pod counts against quota, over the managed resources."""
-    vec = np.zeros(len(managed), dtype=np.int64)
+    vec = [0] * len(managed)
     for j, r in enumerate(managed):
         if r == GPU:
             if info.fractional:
