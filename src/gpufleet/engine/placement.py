@@ -240,10 +240,33 @@ class Placer:
                 return f"{self.pods[m].key}: {self.pod_reason(self.pods[m])}"
         return ""
 
+    def copies_per_node(self, info: PodInfo) -> IntArray:
+        """How many more copies of this pod each node could take now (0 where infeasible)."""
+        c = self.cluster
+        copies = np.where(self.feasibility.mask(info.pod), np.int64(1) << np.int64(30), 0)
+        for j in np.flatnonzero(info.res):
+            copies = np.minimum(copies, c.free[:, j] // info.res[j])
+        if info.whole:
+            copies = np.minimum(copies, c.free_whole // info.whole)
+        return copies
+
     def _ordered_domains(self, codes: IntArray, names: list[str], members: Sequence[int],
-                         need: int) -> list[int]:
+                         need: int, count: int | None = None) -> list[int]:
         free = self._domain_free(codes, len(names), members)
         cands = [d for d in range(len(names)) if free[d] >= need]
+        first = self.pods[members[0]]
+        same = all(
+            self.pods[m].whole == first.whole and not self.pods[m].fractional
+            and np.array_equal(self.pods[m].res, first.res) and self.pods[m].pod.tolerations == first.pod.tolerations
+            and self.pods[m].pod.node_selector == first.pod.node_selector
+            and self.pods[m].pod.affinity == first.pod.affinity
+            for m in members
+        )
+        if same and cands:
+            # Identical pods: a domain must hold that many copies, counted node by node.
+            ok = codes >= 0
+            copies = np.bincount(codes[ok], weights=self.copies_per_node(first)[ok], minlength=len(names))
+            cands = [d for d in cands if copies[d] >= (count if count is not None else len(members))]
         cands.sort(key=lambda d: ((-free[d] if self.spread else free[d]), names[d]))
         return cands
 
@@ -253,7 +276,7 @@ class Placer:
         codes, names = self.domains(label)
         need = self.gang_need(members[:required]) if required < len(members) else self.gang_need(members)
         level = label.rsplit("/", 1)[-1]
-        for d in self._ordered_domains(codes, names, members, self.gang_need(members[:required])):
+        for d in self._ordered_domains(codes, names, members, self.gang_need(members[:required]), required):
             within = codes == d
             if gang.topology_preferred:
                 result = self._place_preferred(gang, members, required, within)
