@@ -276,16 +276,19 @@ class Placer:
         codes, names = self.domains(label)
         need = self.gang_need(members[:required]) if required < len(members) else self.gang_need(members)
         level = label.rsplit("/", 1)[-1]
-        for d in self._ordered_domains(codes, names, members, self.gang_need(members[:required]), required):
-            within = codes == d
-            if gang.topology_preferred:
-                result = self._place_preferred(gang, members, required, within)
-                if result.ok:
-                    return result
-                continue
-            placed, _ = self._try(members, required, within, None)
-            if placed is not None:
-                return GangPlacement(True, placed)
+        domains = self._ordered_domains(codes, names, members, self.gang_need(members[:required]), required)
+        if gang.topology_preferred:
+            # As few preferred domains as possible decides first, then the tightest required domain.
+            for single_only in (True, False):
+                for d in domains:
+                    result = self._place_preferred(gang, members, required, codes == d, single_only)
+                    if result.ok:
+                        return result
+        else:
+            for d in domains:
+                placed, _ = self._try(members, required, codes == d, None)
+                if placed is not None:
+                    return GangPlacement(True, placed)
         if not names:
             return GangPlacement(False, reason=f"no node has the topology label {label}")
         free = self._domain_free(codes, len(names), members)
@@ -298,7 +301,7 @@ class Placer:
         )
 
     def _place_preferred(self, gang: Gang, members: Sequence[int], required: int,
-                         within: BoolArray | None) -> GangPlacement:
+                         within: BoolArray | None, single_only: bool = False) -> GangPlacement:
         assert gang.topology_preferred is not None
         codes, names = self.domains(gang.topology_preferred)
         # One domain when any can hold the gang: tightest first.
@@ -310,6 +313,8 @@ class Placer:
             placed, _ = self._try(members, len(members), mask, None)
             if placed is not None:
                 return GangPlacement(True, placed)
+        if single_only:
+            return GangPlacement(False, reason="no single domain holds the gang")
         # Else as few domains as possible: fill the domains with the most free GPUs first.
         free = self._domain_free(codes, len(names), members)
         if within is not None:

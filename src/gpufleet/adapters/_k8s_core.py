@@ -1,0 +1,506 @@
+"""Kubernetes core objects (v1 Node, v1 Pod, scheduling.k8s.io PriorityClass) -> domain objects.
+
+Hand-written field access rather than pydantic: a snapshot may hold tens of thousands of pods,
+and reading one must cost a few microseconds. Unknown fields are ignored, as Kubernetes clients
+do; fields that gpufleet reads are checked and reported with their full path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpufleet.adapters._fields import (
+    FieldError,
+    join,
+    mapping,
+    opt_bool,
+    opt_int32,
+    opt_str,
+    quantity,
+    req_str,
+    scalar_text,
+    sequence,
+    str_map,
+    timestamp,
+)
+from gpufleet.adapters.errors import describe
+from gpufleet.adapters.quantity import QuantityError, to_milli
+from gpufleet.domain import (
+    BLOCKS_PER_GPU,
+    GPU,
+    MILLI,
+    PODS,
+    Node,
+    NodeName,
+    Pod,
+    PriorityClass,
+    QueueName,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
+from gpufleet.domain.model import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_NVLINK_DOMAINS,
+    ANNOTATION_UNHEALTHY_GPUS,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_PREEMPTIBLE,
+    LABEL_QUEUE,
+)
+
+__all__ = ["node_from_dict", "pod_from_dict", "priority_class_from_dict"]
+
+_EFFECTS = {effect.value: effect for effect in TaintEffect}
+_EFFECT_NAMES = ", ".join(_EFFECTS)
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_INDEX = re.compile(r"\s*(\d{1,6})\s*")
+_RANGE = re.compile(r"\s*(\d{1,6})\s*-\s*(\d{1,6})\s*")
+_BLOCKS = re.compile(r"\s*\d{1,3}\s*")
+_MIB = re.compile(r"\s*\d{1,9}\s*")
+_INTEGER = re.compile(r"[+-]?\d{1,18}")
+
+
+def _meta_path(field: str, key: str) -> str:
+    return f"metadata.{field}.{key}"
+
+
+# ----------------------------------------------------------------------------------------- Node
+
+
+def _index_list(text: str, path: str) -> list[int]:
+    """ "0,1,3" -> [0, 1, 3]; "" -> []."""
+    if not text.strip():
+        return []
+    out: list[int] = []
+    for part in text.split(","):
+        match = _INDEX.fullmatch(part)
+        if match is None:
+            raise FieldError(path, f'must be GPU indices such as "0,1", got {describe(text)}')
+        out.append(int(match.group(1)))
+    if len(set(out)) != len(out):
+        raise FieldError(path, f"repeats a GPU index: {describe(text)}")
+    return out
+
+
+def _nvlink_domains(text: str, path: str) -> tuple[tuple[int, ...], ...]:
+    """ "0-3;4-7" or "0,1;2,3" (ranges and lists may be mixed) -> ((0, 1, 2, 3), (4, 5, 6, 7))."""
+    domains: list[tuple[int, ...]] = []
+    seen: set[int] = set()
+    for group in text.split(";"):
+        if not group.strip():
+            continue
+        members: list[int] = []
+        for part in group.split(","):
+            single = _INDEX.fullmatch(part)
+            if single is not None:
+                members.append(int(single.group(1)))
+                continue
+            span = _RANGE.fullmatch(part)
+            if span is None or int(span.group(1)) > int(span.group(2)):
+                raise FieldError(
+                    path, f'must be GPU index groups such as "0-3;4-7" or "0,1;2,3", got {describe(text)}'
+                )
+            members.extend(range(int(span.group(1)), int(span.group(2)) + 1))
+        for index in members:
+            if index in seen:
+                raise FieldError(path, f"GPU {index} appears twice in {describe(text)}")
+            seen.add(index)
+        domains.append(tuple(sorted(members)))
+    return tuple(domains)
+
+
+def _taints(value: object, path: str) -> tuple[Taint, ...]:
+    out: list[Taint] = []
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        item = mapping(raw, item_path)
+        key = req_str(item.get("key"), join(item_path, "key"))
+        taint_value = scalar_text(item.get("value"), join(item_path, "value"))
+        effect_raw = item.get("effect")
+        effect = _EFFECTS.get(effect_raw) if isinstance(effect_raw, str) else None
+        if effect is None:
+            if effect_raw is None:
+                raise FieldError(join(item_path, "effect"), "required field missing")
+            raise FieldError(
+                join(item_path, "effect"), f"must be one of {_EFFECT_NAMES}, got {describe(effect_raw)}"
+            )
+        out.append(Taint(key=key, value=taint_value, effect=effect))
+    return tuple(out)
+
+
+def node_from_dict(doc: dict[str, Any]) -> Node:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    spec = mapping(doc.get("spec"), "spec")
+    status = mapping(doc.get("status"), "status")
+    raw_alloc = status.get("allocatable")
+    if raw_alloc is None:
+        allocatable = _node_resources(status.get("capacity"), "status.capacity")
+    else:
+        allocatable = _node_resources(raw_alloc, "status.allocatable")
+
+    unhealthy: frozenset[int] = frozenset()
+    text = annotations.get(ANNOTATION_UNHEALTHY_GPUS)
+    if text is not None:
+        unhealthy = frozenset(_index_list(text, _meta_path("annotations", ANNOTATION_UNHEALTHY_GPUS)))
+    nvlink: tuple[tuple[int, ...], ...] = ()
+    text = annotations.get(ANNOTATION_NVLINK_DOMAINS)
+    if text is not None:
+        nvlink = _nvlink_domains(text, _meta_path("annotations", ANNOTATION_NVLINK_DOMAINS))
+    memory_mib: int | None = None
+    text = labels.get(LABEL_GPU_MEMORY)
+    if text is not None:
+        if _MIB.fullmatch(text) is None or int(text) <= 0:
+            raise FieldError(
+                _meta_path("labels", LABEL_GPU_MEMORY),
+                f"must be the memory of one GPU in MiB (a positive integer), got {describe(text)}",
+            )
+        memory_mib = int(text)
+    return Node(
+        name=NodeName(name),
+        labels=labels,
+        annotations=annotations,
+        allocatable=allocatable,
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        unschedulable=opt_bool(spec.get("unschedulable"), "spec.unschedulable", False),
+        unhealthy_gpus=unhealthy,
+        nvlink_domains=nvlink,
+        gpu_memory_mib=memory_mib,
+        gpu_product=labels.get(LABEL_GPU_PRODUCT),
+    )
+
+
+def _node_resources(value: object, path: str) -> dict[str, int]:
+    raw = mapping(value, path)
+    out: dict[str, int] = {}
+    for key, item in raw.items():
+        if not isinstance(key, str):
+            raise FieldError(path, f"resource names must be strings, got {describe(key)}")
+        out[key] = quantity(item, join(path, key))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ Pod
+
+
+_extended_cache: dict[str, bool] = {}
+
+
+def _is_extended(name: str) -> bool:
+    """Extended resources (nvidia.com/gpu, nvidia.com/mig-*, ...): a domain-prefixed name outside
+    kubernetes.io. Kubernetes takes them from limits and requires whole numbers."""
+    known = _extended_cache.get(name)
+    if known is None:
+        known = "/" in name and not name.startswith("kubernetes.io/") and ".kubernetes.io/" not in name
+        if len(_extended_cache) < 4096:
+            _extended_cache[name] = known
+    return known
+
+
+def _container_requests(raw: object, path: str) -> dict[str, int]:
+    """One container's effective requests: request if given, else limit; extended resources
+    from limits, else requests. "pods" is never a container resource and is skipped.
+
+    This runs for every container of every pod: paths are only built when something is wrong."""
+    if not isinstance(raw, dict):
+        raise FieldError(path, f"must be a mapping, got {describe(raw)}")
+    resources = raw.get("resources")
+    if resources is None:
+        return {}
+    if not isinstance(resources, dict):
+        raise FieldError(f"{path}.resources", f"must be a mapping, got {describe(resources)}")
+    out: dict[str, int] = {}
+    for section in ("limits", "requests"):
+        entries = resources.get(section)
+        if entries is None:
+            continue
+        if not isinstance(entries, dict):
+            raise FieldError(f"{path}.resources.{section}", f"must be a mapping, got {describe(entries)}")
+        for name, value in entries.items():
+            if name == PODS:
+                continue
+            try:
+                amount = to_milli(value)
+                extended = _is_extended(name)
+            except (QuantityError, TypeError) as err:
+                if not isinstance(name, str):
+                    raise FieldError(
+                        f"{path}.resources.{section}", f"resource names must be strings, got {describe(name)}"
+                    ) from None
+                raise FieldError(f"{path}.resources.{section}.{name}", str(err)) from None
+            if extended:
+                if amount % MILLI:
+                    hint = (
+                        f"; use the {ANNOTATION_GPU_BLOCKS} annotation for a fraction" if name == GPU else ""
+                    )
+                    raise FieldError(
+                        f"{path}.resources.{section}.{name}",
+                        f"extended resource must be a whole number, got {describe(value)}{hint}",
+                    )
+                if section == "requests" and name in out:
+                    continue  # limits win for extended resources
+            out[name] = amount  # requests (second) win for the others
+    return out
+
+
+def _add(into: dict[str, int], other: dict[str, int]) -> None:
+    for name, amount in other.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _max_into(into: dict[str, int], other: dict[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > into.get(name, 0):
+            into[name] = amount
+
+
+def _pod_requests(spec: dict[str, Any]) -> dict[str, int]:
+    containers_raw = spec.get("containers")
+    if containers_raw is None:
+        raise FieldError("spec.containers", "required field missing")
+    containers = sequence(containers_raw, "spec.containers")
+    if not containers:
+        raise FieldError("spec.containers", "must list at least one container")
+    total: dict[str, int] = {}
+    for i, raw in enumerate(containers):
+        _add(total, _container_requests(raw, f"spec.containers[{i}]"))
+    init_raw = spec.get("initContainers")
+    if init_raw is not None:
+        # Kubernetes rules, sidecars included: restartable init containers keep running and add up.
+        sidecars: dict[str, int] = {}
+        init_peak: dict[str, int] = {}
+        for i, raw in enumerate(sequence(init_raw, "spec.initContainers")):
+            path = f"spec.initContainers[{i}]"
+            requests = _container_requests(raw, path)
+            policy = opt_str(mapping(raw, path).get("restartPolicy"), join(path, "restartPolicy"))
+            if policy == "Always":
+                _add(sidecars, requests)
+                _max_into(init_peak, sidecars)
+            else:
+                step = dict(sidecars)
+                _add(step, requests)
+                _max_into(init_peak, step)
+        _add(total, sidecars)
+        _max_into(total, init_peak)
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        for name, amount in _node_resources(overhead, "spec.overhead").items():
+            if name != PODS:
+                total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _requirements(value: object, path: str, fields: bool) -> tuple[SelectorRequirement, ...]:
+    out: list[SelectorRequirement] = []
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        item = mapping(raw, item_path)
+        key = req_str(item.get("key"), join(item_path, "key"))
+        op_path = join(item_path, "operator")
+        operator = item.get("operator")
+        allowed = ("In", "NotIn") if fields else _SELECTOR_OPERATORS
+        if operator is None:
+            raise FieldError(op_path, "required field missing")
+        if operator not in allowed:
+            raise FieldError(op_path, f"must be one of {', '.join(allowed)}, got {describe(operator)}")
+        values_path = join(item_path, "values")
+        values = tuple(
+            scalar_text(v, f"{values_path}[{j}]")
+            for j, v in enumerate(sequence(item.get("values"), values_path))
+        )
+        if fields and key != "metadata.name":
+            raise FieldError(
+                join(item_path, "key"), f'only "metadata.name" is supported, got {describe(key)}'
+            )
+        if operator in ("In", "NotIn") and not values:
+            raise FieldError(values_path, f"must list at least one value for operator {operator}")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise FieldError(values_path, f"must be empty for operator {operator}")
+        if operator in ("Gt", "Lt") and (len(values) != 1 or _INTEGER.fullmatch(values[0]) is None):
+            raise FieldError(values_path, f"must be exactly one integer for operator {operator}")
+        out.append(SelectorRequirement(key=key, operator=str(operator), values=values))
+    return tuple(out)
+
+
+def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
+    raw = spec.get("affinity")
+    if raw is None:
+        return ()
+    path = "spec.affinity"
+    node_affinity = mapping(mapping(raw, path).get("nodeAffinity"), join(path, "nodeAffinity"))
+    path = join(path, "nodeAffinity")
+    required_raw = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required_raw is None:
+        return ()
+    path = join(path, "requiredDuringSchedulingIgnoredDuringExecution")
+    required = mapping(required_raw, path)
+    path = join(path, "nodeSelectorTerms")
+    terms_raw = sequence(required.get("nodeSelectorTerms"), path)
+    if not terms_raw:
+        raise FieldError(path, "must list at least one term")
+    terms: list[SelectorTerm] = []
+    for i, raw_term in enumerate(terms_raw):
+        term_path = f"{path}[{i}]"
+        if raw_term is None:
+            raise FieldError(term_path, "must be a mapping, got null")
+        term = mapping(raw_term, term_path)
+        terms.append(
+            SelectorTerm(
+                expressions=_requirements(
+                    term.get("matchExpressions"), join(term_path, "matchExpressions"), False
+                ),
+                fields=_requirements(term.get("matchFields"), join(term_path, "matchFields"), True),
+            )
+        )
+    return tuple(terms)
+
+
+def _tolerations(value: object) -> tuple[Toleration, ...]:
+    path = "spec.tolerations"
+    out: list[Toleration] = []
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        item = mapping(raw, item_path)
+        key = opt_str(item.get("key"), join(item_path, "key")) or None
+        operator = item.get("operator")
+        if operator is None or operator == "":
+            operator = "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise FieldError(
+                join(item_path, "operator"), f"must be Equal or Exists, got {describe(operator)}"
+            )
+        value_text = scalar_text(item.get("value"), join(item_path, "value"))
+        if operator == "Exists" and value_text:
+            raise FieldError(join(item_path, "value"), "must be empty when operator is Exists")
+        if key is None and operator != "Exists":
+            raise FieldError(join(item_path, "operator"), "must be Exists when key is empty")
+        effect_raw = item.get("effect")
+        effect: TaintEffect | None = None
+        if effect_raw is not None and effect_raw != "":
+            effect = _EFFECTS.get(effect_raw) if isinstance(effect_raw, str) else None
+            if effect is None:
+                raise FieldError(
+                    join(item_path, "effect"), f"must be one of {_EFFECT_NAMES}, got {describe(effect_raw)}"
+                )
+        out.append(Toleration(key=key, operator=str(operator), value=value_text, effect=effect))
+    return tuple(out)
+
+
+def pod_from_dict(doc: dict[str, Any]) -> Pod:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    namespace_raw = meta.get("namespace")
+    namespace = opt_str(namespace_raw, "metadata.namespace") or "default"
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    spec_raw = doc.get("spec")
+    if spec_raw is None:
+        raise FieldError("spec", "required field missing")
+    spec = mapping(spec_raw, "spec")
+    status = mapping(doc.get("status"), "status")
+
+    requests = _pod_requests(spec)
+
+    gpu_blocks: int | None = None
+    text = annotations.get(ANNOTATION_GPU_BLOCKS)
+    if text is not None:
+        if _BLOCKS.fullmatch(text) is None or not 1 <= int(text) <= BLOCKS_PER_GPU:
+            raise FieldError(
+                _meta_path("annotations", ANNOTATION_GPU_BLOCKS),
+                f"must be an integer 1..{BLOCKS_PER_GPU}, got {describe(text)}",
+            )
+        gpu_blocks = int(text)
+    gpu_memory: int | None = None
+    text = annotations.get(ANNOTATION_GPU_MEMORY)
+    if text is not None:
+        path = _meta_path("annotations", ANNOTATION_GPU_MEMORY)
+        milli = quantity(text, path)
+        if milli <= 0:
+            raise FieldError(path, f"must be a positive amount of memory, got {describe(text)}")
+        gpu_memory = -(-milli // MILLI)
+    if (gpu_blocks is not None or gpu_memory is not None) and requests.get(GPU, 0) > 0:
+        key = ANNOTATION_GPU_BLOCKS if gpu_blocks is not None else ANNOTATION_GPU_MEMORY
+        raise FieldError(
+            _meta_path("annotations", key),
+            f"a fractional GPU annotation cannot be combined with a {GPU} request "
+            f"({requests[GPU] // MILLI} GPUs)",
+        )
+
+    preemptible: bool | None = None
+    text = labels.get(LABEL_PREEMPTIBLE)
+    if text is not None:
+        if text not in ("true", "false"):
+            raise FieldError(
+                _meta_path("labels", LABEL_PREEMPTIBLE), f'must be "true" or "false", got {describe(text)}'
+            )
+        preemptible = text == "true"
+
+    scheduler = opt_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler"
+    node_name = opt_str(spec.get("nodeName"), "spec.nodeName") or None
+    phase = opt_str(status.get("phase"), "status.phase") or "Pending"
+
+    gpu_index: tuple[int, ...] = ()
+    text = annotations.get(ANNOTATION_GPU_INDEX)
+    if text is not None and node_name is not None:
+        gpu_index = tuple(_index_list(text, _meta_path("annotations", ANNOTATION_GPU_INDEX)))
+
+    queue = labels.get(LABEL_QUEUE)
+    node_selector_raw = spec.get("nodeSelector")
+    tolerations_raw = spec.get("tolerations")
+    return Pod(
+        namespace=namespace,
+        name=name,
+        labels=labels,
+        annotations=annotations,
+        scheduler_name=scheduler,
+        requests=requests,
+        gpu_blocks=gpu_blocks,
+        gpu_memory_bytes=gpu_memory,
+        priority=opt_int32(spec.get("priority"), "spec.priority"),
+        priority_class_name=opt_str(spec.get("priorityClassName"), "spec.priorityClassName") or None,
+        preemptible_label=preemptible,
+        queue_label=QueueName(queue) if queue else None,
+        group_label=labels.get(LABEL_POD_GROUP) or None,
+        node_name=None if node_name is None else NodeName(node_name),
+        phase=phase,
+        creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+        start_time=timestamp(status.get("startTime"), "status.startTime"),
+        node_selector={} if node_selector_raw is None else str_map(node_selector_raw, "spec.nodeSelector"),
+        affinity=_affinity(spec),
+        tolerations=() if tolerations_raw is None else _tolerations(tolerations_raw),
+        gpu_index=gpu_index,
+    )
+
+
+# -------------------------------------------------------------------------------- PriorityClass
+
+
+def priority_class_from_dict(doc: dict[str, Any]) -> PriorityClass:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    raw_value = doc.get("value")
+    if raw_value is None:
+        raise FieldError("value", "required field missing")
+    value = opt_int32(raw_value, "value")
+    if value is None:  # pragma: no cover - raw_value is not None here
+        raise FieldError("value", "required field missing")
+    return PriorityClass(
+        name=name,
+        value=value,
+        global_default=opt_bool(doc.get("globalDefault"), "globalDefault", False),
+    )

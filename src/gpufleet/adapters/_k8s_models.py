@@ -1,0 +1,192 @@
+"""gpufleet's own resources (Queue, PodGroup, SchedulerConfig): pydantic models of their ``spec``.
+
+``extra="forbid"`` everywhere so that a typo (``quotas:``, ``minMembers:``) is an error rather
+than a silently ignored field. Types are strict (no "8" for an integer, no "yes" for a boolean);
+quantities accept Kubernetes quantity strings (and plain YAML numbers).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import ErrorDetails
+
+from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping, opt_str, req_str
+from gpufleet.adapters.errors import describe
+from gpufleet.adapters.quantity import to_milli
+from gpufleet.domain import (
+    Placement,
+    PodGroup,
+    Queue,
+    QueueName,
+    QueueResource,
+    SchedulerConfig,
+    WithinQueue,
+)
+
+__all__ = ["pod_group_from_dict", "queue_from_dict", "scheduler_config_from_dict"]
+
+
+def _quantity(value: object) -> int | None:
+    # QuantityError is a ValueError: pydantic reports it as a value_error with our message.
+    return None if value is None else to_milli(value)
+
+
+Quantity = Annotated[int | None, BeforeValidator(_quantity)]
+Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class QueueResourceSpec(_Spec):
+    quota: Quantity = None
+    limit: Quantity = None
+    lendingLimit: Quantity = None
+
+
+class QueuePreemptionSpec(_Spec):
+    reclaimBorrowed: StrictBool = True
+    withinQueue: WithinQueue = WithinQueue.LOWER_PRIORITY
+
+
+class QueueSpec(_Spec):
+    parent: StrictStr | None = None
+    weight: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = 1.0
+    resources: dict[StrictStr, QueueResourceSpec] = Field(default_factory=dict)
+    preemption: QueuePreemptionSpec = Field(default_factory=QueuePreemptionSpec)
+
+
+class PodGroupTopologySpec(_Spec):
+    required: StrictStr | None = None
+    preferred: StrictStr | None = None
+
+
+class PodGroupSpec(_Spec):
+    minMember: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+    queue: StrictStr | None = None
+    priorityClassName: StrictStr | None = None
+    topology: PodGroupTopologySpec = Field(default_factory=PodGroupTopologySpec)
+
+
+class SchedulerConfigSpec(_Spec):
+    defaultQueue: Annotated[StrictStr, Field(min_length=1)] = "default"
+    topologyLevels: list[StrictStr] = Field(default_factory=list)
+    nonPreemptiblePriority: Int32 = 100
+    placement: Placement = Placement.BINPACK
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = "spec"
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += "(key)"
+        else:
+            out += f".{part}"
+    return out
+
+
+def _bound(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _message(error: ErrorDetails) -> str:
+    kind = error["type"]
+    ctx: dict[str, Any] = dict(error.get("ctx") or {})
+    got = describe(error.get("input"))
+    if kind == "missing":
+        return "required field missing"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    if kind in ("string_type", "string_sub_type"):
+        return f"must be a string, got {got}"
+    if kind in ("int_type", "int_from_float", "int_parsing"):
+        return f"must be an integer, got {got}"
+    if kind in ("float_type", "float_parsing"):
+        return f"must be a number, got {got}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {got}"
+    if kind == "bool_type":
+        return f"must be true or false, got {got}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be a mapping, got {got}"
+    if kind in ("list_type", "tuple_type"):
+        return f"must be a list, got {got}"
+    if kind == "enum":
+        return f"must be one of {ctx.get('expected', '?')}, got {got}"
+    if kind == "greater_than":
+        return f"must be > {_bound(ctx.get('gt'))}, got {got}"
+    if kind == "greater_than_equal":
+        return f"must be >= {_bound(ctx.get('ge'))}, got {got}"
+    if kind == "less_than_equal":
+        return f"must be <= {_bound(ctx.get('le'))}, got {got}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    return f"{error['msg']}, got {got}"
+
+
+def _validate(model: type[_Spec], doc: dict[str, Any], required: bool) -> Any:
+    raw = doc.get("spec")
+    if raw is None:
+        if required:
+            raise FieldError("spec", "required field missing")
+        raw = {}
+    try:
+        return model.model_validate(raw)
+    except PydanticValidationError as err:
+        first = err.errors(include_url=False)[0]
+        raise FieldError(_path(tuple(first["loc"])), _message(first)) from None
+
+
+def queue_from_dict(doc: dict[str, Any]) -> Queue:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    spec: QueueSpec = _validate(QueueSpec, doc, required=False)
+    return Queue(
+        name=QueueName(name),
+        parent=QueueName(spec.parent) if spec.parent else None,
+        weight=float(spec.weight),
+        resources={
+            resource: QueueResource(quota=r.quota, limit=r.limit, lending_limit=r.lendingLimit)
+            for resource, r in spec.resources.items()
+        },
+        reclaim_borrowed=spec.preemption.reclaimBorrowed,
+        within_queue=spec.preemption.withinQueue,
+    )
+
+
+def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    namespace = opt_str(meta.get("namespace"), "metadata.namespace") or "default"
+    spec: PodGroupSpec = _validate(PodGroupSpec, doc, required=True)
+    return PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=spec.minMember,
+        queue=QueueName(spec.queue) if spec.queue else None,
+        priority_class_name=spec.priorityClassName or None,
+        topology_required=spec.topology.required or None,
+        topology_preferred=spec.topology.preferred or None,
+    )
+
+
+def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
+    meta = mapping(doc.get("metadata"), "metadata")
+    opt_str(meta.get("name"), "metadata.name")
+    spec: SchedulerConfigSpec = _validate(SchedulerConfigSpec, doc, required=False)
+    return SchedulerConfig(
+        default_queue=QueueName(spec.defaultQueue),
+        topology_levels=tuple(spec.topologyLevels),
+        non_preemptible_priority=spec.nonPreemptiblePriority,
+        placement=spec.placement,
+    )

@@ -1,0 +1,397 @@
+"""Read a cluster snapshot (Kubernetes YAML) into a :class:`~gpufleet.domain.Snapshot`.
+
+Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
+number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
+v1 Pod, scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
+other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
+file, the document (1-based), the object and the field::
+
+    snap.yaml: document 7 (Queue team-a): spec.resources.nvidia.com/gpu.quota: negative quantity "-1"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet.adapters._fields import FieldError
+from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
+from gpufleet.adapters._k8s_models import (
+    pod_group_from_dict,
+    queue_from_dict,
+    scheduler_config_from_dict,
+)
+from gpufleet.adapters.errors import InputError, describe
+from gpufleet.domain import Pod, PodGroup, Queue, SchedulerConfig, Snapshot
+from gpufleet.domain.model import LABEL_QUEUE
+
+__all__ = [
+    "InputError",
+    "Locations",
+    "load_config_file",
+    "load_config_text",
+    "load_snapshot_file",
+    "load_snapshot_text",
+    "validate_snapshot",
+]
+
+try:
+    _Loader: type[Any] = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+GPUFLEET_GROUP = "gpufleet.dev"
+GPUFLEET_VERSION = "v1alpha1"
+_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
+
+# (kind, name) -> where each object of that kind and name was read ("document 4",
+# "document 1, item 3"), in input order; names of namespaced objects are "namespace/name".
+Locations = Mapping[tuple[str, str], list[str]]
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def _parse_yaml(text: str, source: str) -> list[Any]:
+    try:
+        return list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "invalid YAML"
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise InputError(f"{source}: {where}malformed YAML: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{source}: malformed YAML: nested too deeply") from None
+    except Exception as err:  # yaml.YAMLError, or a constructor's ValueError (e.g. 2026-13-45)
+        raise InputError(f"{source}: malformed YAML: {err}") from None
+
+
+def _iter_objects(docs: list[Any], source: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, object) for every object, ``kind: List`` expanded; empty documents skipped."""
+    for index, doc in enumerate(docs, 1):
+        if doc is None:
+            continue
+        yield from _expand(doc, f"document {index}", source)
+
+
+def _expand(obj: Any, where: str, source: str, depth: int = 0) -> Iterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(obj, dict):
+        raise InputError(f"{source}: {where}: expected a Kubernetes object (a mapping), got {describe(obj)}")
+    if obj.get("kind") == "List" and depth < 8:
+        items = obj.get("items")
+        if items is None:
+            return
+        if not isinstance(items, list):
+            raise InputError(f"{source}: {where} (List): items: must be a list, got {describe(items)}")
+        for i, item in enumerate(items, 1):
+            yield from _expand(item, f"{where}, item {i}", source, depth + 1)
+        return
+    yield where, obj
+
+
+def _label(kind: str, obj: dict[str, Any]) -> str:
+    """ "Pod ml/nb-1" (or just the kind while the name is unreadable), for messages."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        return kind
+    namespace = meta.get("namespace") if kind in ("Pod", "PodGroup") else None  # type: ignore[union-attr]
+    if kind in ("Pod", "PodGroup"):
+        namespace = namespace if isinstance(namespace, str) and namespace else "default"
+        return f"{kind} {namespace}/{name}"
+    return f"{kind} {name}"
+
+
+def _reader(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The converter for a known (apiVersion, kind), None for kinds gpufleet does not read.
+
+    Raises FieldError for one of gpufleet's own kinds at an unsupported version."""
+    group, _, version = api_version.rpartition("/")
+    if group == "" and version == "v1":
+        return {"Node": node_from_dict, "Pod": pod_from_dict}.get(kind)
+    if group == "scheduling.k8s.io" and kind == "PriorityClass":
+        return priority_class_from_dict
+    if group == GPUFLEET_GROUP:
+        if kind not in _OUR_KINDS:
+            raise FieldError(
+                "kind",
+                f"unknown kind {describe(kind)} in {GPUFLEET_GROUP} (expected one of "
+                f"{', '.join(_OUR_KINDS)})",
+            )
+        if version != GPUFLEET_VERSION:
+            raise FieldError(
+                "apiVersion",
+                f"unsupported version {describe(api_version)} (expected {GPUFLEET_GROUP}/{GPUFLEET_VERSION})",
+            )
+        return {
+            "Queue": queue_from_dict,
+            "PodGroup": pod_group_from_dict,
+            "SchedulerConfig": scheduler_config_from_dict,
+        }[kind]
+    return None
+
+
+def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tuple[str, str], list[str]]]:
+    """Domain objects by kind, in input order, and where each was read."""
+    by_kind: dict[str, list[Any]] = {
+        "Node": [],
+        "Pod": [],
+        "PriorityClass": [],
+        "Queue": [],
+        "PodGroup": [],
+        "SchedulerConfig": [],
+    }
+    locations: dict[tuple[str, str], list[str]] = {}
+    for where, obj in _iter_objects(_parse_yaml(text, source), source):
+        kind = obj.get("kind")
+        api_version = obj.get("apiVersion")
+        label = f"{where} ({kind})" if isinstance(kind, str) and kind else where
+        if kind is None or kind == "":
+            raise InputError(f"{source}: {where}: kind: required field missing")
+        if not isinstance(kind, str):
+            raise InputError(f"{source}: {where}: kind: must be a string, got {describe(kind)}")
+        if api_version is None or api_version == "":
+            raise InputError(f"{source}: {label}: apiVersion: required field missing")
+        if not isinstance(api_version, str):
+            raise InputError(f"{source}: {label}: apiVersion: must be a string, got {describe(api_version)}")
+        label = f"{where} ({_label(kind, obj)})"
+        try:
+            reader = _reader(api_version, kind)
+            if reader is None:
+                continue
+            value = reader(obj)
+        except FieldError as err:
+            raise InputError(
+                f"{source}: {label}: {err.path}: {err.message}"
+                if err.path
+                else f"{source}: {label}: {err.message}"
+            ) from None
+        except InputError:
+            raise
+        except Exception as err:  # a safety net: never let anything else out
+            raise InputError(f"{source}: {label}: invalid object ({type(err).__name__}: {err})") from None
+        by_kind[kind].append(value)
+        locations.setdefault((kind, _key(value)), []).append(where)
+    return by_kind, locations
+
+
+def _key(value: Any) -> str:
+    if isinstance(value, Pod | PodGroup):
+        return f"{value.namespace}/{value.name}"
+    if isinstance(value, SchedulerConfig):
+        return ""
+    name: str = value.name
+    return name
+
+
+def _check_single_config(
+    configs: list[SchedulerConfig], locations: dict[tuple[str, str], list[str]], source: str
+) -> None:
+    if len(configs) > 1:
+        where = locations[("SchedulerConfig", "")]
+        raise InputError(
+            f"{source}: {where[1]} (SchedulerConfig): a second SchedulerConfig "
+            f"(the first is in {where[0]}); there may be only one"
+        )
+
+
+def _snapshot(text: str, source: str) -> tuple[Snapshot, dict[tuple[str, str], list[str]]]:
+    by_kind, locations = _read_objects(text, source)
+    configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
+    _check_single_config(configs, locations, source)
+    snapshot = Snapshot(
+        nodes=tuple(by_kind["Node"]),
+        pods=tuple(by_kind["Pod"]),
+        priority_classes=tuple(by_kind["PriorityClass"]),
+        queues=tuple(by_kind["Queue"]),
+        pod_groups=tuple(by_kind["PodGroup"]),
+        config=configs[0] if configs else SchedulerConfig(),
+    )
+    return snapshot, locations
+
+
+# --------------------------------------------------------------------------------- public API
+
+
+def load_snapshot_text(text: str, source: str, *, config: SchedulerConfig | None = None) -> Snapshot:
+    """Parse and validate a snapshot. ``source`` names the input in error messages.
+
+    ``config`` (from ``--config``) replaces a SchedulerConfig found in the snapshot; without
+    either, the defaults apply. Raises :class:`InputError` on any invalid input.
+    """
+    snapshot, locations = _snapshot(text, source)
+    if config is not None:
+        snapshot = dataclasses.replace(snapshot, config=config)
+    validate_snapshot(snapshot, source, locations=locations)
+    return snapshot
+
+
+def _read_text(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def load_snapshot_file(path: str | Path, *, config: SchedulerConfig | None = None) -> Snapshot:
+    """:func:`load_snapshot_text` on a file; messages name the file as given."""
+    return load_snapshot_text(_read_text(path), str(path), config=config)
+
+
+def load_config_text(text: str, source: str) -> SchedulerConfig:
+    """The one SchedulerConfig among the documents of ``text`` (other kinds are read and ignored)."""
+    by_kind, locations = _read_objects(text, source)
+    configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
+    if not configs:
+        raise InputError(f"{source}: no SchedulerConfig document found")
+    _check_single_config(configs, locations, source)
+    return configs[0]
+
+
+def load_config_file(path: str | Path) -> SchedulerConfig:
+    """Read a file holding one SchedulerConfig document (as ``--config`` gives)."""
+    return load_config_text(_read_text(path), str(path))
+
+
+# ------------------------------------------------------------------------- cross-object checks
+
+
+def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations | None = None) -> None:
+    """Checks that span objects; raises :class:`InputError` for the first problem found.
+
+    - no two objects of one kind share a name (namespace/name for pods and pod groups);
+    - every queue's parent exists and the queues form a forest (no cycle);
+    - every pod of gpufleet's that is pending or bound lands in an existing leaf queue, whether
+      named by its ``gpufleet.dev/queue`` label or by its PodGroup's ``spec.queue``. The
+      SchedulerConfig's default queue may be missing (the engine then creates it), but when it
+      exists and a pod falls back to it, it must be a leaf;
+    - at most one PriorityClass is the global default.
+
+    A PodGroup with fewer pods than its ``minMember`` is valid (it stays pending). ``locations``
+    (from the loader) lets messages name the document of each object.
+    """
+    _Validator(snapshot, source, locations or {}).run()
+
+
+class _Validator:
+    def __init__(self, snapshot: Snapshot, source: str, locations: Locations) -> None:
+        self.snapshot = snapshot
+        self.source = source
+        self.locations = locations
+        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        self.first_child: dict[str, str] = {}
+        for queue in snapshot.queues:
+            if queue.parent is not None:
+                self.first_child.setdefault(queue.parent, queue.name)
+        self.default_queue: str = snapshot.config.default_queue
+
+    def fail(self, kind: str, name: str, path: str, message: str, occurrence: int = 0) -> InputError:
+        entries = self.locations.get((kind, name)) or []
+        label = f"{kind} {name}"
+        where = f"{entries[occurrence]} ({label})" if len(entries) > occurrence else label
+        return InputError(f"{self.source}: {where}: {path}: {message}")
+
+    def run(self) -> None:
+        self.check_duplicates()
+        self.check_queue_tree()
+        self.check_pod_queues()
+        self.check_priority_classes()
+
+    def check_duplicates(self) -> None:
+        s = self.snapshot
+        groups: tuple[tuple[str, list[str]], ...] = (
+            ("Node", [n.name for n in s.nodes]),
+            ("PriorityClass", [c.name for c in s.priority_classes]),
+            ("Queue", [q.name for q in s.queues]),
+            ("PodGroup", [g.key for g in s.pod_groups]),
+            ("Pod", [p.key for p in s.pods]),
+        )
+        for kind, names in groups:
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    entries = self.locations.get((kind, name)) or []
+                    first = f" (first in {entries[0]})" if entries else ""
+                    raise self.fail(
+                        kind, name, "metadata.name", f"duplicate {kind} {name}{first}", occurrence=1
+                    )
+                seen.add(name)
+
+    def check_queue_tree(self) -> None:
+        for queue in self.snapshot.queues:
+            if queue.parent is not None and queue.parent not in self.queues:
+                raise self.fail("Queue", queue.name, "spec.parent", f"unknown queue {describe(queue.parent)}")
+        state: dict[str, int] = {}  # 1: on the path being walked, 2: known to reach a root
+        for queue in self.snapshot.queues:
+            path: list[str] = []
+            current: str | None = queue.name
+            while current is not None and current not in state:
+                state[current] = 1
+                path.append(current)
+                current = self.queues[current].parent
+            if current is not None and state[current] == 1:
+                cycle = [*path[path.index(current) :], current]
+                raise self.fail(
+                    "Queue", current, "spec.parent", "cycle in the queue tree: " + " -> ".join(cycle)
+                )
+            for name in path:
+                state[name] = 2
+
+    def queue_problem(self, name: str) -> str | None:
+        """Why pods may not go to queue ``name`` (None: they may)."""
+        if name not in self.queues:
+            if name == self.default_queue:
+                return None  # created implicitly by the engine
+            return f"unknown queue {describe(name)}"
+        child = self.first_child.get(name)
+        if child is not None:
+            return f"queue {describe(name)} is not a leaf (it is the parent of {describe(child)})"
+        return None
+
+    def check_pod_queues(self) -> None:
+        groups: dict[str, PodGroup] = {g.key: g for g in self.snapshot.pod_groups}
+        checked_groups: set[str] = set()
+        for pod in self.snapshot.pods:
+            if not pod.ours or pod.finished:
+                continue
+            if pod.queue_label is not None:
+                problem = self.queue_problem(pod.queue_label)
+                if problem is not None:
+                    raise self.fail("Pod", pod.key, f"metadata.labels.{LABEL_QUEUE}", problem)
+                continue
+            group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
+            if group is not None and group.queue is not None:
+                if group.key not in checked_groups:
+                    checked_groups.add(group.key)
+                    problem = self.queue_problem(group.queue)
+                    if problem is not None:
+                        raise self.fail("PodGroup", group.key, "spec.queue", problem)
+                continue
+            problem = self.queue_problem(self.default_queue)
+            if problem is not None:
+                raise self.fail(
+                    "Pod",
+                    pod.key,
+                    f"metadata.labels.{LABEL_QUEUE}",
+                    f"no queue given, and the default queue: {problem}",
+                )
+
+    def check_priority_classes(self) -> None:
+        first: str | None = None
+        for priority_class in self.snapshot.priority_classes:
+            if not priority_class.global_default:
+                continue
+            if first is not None:
+                raise self.fail(
+                    "PriorityClass",
+                    priority_class.name,
+                    "globalDefault",
+                    f"only one PriorityClass may be the global default ({describe(first)} is too)",
+                )
+            first = priority_class.name

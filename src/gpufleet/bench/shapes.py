@@ -1,0 +1,438 @@
+"""Benchmark cluster shapes, after Kubernetes' scheduler_perf workloads.
+
+Each shape is built directly as domain objects (no YAML), deterministically, in well under a
+second or two at full size. At ``scale=1.0``:
+
+- ``basic``: 5,000 nodes of 8 GPUs; 1,000 running 1-GPU pods; 10,000 pending 1-GPU pods over
+  4 leaf queues (two of them within quota, two partly borrowing).
+- ``gang-small``: 5,000 nodes; 1,000 gangs of 3 pods of 2 GPUs (minMember 3).
+- ``gang-large``: 5,000 nodes; 3 gangs of 1,000 pods of 8 GPUs (minMember 1,000): 24,000 of the
+  40,000 GPUs.
+- ``preemption``: 5,000 nodes full of 40,000 running low-priority 1-GPU pods; 1,000 pending
+  higher-priority (still preemptible) 1-GPU pods of the same queue, each of which must preempt.
+- ``topology``: 5,000 nodes in racks of 40; 750 gangs of 4 pods of 8 GPUs that must stay in one
+  rack; every other rack is partly used by running pods, so the choice of rack matters.
+
+``scale`` shrinks node and pod counts proportionally (at least 1 of each). The labels and
+annotations of every object agree with its typed fields, so a shape survives a YAML round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from gpufleet.domain import (
+    CPU,
+    GPU,
+    MEMORY,
+    MILLI,
+    PODS,
+    Node,
+    NodeName,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    QueueName,
+    QueueResource,
+    SchedulerConfig,
+    Snapshot,
+    WithinQueue,
+)
+from gpufleet.domain.model import (
+    ANNOTATION_GPU_INDEX,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_QUEUE,
+)
+
+__all__ = [
+    "BASE_TIME",
+    "GPUS_PER_NODE",
+    "HOSTNAME_LABEL",
+    "NAMESPACE",
+    "RACK_LABEL",
+    "RACK_SIZE",
+    "SHAPES",
+    "make_shape",
+    "scaled",
+]
+
+SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology")
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+RACK_LABEL = "topology.gpufleet.dev/rack"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+GPU_MEMORY_MIB = 81920
+GPUS_PER_NODE = 8
+RACK_SIZE = 40
+NAMESPACE = "bench"
+BASE_TIME = 1767225600.0  # 2026-01-01T00:00:00Z
+
+GIB = 1 << 30
+NODE_ALLOCATABLE: Mapping[str, int] = {
+    CPU: 64 * MILLI,
+    MEMORY: 512 * GIB * MILLI,
+    PODS: 110 * MILLI,
+    GPU: GPUS_PER_NODE * MILLI,
+}
+
+LOW = PriorityClass("low", 10)
+HIGH = PriorityClass("high", 50)
+TRAIN = PriorityClass("train", 50)
+
+LEAF_QUEUES: tuple[QueueName, ...] = (
+    QueueName("team-a"),
+    QueueName("team-b"),
+    QueueName("team-c"),
+    QueueName("team-d"),
+)
+_PARENT_OF: Mapping[QueueName, QueueName] = {
+    QueueName("team-a"): QueueName("research"),
+    QueueName("team-b"): QueueName("research"),
+    QueueName("team-c"): QueueName("product"),
+    QueueName("team-d"): QueueName("product"),
+}
+
+# Shared, never mutated: thousands of pods point at the same few mappings to keep building fast.
+_EMPTY: Mapping[str, str] = {}
+
+
+def scaled(count: int, scale: float) -> int:
+    """``count`` shrunk by ``scale``, at least 1."""
+    return max(1, round(count * scale))
+
+
+def _requests(gpus: int) -> Mapping[str, int]:
+    return {CPU: 1 * MILLI, MEMORY: 4 * GIB * MILLI, GPU: gpus * MILLI}
+
+
+def _nodes(count: int, *, racks: bool = True) -> tuple[Node, ...]:
+    width = max(5, len(str(count - 1)))
+    nodes: list[Node] = []
+    for i in range(count):
+        name = NodeName(f"node-{i:0{width}d}")
+        labels = {
+            HOSTNAME_LABEL: name,
+            LABEL_GPU_PRODUCT: GPU_PRODUCT,
+            LABEL_GPU_MEMORY: str(GPU_MEMORY_MIB),
+        }
+        if racks:
+            labels[RACK_LABEL] = f"rack-{i // RACK_SIZE:03d}"
+        nodes.append(
+            Node(
+                name=name,
+                labels=labels,
+                allocatable=NODE_ALLOCATABLE,
+                gpu_memory_mib=GPU_MEMORY_MIB,
+                gpu_product=GPU_PRODUCT,
+            )
+        )
+    return tuple(nodes)
+
+
+def _leaf_queues(quota_gpus: Mapping[QueueName, int]) -> tuple[Queue, ...]:
+    """Two parents (research, product) of two leaves each; the leaves carry the GPU quotas."""
+    parents = tuple(Queue(name=QueueName(name)) for name in ("product", "research"))
+    leaves = tuple(
+        Queue(
+            name=leaf,
+            parent=_PARENT_OF[leaf],
+            resources={GPU: QueueResource(quota=quota_gpus[leaf] * MILLI)},
+        )
+        for leaf in LEAF_QUEUES
+    )
+    return parents + leaves
+
+
+def _gpu_index_annotations() -> list[Mapping[str, str]]:
+    return [{ANNOTATION_GPU_INDEX: str(i)} for i in range(GPUS_PER_NODE)]
+
+
+def _queue_labels() -> dict[QueueName, Mapping[str, str]]:
+    return {q: {LABEL_QUEUE: q} for q in LEAF_QUEUES}
+
+
+def _config() -> SchedulerConfig:
+    return SchedulerConfig(topology_levels=(RACK_LABEL, HOSTNAME_LABEL))
+
+
+def _basic(scale: float) -> Snapshot:
+    nodes = _nodes(scaled(5000, scale))
+    n_nodes = len(nodes)
+    queue_labels = _queue_labels()
+    gpu_index = _gpu_index_annotations()
+    requests = _requests(1)
+    pods: list[Pod] = []
+
+    # Running pods: node (i * stride) mod n visits every node once before any repeats.
+    stride = 7919 if n_nodes % 7919 else 1
+    used = [0] * n_nodes
+    n_running = min(scaled(1000, scale), n_nodes * GPUS_PER_NODE)
+    for i in range(n_running):
+        node = (i * stride) % n_nodes
+        index = used[node]
+        used[node] += 1
+        queue = LEAF_QUEUES[i % len(LEAF_QUEUES)]
+        start = BASE_TIME - 3600.0 + i
+        pods.append(
+            Pod(
+                namespace=NAMESPACE,
+                name=f"run-{i:05d}",
+                labels=queue_labels[queue],
+                annotations=gpu_index[index],
+                requests=requests,
+                priority=TRAIN.value,
+                priority_class_name=TRAIN.name,
+                queue_label=queue,
+                node_name=nodes[node].name,
+                phase="Running",
+                creation_time=start - 1.0,
+                start_time=start,
+                gpu_index=(index,),
+            )
+        )
+
+    for i in range(scaled(10000, scale)):
+        queue = LEAF_QUEUES[i % len(LEAF_QUEUES)]
+        pods.append(
+            Pod(
+                namespace=NAMESPACE,
+                name=f"job-{i:05d}",
+                labels=queue_labels[queue],
+                annotations=_EMPTY,
+                requests=requests,
+                priority=TRAIN.value,
+                priority_class_name=TRAIN.name,
+                queue_label=queue,
+                creation_time=BASE_TIME + i,
+            )
+        )
+
+    # Each leaf asks for ~2,750 GPUs: team-a and team-b stay within quota, team-c and team-d
+    # borrow beyond theirs. The quotas add up to 11,000 of the 40,000 GPUs.
+    quotas = {
+        LEAF_QUEUES[0]: scaled(4000, scale),
+        LEAF_QUEUES[1]: scaled(4000, scale),
+        LEAF_QUEUES[2]: scaled(2000, scale),
+        LEAF_QUEUES[3]: scaled(1000, scale),
+    }
+    return Snapshot(
+        nodes=nodes,
+        pods=tuple(pods),
+        priority_classes=(TRAIN,),
+        queues=_leaf_queues(quotas),
+        config=_config(),
+    )
+
+
+def _gangs(
+    *,
+    n_groups: int,
+    group_size: int,
+    gpus: int,
+    name: Callable[[int], str],
+    topology_required: str | None = None,
+) -> tuple[list[PodGroup], list[Pod]]:
+    """``n_groups`` gangs of ``group_size`` pending pods of ``gpus`` GPUs, round robin over the leaves."""
+    requests = _requests(gpus)
+    groups: list[PodGroup] = []
+    pods: list[Pod] = []
+    for g in range(n_groups):
+        queue = LEAF_QUEUES[g % len(LEAF_QUEUES)]
+        group_name = name(g)
+        groups.append(
+            PodGroup(
+                namespace=NAMESPACE,
+                name=group_name,
+                min_member=group_size,
+                queue=queue,
+                topology_required=topology_required,
+            )
+        )
+        labels = {LABEL_QUEUE: queue, LABEL_POD_GROUP: group_name}
+        created = BASE_TIME + g
+        width = len(str(group_size - 1))
+        for p in range(group_size):
+            pods.append(
+                Pod(
+                    namespace=NAMESPACE,
+                    name=f"{group_name}-{p:0{width}d}",
+                    labels=labels,
+                    annotations=_EMPTY,
+                    requests=requests,
+                    priority=TRAIN.value,
+                    priority_class_name=TRAIN.name,
+                    queue_label=queue,
+                    group_label=group_name,
+                    creation_time=created,
+                )
+            )
+    return groups, pods
+
+
+def _even_quotas(total_gpus: int) -> dict[QueueName, int]:
+    share = max(1, total_gpus // len(LEAF_QUEUES))
+    return dict.fromkeys(LEAF_QUEUES, share)
+
+
+def _gang_small(scale: float) -> Snapshot:
+    nodes = _nodes(scaled(5000, scale))
+    groups, pods = _gangs(n_groups=scaled(1000, scale), group_size=3, gpus=2, name=lambda g: f"small-{g:04d}")
+    return Snapshot(
+        nodes=nodes,
+        pods=tuple(pods),
+        priority_classes=(TRAIN,),
+        queues=_leaf_queues(_even_quotas(len(nodes) * GPUS_PER_NODE)),
+        pod_groups=tuple(groups),
+        config=_config(),
+    )
+
+
+def _gang_large(scale: float) -> Snapshot:
+    nodes = _nodes(scaled(5000, scale))
+    groups, pods = _gangs(n_groups=3, group_size=scaled(1000, scale), gpus=8, name=lambda g: f"large-{g}")
+    return Snapshot(
+        nodes=nodes,
+        pods=tuple(pods),
+        priority_classes=(TRAIN,),
+        queues=_leaf_queues(_even_quotas(len(nodes) * GPUS_PER_NODE)),
+        pod_groups=tuple(groups),
+        config=_config(),
+    )
+
+
+def _preemption(scale: float) -> Snapshot:
+    nodes = _nodes(scaled(5000, scale))
+    n_nodes = len(nodes)
+    queue = QueueName("batch")
+    labels: Mapping[str, str] = {LABEL_QUEUE: queue}
+    gpu_index = _gpu_index_annotations()
+    requests = _requests(1)
+    pods: list[Pod] = []
+    n_running = n_nodes * GPUS_PER_NODE
+    # Start times are a permutation of the last n_running seconds: no two pods tie on age.
+    stride = 7919 if n_running % 7919 else 1
+    for i in range(n_running):
+        node, index = divmod(i, GPUS_PER_NODE)
+        start = BASE_TIME - n_running + (i * stride) % n_running
+        pods.append(
+            Pod(
+                namespace=NAMESPACE,
+                name=f"low-{i:05d}",
+                labels=labels,
+                annotations=gpu_index[index],
+                requests=requests,
+                priority=LOW.value,
+                priority_class_name=LOW.name,
+                queue_label=queue,
+                node_name=nodes[node].name,
+                phase="Running",
+                creation_time=start - 60.0,
+                start_time=start,
+                gpu_index=(index,),
+            )
+        )
+    for i in range(scaled(1000, scale)):
+        pods.append(
+            Pod(
+                namespace=NAMESPACE,
+                name=f"high-{i:04d}",
+                labels=labels,
+                annotations=_EMPTY,
+                requests=requests,
+                priority=HIGH.value,
+                priority_class_name=HIGH.name,
+                queue_label=queue,
+                creation_time=BASE_TIME + i,
+            )
+        )
+    batch = Queue(
+        name=queue,
+        resources={GPU: QueueResource(quota=n_running * MILLI)},
+        within_queue=WithinQueue.LOWER_PRIORITY,
+    )
+    return Snapshot(
+        nodes=nodes,
+        pods=tuple(pods),
+        priority_classes=(LOW, HIGH),
+        queues=(batch,),
+        config=_config(),
+    )
+
+
+def _partly_used(rack: int) -> int:
+    """How many nodes at the start of ``rack`` carry a running pod: odd racks only, 4 to 28."""
+    return 4 + (rack * 7) % 25 if rack % 2 else 0
+
+
+def _topology(scale: float) -> Snapshot:
+    gang_size = 4
+    nodes = _nodes(scaled(5000, scale))
+    queue_labels = _queue_labels()
+    gpu_index = [{ANNOTATION_GPU_INDEX: ",".join(str(i) for i in range(n))} for n in range(GPUS_PER_NODE + 1)]
+    pods: list[Pod] = []
+    capacity = 0  # gangs of 4 whole 8-GPU nodes that fit in the free nodes, rack by rack
+    for first in range(0, len(nodes), RACK_SIZE):
+        rack = first // RACK_SIZE
+        rack_nodes = nodes[first : first + RACK_SIZE]
+        busy = min(_partly_used(rack), len(rack_nodes))
+        capacity += (len(rack_nodes) - busy) // gang_size
+        for j in range(busy):
+            gpus = 1 + (rack + j) % 4
+            queue = LEAF_QUEUES[(rack + j) % len(LEAF_QUEUES)]
+            start = BASE_TIME - 3600.0 + first + j
+            pods.append(
+                Pod(
+                    namespace=NAMESPACE,
+                    name=f"warm-{first + j:05d}",
+                    labels=queue_labels[queue],
+                    annotations=gpu_index[gpus],
+                    requests=_requests(gpus),
+                    priority=TRAIN.value,
+                    priority_class_name=TRAIN.name,
+                    queue_label=queue,
+                    node_name=rack_nodes[j].name,
+                    phase="Running",
+                    creation_time=start - 1.0,
+                    start_time=start,
+                    gpu_index=tuple(range(gpus)),
+                )
+            )
+    n_groups = max(1, min(scaled(750, scale), capacity))
+    groups, gang_pods = _gangs(
+        n_groups=n_groups,
+        group_size=gang_size,
+        gpus=GPUS_PER_NODE,
+        name=lambda g: f"rackjob-{g:04d}",
+        topology_required=RACK_LABEL,
+    )
+    return Snapshot(
+        nodes=nodes,
+        pods=tuple(pods + gang_pods),
+        priority_classes=(TRAIN,),
+        queues=_leaf_queues(_even_quotas(len(nodes) * GPUS_PER_NODE)),
+        pod_groups=tuple(groups),
+        config=_config(),
+    )
+
+
+_BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
+    "basic": _basic,
+    "gang-small": _gang_small,
+    "gang-large": _gang_large,
+    "preemption": _preemption,
+    "topology": _topology,
+}
+
+
+def make_shape(name: str, scale: float = 1.0) -> Snapshot:
+    """Build benchmark shape ``name`` (one of :data:`SHAPES`) at ``scale`` (1.0: full size)."""
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    try:
+        builder = _BUILDERS[name]
+    except KeyError:
+        raise ValueError(f"unknown shape {name!r}; known shapes: {', '.join(SHAPES)}") from None
+    return builder(scale)

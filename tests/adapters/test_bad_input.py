@@ -1,0 +1,274 @@
+"""Every kind of bad input gives one InputError line naming the file, document, object and field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.k8s_yaml import load_config_text, load_snapshot_file, load_snapshot_text
+
+NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n"
+QUEUES = (
+    "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: research}\n---\n"
+    "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\nspec: {parent: research}\n"
+)
+CONTAINERS = "containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]"
+
+
+def pod(
+    name: str = "nb-1",
+    labels: str = "{}",
+    annotations: str = "{}",
+    spec: str = "",
+    containers: str = CONTAINERS,
+    status: str = "{phase: Pending}",
+) -> str:
+    return (
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, labels: {labels}, "
+        f"annotations: {annotations}}}\nspec:\n  schedulerName: gpufleet\n  {containers}\n"
+        + "".join(f"  {line}\n" for line in spec.splitlines())
+        + f"status: {status}\n"
+    )
+
+
+def queue(name: str, spec: str) -> str:
+    return f"apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {{name: {name}}}\nspec: {spec}\n"
+
+
+def docs(*parts: str) -> str:
+    return "---\n".join(parts)
+
+
+CASES: list[tuple[str, str, str]] = [
+    # (id, snapshot text, expected message after "snap.yaml: ")
+    # --- document structure
+    ("not-a-mapping", "- a\n- b\n", "document 1: expected a Kubernetes object (a mapping), got a list"),
+    ("scalar-document", docs(NODE, "just text\n"), 'document 2: expected a Kubernetes object (a mapping), got "just text"'),
+    ("missing-kind", docs(NODE, "apiVersion: v1\nmetadata: {name: x}\n"), "document 2: kind: required field missing"),
+    ("missing-apiVersion", "kind: Node\nmetadata: {name: x}\n", "document 1 (Node): apiVersion: required field missing"),
+    ("kind-not-string", "apiVersion: v1\nkind: [Node]\n", "document 1: kind: must be a string, got a list"),
+    ("list-items-not-list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", "document 1 (List): items: must be a list, got a mapping"),
+    ("list-item-not-mapping", "apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Namespace}, 3]\n",
+     "document 1, item 2: expected a Kubernetes object (a mapping), got 3"),
+    ("list-item-field", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n}, spec: {unschedulable: 'yes'}}\n",
+     'document 1, item 1 (Node n): spec.unschedulable: must be true or false, got "yes"'),
+    ("our-group-wrong-version", "apiVersion: gpufleet.dev/v1beta1\nkind: Queue\nmetadata: {name: q}\n",
+     'document 1 (Queue q): apiVersion: unsupported version "gpufleet.dev/v1beta1" (expected gpufleet.dev/v1alpha1)'),
+    ("our-group-unknown-kind", "apiVersion: gpufleet.dev/v1alpha1\nkind: Queues\nmetadata: {name: q}\n",
+     'document 1 (Queues q): kind: unknown kind "Queues" in gpufleet.dev (expected one of Queue, PodGroup, SchedulerConfig)'),
+    # --- missing required fields
+    ("node-without-name", "apiVersion: v1\nkind: Node\nmetadata: {labels: {}}\n", "document 1 (Node): metadata.name: required field missing"),
+    ("pod-without-metadata", "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n", "document 1 (Pod): metadata.name: required field missing"),
+    ("pod-without-containers", docs(NODE, pod(containers="nodeName: n1")), "document 2 (Pod ml/nb-1): spec.containers: required field missing"),
+    ("pod-without-spec", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "document 1 (Pod default/p): spec: required field missing"),
+    ("priorityclass-without-value", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: hi}\n",
+     "document 1 (PriorityClass hi): value: required field missing"),
+    ("podgroup-without-minMember", "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\nspec: {queue: a}\n",
+     "document 1 (PodGroup ml/g): spec.minMember: required field missing"),
+    ("podgroup-without-spec", "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n",
+     "document 1 (PodGroup default/g): spec: required field missing"),
+    ("taint-without-effect", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: a}]}\n",
+     "document 1 (Node n): spec.taints[0].effect: required field missing"),
+    # --- the queue tree
+    ("unknown-parent", docs(NODE, queue("team-a", "{parent: nope}")), 'document 2 (Queue team-a): spec.parent: unknown queue "nope"'),
+    ("cycle", docs(queue("root", "{}"), queue("a", "{parent: b}"), queue("b", "{parent: c}"), queue("c", "{parent: a}")),
+     "document 2 (Queue a): spec.parent: cycle in the queue tree: a -> b -> c -> a"),
+    ("self-parent", queue("a", "{parent: a}"), "document 1 (Queue a): spec.parent: cycle in the queue tree: a -> a"),
+    ("duplicate-queue", docs(queue("a", "{}"), NODE, queue("a", "{weight: 2}")),
+     "document 3 (Queue a): metadata.name: duplicate Queue a (first in document 1)"),
+    # --- quantities
+    ("negative-quota", docs(NODE, NODE.replace("n1", "n2"), NODE.replace("n1", "n3"), NODE.replace("n1", "n4"), QUEUES,
+                            queue("team-b", "{parent: research, resources: {nvidia.com/gpu: {quota: '-1'}}}")),
+     'document 7 (Queue team-b): spec.resources.nvidia.com/gpu.quota: negative quantity "-1"'),
+    ("malformed-limit", queue("q", "{resources: {cpu: {limit: 8 cores}}}"),
+     'document 1 (Queue q): spec.resources.cpu.limit: malformed quantity "8 cores"'),
+    ("quantity-wrong-type", queue("q", "{resources: {cpu: {quota: [1]}}}"),
+     'document 1 (Queue q): spec.resources.cpu.quota: must be a quantity such as "8", "500m" or "80Gi", got a list'),
+    ("negative-allocatable", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '-2'}}\n",
+     'document 1 (Node n): status.allocatable.cpu: negative quantity "-2"'),
+    ("malformed-capacity", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {capacity: {memory: 12XB}}\n",
+     'document 1 (Node n): status.capacity.memory: malformed quantity "12XB"'),
+    ("malformed-container-request", pod(containers="containers: [{name: a}, {name: b, resources: {requests: {memory: lots}}}]"),
+     'document 1 (Pod ml/nb-1): spec.containers[1].resources.requests.memory: malformed quantity "lots"'),
+    ("negative-init-limit", pod(spec="initContainers: [{name: i, resources: {limits: {cpu: -1}}}]"),
+     'document 1 (Pod ml/nb-1): spec.initContainers[0].resources.limits.cpu: negative quantity "-1"'),
+    ("fractional-whole-gpu", pod(containers="containers: [{name: a, resources: {limits: {nvidia.com/gpu: '0.5'}}}]"),
+     'document 1 (Pod ml/nb-1): spec.containers[0].resources.limits.nvidia.com/gpu: extended resource must be a '
+     'whole number, got "0.5"; use the gpufleet.dev/gpu-blocks annotation for a fraction'),
+    ("gpu-memory-zero", pod(annotations="{gpufleet.dev/gpu-memory: '0'}", containers="containers: [{name: a}]"),
+     'document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-memory: must be a positive amount of memory, got "0"'),
+    ("gpu-memory-malformed", pod(annotations="{gpufleet.dev/gpu-memory: 20 GiB}", containers="containers: [{name: a}]"),
+     'document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-memory: malformed quantity "20 GiB"'),
+    # --- pods and their queues
+    ("pod-missing-queue", docs(QUEUES, pod(labels="{gpufleet.dev/queue: nope}")),
+     'document 3 (Pod ml/nb-1): metadata.labels.gpufleet.dev/queue: unknown queue "nope"'),
+    ("pod-non-leaf-queue", docs(QUEUES, pod(labels="{gpufleet.dev/queue: research}")),
+     'document 3 (Pod ml/nb-1): metadata.labels.gpufleet.dev/queue: queue "research" is not a leaf '
+     '(it is the parent of "team-a")'),
+    ("bound-pod-missing-queue", docs(NODE, pod(labels="{gpufleet.dev/queue: gone}", spec="nodeName: n1", status="{phase: Running}")),
+     'document 2 (Pod ml/nb-1): metadata.labels.gpufleet.dev/queue: unknown queue "gone"'),
+    ("podgroup-missing-queue", docs(QUEUES, "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\n"
+                                    "spec: {minMember: 2, queue: nope}\n", pod(labels="{gpufleet.dev/pod-group: g}")),
+     'document 3 (PodGroup ml/g): spec.queue: unknown queue "nope"'),
+    ("podgroup-non-leaf-queue", docs(QUEUES, "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\n"
+                                     "spec: {minMember: 2, queue: research}\n", pod(labels="{gpufleet.dev/pod-group: g}")),
+     'document 3 (PodGroup ml/g): spec.queue: queue "research" is not a leaf (it is the parent of "team-a")'),
+    ("default-queue-not-leaf", docs(queue("default", "{}"), queue("child", "{parent: default}"), pod()),
+     'document 3 (Pod ml/nb-1): metadata.labels.gpufleet.dev/queue: no queue given, and the default queue: '
+     'queue "default" is not a leaf (it is the parent of "child")'),
+    ("duplicate-pod", docs(NODE, pod(), pod()), "document 3 (Pod ml/nb-1): metadata.name: duplicate Pod ml/nb-1 (first in document 2)"),
+    # --- pod group
+    ("minMember-zero", "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\nspec: {minMember: 0}\n",
+     "document 1 (PodGroup ml/g): spec.minMember: must be >= 1, got 0"),
+    ("minMember-string", "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\nspec: {minMember: '4'}\n",
+     'document 1 (PodGroup ml/g): spec.minMember: must be an integer, got "4"'),
+    ("podgroup-unknown-field", "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 2, topology: {requird: rack}}\n",
+     "document 1 (PodGroup default/g): spec.topology.requird: unknown field"),
+    # --- pod annotations and labels
+    ("gpu-blocks-too-big", docs(NODE, NODE.replace("n1", "n2"), pod(annotations="{gpufleet.dev/gpu-blocks: '150'}", containers="containers: [{name: a}]")),
+     'document 3 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: must be an integer 1..100, got "150"'),
+    ("gpu-blocks-zero", pod(annotations="{gpufleet.dev/gpu-blocks: '0'}", containers="containers: [{name: a}]"),
+     'document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: must be an integer 1..100, got "0"'),
+    ("gpu-blocks-not-int", pod(annotations="{gpufleet.dev/gpu-blocks: '2.5'}", containers="containers: [{name: a}]"),
+     'document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: must be an integer 1..100, got "2.5"'),
+    ("gpu-blocks-and-whole-gpus", pod(annotations="{gpufleet.dev/gpu-blocks: '20'}"),
+     "document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: a fractional GPU annotation cannot "
+     "be combined with a nvidia.com/gpu request (1 GPUs)"),
+    ("preemptible-yes", pod(labels="{gpufleet.dev/preemptible: 'yes'}"),
+     'document 1 (Pod ml/nb-1): metadata.labels.gpufleet.dev/preemptible: must be "true" or "false", got "yes"'),
+    ("gpu-index-malformed", docs(NODE, pod(annotations="{gpufleet.dev/gpu-index: '0-3'}", spec="nodeName: n1")),
+     'document 2 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-index: must be GPU indices such as "0,1", got "0-3"'),
+    ("gpu-index-repeated", docs(NODE, pod(annotations="{gpufleet.dev/gpu-index: '1,1'}", spec="nodeName: n1")),
+     'document 2 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-index: repeats a GPU index: "1,1"'),
+    # --- pod spec types
+    ("labels-a-list", pod(labels="[a, b]"), "document 1 (Pod ml/nb-1): metadata.labels: must be a mapping, got a list"),
+    ("label-value-mapping", pod(labels="{team: {a: b}}"), "document 1 (Pod ml/nb-1): metadata.labels.team: must be a string, got a mapping"),
+    ("containers-a-mapping", pod(containers="containers: {name: main}"), "document 1 (Pod ml/nb-1): spec.containers: must be a list, got a mapping"),
+    ("container-a-string", pod(containers="containers: [main]"), 'document 1 (Pod ml/nb-1): spec.containers[0]: must be a mapping, got "main"'),
+    ("priority-string", pod(spec="priority: high"), 'document 1 (Pod ml/nb-1): spec.priority: must be an integer, got "high"'),
+    ("priority-too-big", pod(spec="priority: 99999999999"), "document 1 (Pod ml/nb-1): spec.priority: must be a 32-bit integer, got 99999999999"),
+    ("nodeName-number", pod(spec="nodeName: 12"), "document 1 (Pod ml/nb-1): spec.nodeName: must be a string, got 12"),
+    ("bad-timestamp", pod(status="{startTime: yesterday}"), 'document 1 (Pod ml/nb-1): status.startTime: must be an RFC 3339 timestamp, got "yesterday"'),
+    ("selector-bad-operator", pod(spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+                                       "[{matchExpressions: [{key: a, operator: Equals, values: [b]}]}]}}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+     'nodeSelectorTerms[0].matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt, got "Equals"'),
+    ("selector-gt-two-values", pod(spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+                                        "[{}, {matchExpressions: [{key: a, operator: Gt, values: ['1', '2']}]}]}}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+     "nodeSelectorTerms[1].matchExpressions[0].values: must be exactly one integer for operator Gt"),
+    ("selector-lt-not-integer", pod(spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+                                         "[{matchExpressions: [{key: a, operator: Lt, values: [x]}]}]}}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+     "nodeSelectorTerms[0].matchExpressions[0].values: must be exactly one integer for operator Lt"),
+    ("selector-fields-key", pod(spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+                                     "[{matchFields: [{key: metadata.labels, operator: In, values: [x]}]}]}}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+     'nodeSelectorTerms[0].matchFields[0].key: only "metadata.name" is supported, got "metadata.labels"'),
+    ("toleration-bad-operator", pod(spec="tolerations: [{key: a, operator: Maybe}]"),
+     'document 1 (Pod ml/nb-1): spec.tolerations[0].operator: must be Equal or Exists, got "Maybe"'),
+    ("toleration-bad-effect", pod(spec="tolerations: [{key: a, operator: Exists, effect: NoRun}]"),
+     'document 1 (Pod ml/nb-1): spec.tolerations[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute, got "NoRun"'),
+    # --- node annotations and labels
+    ("taint-bad-effect", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: a, effect: Never}]}\n",
+     'document 1 (Node n): spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute, got "Never"'),
+    ("unhealthy-gpus-malformed", "apiVersion: v1\nkind: Node\nmetadata: {name: n, annotations: {gpufleet.dev/unhealthy-gpus: 'gpu3'}}\n",
+     'document 1 (Node n): metadata.annotations.gpufleet.dev/unhealthy-gpus: must be GPU indices such as "0,1", got "gpu3"'),
+    ("nvlink-malformed", "apiVersion: v1\nkind: Node\nmetadata: {name: n, annotations: {gpufleet.dev/nvlink-domains: '3-0'}}\n",
+     'document 1 (Node n): metadata.annotations.gpufleet.dev/nvlink-domains: must be GPU index groups such as "0-3;4-7" '
+     'or "0,1;2,3", got "3-0"'),
+    ("nvlink-overlap", "apiVersion: v1\nkind: Node\nmetadata: {name: n, annotations: {gpufleet.dev/nvlink-domains: '0-3;3-7'}}\n",
+     'document 1 (Node n): metadata.annotations.gpufleet.dev/nvlink-domains: GPU 3 appears twice in "0-3;3-7"'),
+    ("gpu-memory-label", "apiVersion: v1\nkind: Node\nmetadata: {name: n, labels: {nvidia.com/gpu.memory: 80GB}}\n",
+     'document 1 (Node n): metadata.labels.nvidia.com/gpu.memory: must be the memory of one GPU in MiB (a positive '
+     'integer), got "80GB"'),
+    ("duplicate-node", docs(NODE, NODE), "document 2 (Node n1): metadata.name: duplicate Node n1 (first in document 1)"),
+    # --- our CRDs: typos and types
+    ("queue-unknown-field", queue("q", "{resources: {nvidia.com/gpu: {quotas: '8'}}}"),
+     "document 1 (Queue q): spec.resources.nvidia.com/gpu.quotas: unknown field"),
+    ("queue-weight-zero", queue("q", "{weight: 0}"), "document 1 (Queue q): spec.weight: must be > 0, got 0"),
+    ("queue-weight-string", queue("q", "{weight: heavy}"), 'document 1 (Queue q): spec.weight: must be a number, got "heavy"'),
+    ("queue-withinQueue", queue("q", "{preemption: {withinQueue: Always}}"),
+     "document 1 (Queue q): spec.preemption.withinQueue: must be one of 'LowerPriority' or 'Never', got \"Always\""),
+    ("queue-reclaim-string", queue("q", "{preemption: {reclaimBorrowed: 'yes'}}"),
+     'document 1 (Queue q): spec.preemption.reclaimBorrowed: must be true or false, got "yes"'),
+    ("queue-spec-list", queue("q", "[a]"), "document 1 (Queue q): spec: must be a mapping, got a list"),
+    ("config-placement", "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\nspec: {placement: random}\n",
+     "document 1 (SchedulerConfig c): spec.placement: must be one of 'binpack' or 'spread', got \"random\""),
+    ("config-levels", "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {topologyLevels: rack}\n",
+     'document 1 (SchedulerConfig): spec.topologyLevels: must be a list, got "rack"'),
+    ("config-twice", docs("apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\n", NODE,
+                          "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\n"),
+     "document 3 (SchedulerConfig): a second SchedulerConfig (the first is in document 1); there may be only one"),
+    ("priorityclass-two-defaults", docs(
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: a}\nvalue: 1\nglobalDefault: true\n",
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: b}\nvalue: 2\nglobalDefault: true\n"),
+     'document 2 (PriorityClass b): globalDefault: only one PriorityClass may be the global default ("a" is too)'),
+    ("priorityclass-value-float", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: a}\nvalue: 1.5\n",
+     "document 1 (PriorityClass a): value: must be an integer, got 1.5"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [pytest.param(t, e, id=i) for i, t, e in CASES])
+def test_bad_input_names_document_object_and_field(text: str, expected: str) -> None:
+    with pytest.raises(InputError) as err:
+        load_snapshot_text(text, "snap.yaml")
+    message = str(err.value)
+    assert message == f"snap.yaml: {expected}"
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("apiVersion: v1\nkind: Node\nmetadata: {name: [n1\n", 4),
+        ("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n labels: x\n", 5),
+        (NODE + "---\napiVersion: v1\n\tkind: Pod\n", 7),
+        ("a: b\nc\n", 3),
+        ("key: 'unterminated\n", 2),
+        ("a: *nowhere\n", 1),
+    ],
+)
+def test_malformed_yaml_names_the_line(text: str, line: int) -> None:
+    with pytest.raises(InputError) as err:
+        load_snapshot_text(text, "snap.yaml")
+    message = str(err.value)
+    assert re.fullmatch(rf"snap\.yaml: line {line}: malformed YAML: \S.*", message), message
+
+
+def test_a_yaml_value_python_cannot_build_is_malformed_yaml() -> None:
+    with pytest.raises(InputError, match=r"^snap\.yaml: malformed YAML: "):
+        load_snapshot_text("apiVersion: v1\nkind: Node\nmetadata: {creationTimestamp: 2026-13-45}\n", "snap.yaml")
+
+
+def test_config_file_errors_name_the_config_file() -> None:
+    text = "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {nonPreemptiblePriority: high}\n"
+    with pytest.raises(InputError) as err:
+        load_config_text(text, "cfg.yaml")
+    assert str(err.value) == (
+        'cfg.yaml: document 1 (SchedulerConfig): spec.nonPreemptiblePriority: must be an integer, got "high"'
+    )
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"missing\.yaml: cannot read: "):
+        load_snapshot_file(tmp_path / "missing.yaml")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"kind: \xff\xfe\n")
+    with pytest.raises(InputError, match=r"binary\.yaml: not UTF-8 text"):
+        load_snapshot_file(binary)
+    with pytest.raises(InputError, match=r"cannot read"):
+        load_snapshot_file(tmp_path)  # a directory
+
+
+def test_explicit_config_changes_what_the_default_queue_must_be() -> None:
+    from gpufleet.domain import QueueName, SchedulerConfig
+
+    text = docs(QUEUES, pod())
+    # the default queue "default" does not exist: created implicitly, fine
+    assert len(load_snapshot_text(text, "snap.yaml").pods) == 1
+    with pytest.raises(InputError, match=r'default queue: queue "research" is not a leaf'):
+        load_snapshot_text(text, "snap.yaml", config=SchedulerConfig(default_queue=QueueName("research")))
