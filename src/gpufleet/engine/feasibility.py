@@ -104,10 +104,8 @@ class StaticFeasibility:
             bound = int(req.values[0])
             numbers = np.full(len(self.nodes), np.nan)
             for value, code in vocab.items():
-                try:
+                if value.lstrip("-").isdigit():  # a non-integer label value never satisfies Gt/Lt
                     numbers[codes == code] = int(value)
-                except ValueError:
-                    pass  # a non-integer label value never satisfies Gt/Lt
             with np.errstate(invalid="ignore"):
                 return (numbers > bound) if op == "Gt" else (numbers < bound)
         return np.zeros(len(self.nodes), dtype=np.bool_)

@@ -92,7 +92,7 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
     classes = {pc.name: pc.value for pc in snapshot.priority_classes}
     defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
     default_value = max(defaults) if defaults else None
-    groups = {g.key: g for g in snapshot.pod_groups}
+    groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     threshold = snapshot.config.non_preemptible_priority
     default_queue = snapshot.config.default_queue
     pods = sorted((p for p in snapshot.pods if not p.finished), key=lambda p: (p.namespace, p.name))
@@ -112,10 +112,7 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
         priority = resolve_priority(pod, classes, default_value)
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
-        if pod.preemptible_label is not None:
-            preemptible = pod.preemptible_label
-        else:
-            preemptible = priority < threshold
+        preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
         queue = -1
         if pod.ours:
             qname = pod.queue_label or (group.queue if group is not None else None) or default_queue
@@ -141,7 +138,7 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
 
 def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
     """Gangs of our pods (a PodGroup, or a pod of its own); other schedulers' pods get none."""
-    groups = {g.key: g for g in snapshot.pod_groups}
+    groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
     for info in pods:
         if not info.pod.ours:
