@@ -14,6 +14,7 @@ and quota code on the live state, then rolled back.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +30,7 @@ MAX_TESTS = 1500  # placement checks one search may make
 SINGLETON_TRIES = 16
 GREEDY_NODES = 8
 GREEDY_STEPS = 64
+CHUNK = 1024  # gangs checked at a time when looking for a single victim
 
 SetKey = tuple[int, int, float, tuple[int, ...]]
 
@@ -41,6 +43,7 @@ class Search:
         self.request = request
         self.tests = 0
         self.asked = [j for j in range(len(request)) if request[j] > 0]
+        self.last_size = -1
 
     # -- verification on the live state -------------------------------------------------------
 
@@ -111,28 +114,37 @@ class Search:
     def single_pod(self) -> bool:
         return len(self.members) == 1 and not self.gang.topology_required and not self.gang.topology_preferred
 
-    def could_fit_alone(self, pool: BoolArray) -> BoolArray:
-        """Pool gangs that pass a necessary capacity check for freeing room on their own."""
+    def could_fit_alone(self, gangs: IntArray) -> IntArray:
+        """The gangs (in the given order) that pass a necessary capacity check for freeing room
+        on their own: a single-pod gang must leave room for the pod on its node."""
         eng = self.eng
-        if not self.single_pod():
-            return pool
+        if not self.single_pod() or not len(gangs):
+            return gangs
         info = eng.pods[self.members[0]]
         c = eng.cluster
-        pods = eng.live_pods_of(pool)
+        single = eng.g_size[gangs] == 1
+        pods = eng.g_first_pod[gangs]
         nodes = eng.placer.node_of[pods]
-        static = eng.feasibility.mask(info.pod)[nodes]
+        room = eng.feasibility.mask(info.pod)[nodes]
         nz = np.flatnonzero(info.res)
-        room = (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
+        room &= (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
         if info.whole:
             room &= c.free_whole[nodes] + eng.p_whole[pods] >= info.whole
-        out = np.zeros_like(pool)
-        out[eng.p_gang[pods[static & room]]] = True
-        return out
+        return gangs[room | ~single]
 
-    def best_singleton(self, pool: BoolArray) -> list[int] | None:
-        for v in self.first_in_order(self.could_fit_alone(pool), SINGLETON_TRIES):
-            if self.fits([int(v)]):
-                return [int(v)]
+    def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
+        """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
+        members that pass the capacity check; the first that fits is the best singleton."""
+        order = self.eng.g_sorted_small
+        tries = 0
+        for at in range(0, len(order), CHUNK):
+            chunk = order[at:at + CHUNK]
+            for v in self.could_fit_alone(chunk[member(chunk)]):
+                if self.fits([int(v)]):
+                    return [int(v)]
+                tries += 1
+                if tries >= SINGLETON_TRIES:
+                    return None
         return None
 
     def exhaustive(self, pool: IntArray) -> list[int] | None:
@@ -191,11 +203,21 @@ class Search:
                 best = found
         return best
 
-    def in_pool(self, pool_mask: BoolArray, size: int) -> list[int] | None:
-        single = self.best_singleton(pool_mask)
+    def in_pool(self, member: Callable[[IntArray], BoolArray]) -> tuple[list[int] | None, int]:
+        """The best set inside the pool that ``member`` defines, and the pool's size."""
+        single = self.best_singleton(member)
         if single is not None:
-            return single
+            return single, -1
+        pool_mask = member(self.eng.g_all)
         pool = np.flatnonzero(pool_mask)
+        size = len(pool)
+        if size == self.last_size or size == 0:
+            return None, size
+        self.last_size = size
+        return self._sets(pool, pool_mask), size
+
+    def _sets(self, pool: IntArray, pool_mask: BoolArray) -> list[int] | None:
+        size = len(pool)
         if size <= EXHAUSTIVE_POOL:
             return self.exhaustive(pool)
         found = self.greedy_by_node(pool_mask) if self.single_pod() else None
@@ -217,26 +239,33 @@ def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]
             if x != leaf and f.is_leaf(x):
                 queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))
     live = eng.g_live
-    same = (eng.g_queue == leaf) & (eng.g_prio < gang.priority) if within else np.zeros_like(live)
-    eligible = live & (same | queue_ok[eng.g_queue_clipped])
-    n_eligible = int(eligible.sum())
-    if not n_eligible:
+    q_eligible = queue_ok.copy()
+    if within:
+        q_eligible[leaf] = True
+    q_eligible &= eng.q_live_count > 0
+    if not q_eligible.any():
         return None, "no eligible victims"
     share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
-    present = np.bincount(eng.g_queue_clipped, weights=eligible, minlength=len(f.queues)) > 0
     search = Search(eng, gang, members, request)
-    for s in sorted({float(share_of_queue[q]) for q in np.flatnonzero(present)}, reverse=True):
-        upper = eligible & (share_of_queue >= s)[eng.g_queue_clipped]
-        tried = -1
+    n_eligible = 0
+    for s in sorted({float(share_of_queue[q]) for q in np.flatnonzero(q_eligible)}, reverse=True):
+        q_level = q_eligible & (share_of_queue >= s)
+        search.last_size = -1
         for p in eng.priorities:
-            pool = upper & (eng.g_prio <= p)
-            size = int(pool.sum())
-            if size == tried or size == 0:
-                continue
-            tried = size
-            found = search.in_pool(pool, size)
+
+            def member(g: IntArray, q_level: BoolArray = q_level, p: int = p) -> BoolArray:
+                queue = eng.g_queue_clipped[g]
+                prio = eng.g_prio[g]
+                own = queue == leaf
+                ok = live[g] & q_level[queue] & (prio <= p)
+                return ok & (~own | (prio < gang.priority) & within) & (own | queue_ok[queue])
+
+            found, size = search.in_pool(member)
+            n_eligible = max(n_eligible, size)
             if found is not None:
                 return sorted(found), ""
             if search.tests >= MAX_TESTS:
                 return None, f"no victim set found within {MAX_TESTS} checks"
+    if n_eligible <= 0:
+        return None, "no eligible victims"
     return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain import (
+    BLOCKS_PER_GPU,
     GPU,
     Binding,
     Decisions,
@@ -82,13 +83,51 @@ class Engine:
         return quota_request(info, self.managed, blocks)
 
     def _bind_running(self) -> None:
-        """Running pods hold their capacity; those without gpu-index get the lowest free GPUs."""
-        running = [p for p in self.pods if p.pod.bound and p.pod.node_name in self.cluster.index]
-        running.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
+        """Running pods hold their capacity; those without gpu-index get the lowest free GPUs.
+
+        Pods whose gpu-index annotation is complete are applied in bulk with NumPy; the others
+        follow one by one, in order of start time, then name.
+        """
+        c = self.cluster
+        width = c.gpu_free.shape[1]
+        running = [p for p in self.pods if p.pod.bound and p.pod.node_name in c.index]
+        bulk: list[PodInfo] = []
+        rest: list[PodInfo] = []
         for info in running:
-            node = self.cluster.index[info.pod.node_name or ""]
-            c = self.cluster
-            width = c.gpu_free.shape[1]
+            idx = info.pod.gpu_index
+            valid = all(0 <= g < width for g in idx) and len(set(idx)) == len(idx)
+            if info.fractional:
+                ok = valid and len(idx) == 1 and info.blocks is not None
+            else:
+                ok = valid and len(idx) == info.whole
+            (bulk if ok else rest).append(info)
+        if bulk:
+            nodes = np.array([c.index[i.pod.node_name or ""] for i in bulk], dtype=np.int64)
+            np.subtract.at(c.free, nodes, np.array([i.res for i in bulk], dtype=np.int64))
+            w_nodes = [n for n, i in zip(nodes.tolist(), bulk, strict=True) for _ in i.pod.gpu_index if not i.fractional]
+            w_gpus = [g for i in bulk if not i.fractional for g in i.pod.gpu_index]
+            if w_nodes:
+                cells = (np.array(w_nodes), np.array(w_gpus))
+                keep = c.healthy[cells]
+                cells = (cells[0][keep], cells[1][keep])
+                c.gpu_whole[cells] = True
+                c.gpu_free[cells] = 0
+            fr = [(n, i) for n, i in zip(nodes.tolist(), bulk, strict=True) if i.fractional]
+            if fr:
+                cells = (np.array([n for n, _ in fr]), np.array([i.pod.gpu_index[0] for _, i in fr]))
+                blocks = np.array([i.blocks or 0 for _, i in fr], dtype=np.int64)
+                keep = c.healthy[cells]
+                np.subtract.at(c.gpu_free, (cells[0][keep], cells[1][keep]), blocks[keep])
+            c.free_whole[:] = (c.gpu_free == BLOCKS_PER_GPU).sum(axis=1)
+            c.dirty.extend(set(nodes.tolist()))
+            node_of = self.placer.node_of
+            for n, info in zip(nodes.tolist(), bulk, strict=True):
+                info.node, info.gpus = n, info.pod.gpu_index
+                info.bound_blocks = info.blocks if info.fractional else None
+                node_of[info.idx] = n
+        rest.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
+        for info in rest:
+            node = c.index[info.pod.node_name or ""]
             blocks: int | None = None
             if info.fractional:
                 blocks = info.blocks if info.blocks is not None else info.blocks_on(int(c.gpu_memory_mib[node]))
@@ -104,9 +143,16 @@ class Engine:
                 if len(gpus) != info.whole:
                     gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
             self.placer.commit(Assignment(info.idx, node, gpus, blocks))
+        per_leaf: dict[int, list[int]] = {}
+        for info in running:
             if info.gang >= 0:
                 self.gangs[info.gang].alive += 1
-                self.forest.add(info.queue, self.quota_vec(info))
+                vec = self.quota_vec(info)
+                total = per_leaf.setdefault(info.queue, [0] * len(vec))
+                for j, v in enumerate(vec):
+                    total[j] += v
+        for leaf, total in per_leaf.items():
+            self.forest.add(leaf, total)
 
     def _build_victim_arrays(self) -> None:
         """Per-gang and per-pod arrays the victim search filters with NumPy.
@@ -127,6 +173,12 @@ class Engine:
         self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
         self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
+        self.g_all = np.arange(len(gangs), dtype=np.int64)
+        self.g_size = np.array([len(g.members) for g in gangs], dtype=np.int64)
+        self.g_first_pod = np.array([g.members[0] for g in gangs], dtype=np.int64)
+        self.q_live_count = np.bincount(
+            np.maximum(self.g_queue[self.g_live], 0), minlength=len(self.forest.queues)
+        ).astype(np.int64)
         self._g_quota: dict[int, list[int]] = {}
         self.g_queue_clipped = np.maximum(self.g_queue, 0)
         self.priorities = sorted(set(self.g_prio[self.g_live].tolist()))
@@ -364,7 +416,9 @@ class Engine:
                 self.evictions[m] = Eviction(self.pods[m].key, reason, by)
                 self.bindings.pop(m, None)
         victim.evicted = True
-        self.g_live[victim.idx] = False
+        if self.g_live[victim.idx]:
+            self.g_live[victim.idx] = False
+            self.q_live_count[max(victim.queue, 0)] -= 1
 
     # -- output ------------------------------------------------------------------------------
 

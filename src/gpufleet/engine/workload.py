@@ -99,15 +99,15 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
     out: list[PodInfo] = []
     n_res = len(cluster.resources)
     pods_j = cluster.res_index[PODS]
+    matrix = np.zeros((len(pods), n_res), dtype=np.int64)
+    matrix[:, pods_j] = MILLI
+    res_index = cluster.res_index
     for i, pod in enumerate(pods):
-        res = np.zeros(n_res, dtype=np.int64)
+        res = matrix[i]
         for r, v in pod.requests.items():
-            if r == GPU:
-                continue
-            j = cluster.res_index.get(r)
-            if j is not None:
+            j = res_index.get(r)
+            if j is not None and r != GPU:
                 res[j] = v
-        res[pods_j] = MILLI
         group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
         priority = resolve_priority(pod, classes, default_value)
         if group is not None and group.priority_class_name in classes:
@@ -172,7 +172,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             group=group,
             name_rank=rank,
         )
-        gang.members_by_size = sorted(
+        gang.members_by_size = members if len(members) == 1 else sorted(
             members,
             key=lambda m: (-pods[m].whole, -(pods[m].blocks or 0), -int(pods[m].res.sum()), m),
         )
