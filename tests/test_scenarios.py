@@ -60,46 +60,28 @@ def _pod_key(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace', 'default')}/{meta['name']}"
 
 
-def _our_pending_pods(snapshot: Path) -> set[str]:
-    """Pods of ours that the replay must decide on: not bound to a node and not finished."""
-    keys: set[str] = set()
+def _our_pods(snapshot: Path) -> tuple[set[str], set[str]]:
+    """Pods of ours: (pending ones the replay must decide on, bound ones that hold capacity)."""
+    pending: set[str] = set()
+    bound: set[str] = set()
     for obj in _objects(snapshot):
-        if obj.get("kind") != "Pod":
-            continue
         spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase", "Pending")
-        if (
-            spec.get("schedulerName") == "gpufleet"
-            and not spec.get("nodeName")
-            and phase
-            not in (
-                "Succeeded",
-                "Failed",
-            )
-        ):
-            keys.add(_pod_key(obj))
-    return keys
-
-
-def _our_bound_pods(snapshot: Path) -> set[str]:
-    keys: set[str] = set()
-    for obj in _objects(snapshot):
-        if obj.get("kind") != "Pod":
+        if obj.get("kind") != "Pod" or spec.get("schedulerName") != "gpufleet":
             continue
-        spec = obj.get("spec") or {}
         phase = (obj.get("status") or {}).get("phase", "Pending")
-        if (
-            spec.get("schedulerName") == "gpufleet"
-            and spec.get("nodeName")
-            and phase in ("Pending", "Running")
-        ):
-            keys.add(_pod_key(obj))
-    return keys
+        if phase in ("Succeeded", "Failed"):
+            continue
+        (bound if spec.get("nodeName") else pending).add(_pod_key(obj))
+    return pending, bound
 
 
 def test_scenarios_are_found() -> None:
     assert len(SNAPSHOTS) >= 45
     assert len(SPEC_EXAMPLES) == 3
+    for expected in SCENARIOS.rglob("*.expected.json"):
+        assert expected.with_name(expected.name.removesuffix(".expected.json") + ".yaml").exists(), expected
+    for config in SCENARIOS.rglob("*.config.yaml"):
+        assert config.with_name(config.name.removesuffix(".config.yaml") + ".yaml").exists(), config
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=_id)
@@ -108,10 +90,10 @@ def test_scenario_is_well_formed(snapshot: Path) -> None:
     assert snapshot.read_text().startswith("# "), "first line must be a '# comment' saying what it shows"
     expected = json.loads(_companion(snapshot, ".expected.json").read_text())
     assert set(expected) == set(KEYS)
-    ours = _our_pending_pods(snapshot)
+    ours, bound = _our_pods(snapshot)
     decided = [e["pod"] for e in expected["bindings"]] + [e["pod"] for e in expected["pending"]]
     assert sorted(decided) == sorted(ours), "expected file must decide every pending pod exactly once"
-    assert {e["pod"] for e in expected["evictions"]} <= _our_bound_pods(snapshot)
+    assert {e["pod"] for e in expected["evictions"]} <= bound
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=_id)
@@ -138,7 +120,7 @@ def test_scenario(snapshot: Path) -> None:
 
     # every pending pod of ours appears exactly once in bindings or pending, nothing else does
     decided = [e["pod"] for e in got["bindings"]] + [e["pod"] for e in got["pending"]]
-    assert sorted(decided) == sorted(_our_pending_pods(snapshot))
+    assert sorted(decided) == sorted(_our_pods(snapshot)[0])
 
 
 @pytest.mark.parametrize("snapshot", SPEC_EXAMPLES, ids=_id)

@@ -278,13 +278,7 @@ def test_documents_have_the_kubectl_layout() -> None:
     docs = snapshot_to_documents(full_snapshot())
     kinds = [d["kind"] for d in docs]
     assert (
-        kinds
-        == ["SchedulerConfig"]
-        + ["PriorityClass"] * 2
-        + ["Queue"] * 4
-        + ["Node"] * 2
-        + ["PodGroup"]
-        + ["Pod"] * 5
+        kinds == ["SchedulerConfig"] + ["PriorityClass"] * 2 + ["Queue"] * 4 + ["Node"] * 2 + ["PodGroup"] + ["Pod"] * 5
     )
     node = docs[7]
     assert node["apiVersion"] == "v1"
@@ -317,9 +311,7 @@ def test_documents_have_the_kubectl_layout() -> None:
     assert resources["limits"]["nvidia.com/gpu"] == "2"
     assert resources["requests"]["cpu"] == "1500m"
     assert resources["limits"]["nvidia.com/mig-1g.10gb"] == "1"
-    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-9"]}]
     assert terms[1] == {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
     assert spec["tolerations"][0] == {"operator": "Exists"}

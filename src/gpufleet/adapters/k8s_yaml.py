@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
 from gpufleet.adapters._k8s_models import (
@@ -25,6 +23,7 @@ from gpufleet.adapters._k8s_models import (
     queue_from_dict,
     scheduler_config_from_dict,
 )
+from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import Pod, PodGroup, Queue, SchedulerConfig, Snapshot
 from gpufleet.domain.model import LABEL_QUEUE
@@ -39,11 +38,6 @@ __all__ = [
     "validate_snapshot",
 ]
 
-try:
-    _Loader: type[Any] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
-
 GPUFLEET_GROUP = "gpufleet.dev"
 GPUFLEET_VERSION = "v1alpha1"
 _OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
@@ -54,20 +48,6 @@ Locations = Mapping[tuple[str, str], list[str]]
 
 
 # ------------------------------------------------------------------------------------ parsing
-
-
-def _parse_yaml(text: str, source: str) -> list[Any]:
-    try:
-        return list(yaml.load_all(text, Loader=_Loader))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        problem = err.problem or err.context or "invalid YAML"
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise InputError(f"{source}: {where}malformed YAML: {problem}") from None
-    except RecursionError:
-        raise InputError(f"{source}: malformed YAML: nested too deeply") from None
-    except Exception as err:  # yaml.YAMLError, or a constructor's ValueError (e.g. 2026-13-45)
-        raise InputError(f"{source}: malformed YAML: {err}") from None
 
 
 def _iter_objects(docs: list[Any], source: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -119,8 +99,7 @@ def _reader(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | No
         if kind not in _OUR_KINDS:
             raise FieldError(
                 "kind",
-                f"unknown kind {describe(kind)} in {GPUFLEET_GROUP} (expected one of "
-                f"{', '.join(_OUR_KINDS)})",
+                f"unknown kind {describe(kind)} in {GPUFLEET_GROUP} (expected one of {', '.join(_OUR_KINDS)})",
             )
         if version != GPUFLEET_VERSION:
             raise FieldError(
@@ -146,7 +125,7 @@ def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tu
         "SchedulerConfig": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
-    for where, obj in _iter_objects(_parse_yaml(text, source), source):
+    for where, obj in _iter_objects(parse_documents(text, source), source):
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
         label = f"{where} ({kind})" if isinstance(kind, str) and kind else where
@@ -166,9 +145,7 @@ def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tu
             value = reader(obj)
         except FieldError as err:
             raise InputError(
-                f"{source}: {label}: {err.path}: {err.message}"
-                if err.path
-                else f"{source}: {label}: {err.message}"
+                f"{source}: {label}: {err.path}: {err.message}" if err.path else f"{source}: {label}: {err.message}"
             ) from None
         except InputError:
             raise
@@ -318,9 +295,7 @@ class _Validator:
                 if name in seen:
                     entries = self.locations.get((kind, name)) or []
                     first = f" (first in {entries[0]})" if entries else ""
-                    raise self.fail(
-                        kind, name, "metadata.name", f"duplicate {kind} {name}{first}", occurrence=1
-                    )
+                    raise self.fail(kind, name, "metadata.name", f"duplicate {kind} {name}{first}", occurrence=1)
                 seen.add(name)
 
     def check_queue_tree(self) -> None:
@@ -337,9 +312,7 @@ class _Validator:
                 current = self.queues[current].parent
             if current is not None and state[current] == 1:
                 cycle = [*path[path.index(current) :], current]
-                raise self.fail(
-                    "Queue", current, "spec.parent", "cycle in the queue tree: " + " -> ".join(cycle)
-                )
+                raise self.fail("Queue", current, "spec.parent", "cycle in the queue tree: " + " -> ".join(cycle))
             for name in path:
                 state[name] = 2
 

@@ -7,7 +7,7 @@ wholly when one pod does not fit. Topology-constrained gangs try whole domains, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +34,11 @@ class GangPlacement:
     ok: bool
     assignments: list[Assignment] = field(default_factory=list)
     reason: str = ""
+    # Reasons cost a pass over all nodes: built only when one is shown (same state as at failure).
+    explain: Callable[[], str] | None = None
+
+    def why(self) -> str:
+        return self.explain() if self.explain is not None else self.reason
 
 
 def plural(n: int, word: str) -> str:
@@ -227,7 +232,8 @@ class Placer:
         if placed is not None:
             return GangPlacement(True, placed)
         if len(members) == 1:
-            return GangPlacement(False, reason=self.pod_reason(self.pods[members[0]]))
+            info = self.pods[members[0]]
+            return GangPlacement(False, explain=lambda: self.pod_reason(info))
         first_fail = self._first_unplaceable(members)
         detail = f"; {first_fail}" if first_fail else ""
         return GangPlacement(

@@ -380,7 +380,7 @@ class Engine:
             return Attempt(True)
         victims, why = find_victims(self, gang, members, request)
         if victims is None:
-            return Attempt(False, placed.reason + (f"; {why}" if why else ""))
+            return Attempt(False, placed.why() + (f"; {why}" if why else ""))
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
         for v in victims:
             self.evict_gang(self.gangs[v], gang, by)
