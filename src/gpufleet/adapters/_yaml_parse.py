@@ -43,7 +43,11 @@ def _depth_bound(text: str) -> int:
     return 3 * longest + 2 * max(flow, 0) + 8
 
 
-def _malformed(err: Exception, source: str) -> InputError:
+def _malformed(err: Exception, text: str, source: str) -> InputError:
+    if isinstance(err, yaml.reader.ReaderError):
+        line = text.count("\n", 0, err.position) + 1
+        character = err.character if isinstance(err.character, int) else ord(err.character[:1] or "\0")
+        return InputError(f"{source}: line {line}: malformed YAML: character #x{character:04x}: {err.reason}")
     if isinstance(err, yaml.MarkedYAMLError):
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "invalid YAML"
@@ -68,7 +72,7 @@ def _exact_depth(text: str, source: str) -> int:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except Exception as err:
-        raise _malformed(err, source) from None
+        raise _malformed(err, text, source) from None
     return deepest
 
 
@@ -76,7 +80,7 @@ def _load_all(text: str, source: str) -> list[Any]:
     try:
         return list(yaml.load_all(text, Loader=_Loader))
     except Exception as err:
-        raise _malformed(err, source) from None
+        raise _malformed(err, text, source) from None
 
 
 def parse_documents(text: str, source: str) -> list[Any]:

@@ -130,7 +130,8 @@ class Search:
         room &= (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
         if info.whole:
             room &= c.free_whole[nodes] + eng.p_whole[pods] >= info.whole
-        return gangs[room | ~single]
+        out: IntArray = gangs[room | ~single]
+        return out
 
     def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
         """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
@@ -258,7 +259,8 @@ def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]
                 prio = eng.g_prio[g]
                 own = queue == leaf
                 ok = live[g] & q_level[queue] & (prio <= p)
-                return ok & (~own | (prio < gang.priority) & within) & (own | queue_ok[queue])
+                result: BoolArray = ok & (~own | (prio < gang.priority) & within) & (own | queue_ok[queue])
+                return result
 
             found, size = search.in_pool(member)
             n_eligible = max(n_eligible, size)

@@ -104,7 +104,8 @@ class Engine:
         if bulk:
             nodes = np.array([c.index[i.pod.node_name or ""] for i in bulk], dtype=np.int64)
             np.subtract.at(c.free, nodes, np.array([i.res for i in bulk], dtype=np.int64))
-            w_nodes = [n for n, i in zip(nodes.tolist(), bulk, strict=True) for _ in i.pod.gpu_index if not i.fractional]
+            pairs = zip(nodes.tolist(), bulk, strict=True)
+            w_nodes = [n for n, i in pairs for _ in i.pod.gpu_index if not i.fractional]
             w_gpus = [g for i in bulk if not i.fractional for g in i.pod.gpu_index]
             if w_nodes:
                 cells = (np.array(w_nodes), np.array(w_gpus))
@@ -115,9 +116,9 @@ class Engine:
             fr = [(n, i) for n, i in zip(nodes.tolist(), bulk, strict=True) if i.fractional]
             if fr:
                 cells = (np.array([n for n, _ in fr]), np.array([i.pod.gpu_index[0] for _, i in fr]))
-                blocks = np.array([i.blocks or 0 for _, i in fr], dtype=np.int64)
+                taken = np.array([i.blocks or 0 for _, i in fr], dtype=np.int64)
                 keep = c.healthy[cells]
-                np.subtract.at(c.gpu_free, (cells[0][keep], cells[1][keep]), blocks[keep])
+                np.subtract.at(c.gpu_free, (cells[0][keep], cells[1][keep]), taken[keep])
             c.free_whole[:] = (c.gpu_free == BLOCKS_PER_GPU).sum(axis=1)
             c.dirty.extend(set(nodes.tolist()))
             node_of = self.placer.node_of
