@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -272,3 +274,28 @@ def test_explicit_config_changes_what_the_default_queue_must_be() -> None:
     assert len(load_snapshot_text(text, "snap.yaml").pods) == 1
     with pytest.raises(InputError, match=r'default queue: queue "research" is not a leaf'):
         load_snapshot_text(text, "snap.yaml", config=SchedulerConfig(default_queue=QueueName("research")))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "'[' * 200_000",  # refused by depth before parsing
+        "'- ' * 200_000 + 'x'",
+        "'{a: ' * 25_000 + 'x' + '}' * 25_000",  # deeper than an 8 MiB stack holds, parsed in a big one
+        "'- ' * 30_000 + 'x'",
+    ],
+)
+def test_deep_nesting_never_crashes_the_process(expression: str) -> None:
+    # libyaml's composer recurses in C: without care this is a segmentation fault, so run it apart
+    code = (
+        "from gpufleet.adapters.errors import InputError\n"
+        "from gpufleet.adapters.k8s_yaml import load_snapshot_text\n"
+        "try:\n"
+        f"    load_snapshot_text({expression}, 'deep.yaml')\n"
+        "except InputError as err:\n"
+        "    print(err)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("deep.yaml: "), proc.stdout
+    assert proc.stdout.count("\n") == 1

@@ -326,9 +326,7 @@ def check_nodes(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
     return out
 
 
-def overcommits(
-    world: World, held: Mapping[PodKey, Held], nodes: Iterable[str], *, new_only: bool
-) -> list[Violation]:
+def overcommits(world: World, held: Mapping[PodKey, Held], nodes: Iterable[str], *, new_only: bool) -> list[Violation]:
     """Over-commitment of ``nodes`` in state ``held``; ``new_only``: look only at GPUs that a
     new binding touches (the snapshot's own state is not the decisions' fault)."""
     out: list[Violation] = []
@@ -500,9 +498,7 @@ def check_gangs(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
             )
         if group.topology_required is not None and new:
             level = group.topology_required
-            domains = {
-                b.pod: (world.nodes[b.node].labels.get(level) if b.node in world.nodes else None) for b in new
-            }
+            domains = {b.pod: (world.nodes[b.node].labels.get(level) if b.node in world.nodes else None) for b in new}
             values = set(domains.values())
             if None in values or len(values) > 1:
                 out.append(
@@ -520,7 +516,8 @@ def check_gangs(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
 
 def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
     """Every victim running, preemptible and eligible for its reason; whole gangs evicted;
-    every ``by`` bound by the same decisions and the first bound pod of its gang."""
+    every ``by`` bound by the same decisions and, when its gang binds in one admission (no pod
+    beyond ``minMember``, which could scale up elastically in a later cycle), its first pod."""
     world = World(snapshot)
     out: list[Violation] = []
 
@@ -530,11 +527,13 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
     bound = {b.pod: b for b in decisions.bindings}
     evicted = {e.pod for e in decisions.evictions}
     first_of_gang: dict[str, PodKey] = {}
+    bound_in_gang: dict[str, int] = defaultdict(int)
     for b in decisions.bindings:
         pod = world.pods.get(b.pod)
         if pod is not None:
             gang = world.gang_of(pod)
             first_of_gang[gang] = min(first_of_gang.get(gang, b.pod), b.pod)
+            bound_in_gang[gang] += 1
     for e in decisions.evictions:
         victim = world.pods.get(e.pod)
         if victim is None or not victim.bound:
@@ -559,7 +558,10 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
             bad("by", f"{e.pod} evicted by unknown pod {e.by}")
             continue
         by_gang = world.gang_of(preemptor)
-        if first_of_gang.get(by_gang) != e.by:
+        group = world.group(preemptor)
+        running = sum(1 for p in world.members[by_gang] if p.bound)
+        one_admission = group is None or bound_in_gang[by_gang] + running <= group.min_member
+        if one_admission and first_of_gang.get(by_gang) != e.by:
             bad("by", f"{e.pod} evicted by {e.by}, not the first bound pod {first_of_gang.get(by_gang)}")
         q_victim, q_by = world.queue_of(victim), world.queue_of(preemptor)
         if e.reason == EvictionReason.RECLAIM:
@@ -644,9 +646,7 @@ def gang_request(world: World, pods: Iterable[Pod], resource: str) -> int:
     return sum(world.queue_amount(p, resource) for p in pods)
 
 
-def in_quota(
-    world: World, usage: Mapping[tuple[str, str], int], queue: str, request: Mapping[str, int]
-) -> bool:
+def in_quota(world: World, usage: Mapping[tuple[str, str], int], queue: str, request: Mapping[str, int]) -> bool:
     """The spec's in-quota test of a gang of leaf ``queue`` asking ``request`` at ``usage``."""
     added: dict[tuple[str, str], int] = defaultdict(int, usage)
     for r, amount in request.items():
@@ -693,8 +693,7 @@ def check_single_gang(snapshot: Snapshot, decisions: Decisions) -> list[Violatio
                     out.append(
                         Violation(
                             "non-preemptible",
-                            f"non-preemptible {gang} bound out of quota: guaranteed {r} of {a} "
-                            f"{g} > quota {quota}",
+                            f"non-preemptible {gang} bound out of quota: guaranteed {r} of {a} {g} > quota {quota}",
                         )
                     )
     reclaimed = [e for e in decisions.evictions if e.reason == EvictionReason.RECLAIM]
@@ -759,9 +758,7 @@ def minimality_counterexamples(
     for kept in sorted(victim_gangs):
         gone = {k for g, keys in victim_gangs.items() if g != kept for k in keys}
         pods = tuple(
-            replace(p, preemptible_label=False) if p.bound and p.ours else p
-            for p in snapshot.pods
-            if p.key not in gone
+            replace(p, preemptible_label=False) if p.bound and p.ours else p for p in snapshot.pods if p.key not in gone
         )
         again = schedule(replace(snapshot, pods=pods))
         placed = sorted(b.pod for b in again.bindings if b.pod in w_keys)

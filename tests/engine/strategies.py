@@ -132,9 +132,7 @@ def nodes(
 
 
 @st.composite
-def queue_forests(
-    draw: Draw, min_queues: int = 1, max_queues: int = 6, *, flat: bool = False
-) -> tuple[Queue, ...]:
+def queue_forests(draw: Draw, min_queues: int = 1, max_queues: int = 6, *, flat: bool = False) -> tuple[Queue, ...]:
     """A forest of queues ``q0..qN`` (parents always come earlier, so no cycle; depth <= 3) with
     random GPU quotas, limits and lending limits in whole GPUs."""
     count = draw(st.integers(min_queues, max_queues))
@@ -258,11 +256,7 @@ class _Room:
             gpus = tuple(sorted(rotated[: shape.whole]))
             self.whole.update(gpus)
         elif shape.blocks is not None:
-            fits = [
-                i
-                for i in self.healthy()
-                if i not in self.whole and self.blocks.get(i, 0) + shape.blocks <= 100
-            ]
+            fits = [i for i in self.healthy() if i not in self.whole and self.blocks.get(i, 0) + shape.blocks <= 100]
             if not fits:
                 return None
             gpu = fits[offset % len(fits)]
@@ -590,9 +584,7 @@ def shuffled_snapshot(snapshot: Snapshot, seed: int) -> Snapshot:
         rng.shuffle(keys)
         return {k: m[k] for k in keys}
 
-    node_list = [
-        replace(n, labels=mapping(n.labels), allocatable=mapping(n.allocatable)) for n in snapshot.nodes
-    ]
+    node_list = [replace(n, labels=mapping(n.labels), allocatable=mapping(n.allocatable)) for n in snapshot.nodes]
     pod_list = [replace(p, requests=mapping(p.requests)) for p in snapshot.pods]
     return replace(
         snapshot,

@@ -230,9 +230,7 @@ def test_infeasible_nodes_are_caught() -> None:
 def test_feasible_tolerated_binding_passes() -> None:
     from .strategies import DEDICATED, TOLERATE_DEDICATED
 
-    snap = Snapshot(
-        nodes=(node("t", taints=(DEDICATED,)),), pods=(pod("p", tolerations=(TOLERATE_DEDICATED,)),)
-    )
+    snap = Snapshot(nodes=(node("t", taints=(DEDICATED,)),), pods=(pod("p", tolerations=(TOLERATE_DEDICATED,)),))
     assert check_nodes(snap, Decisions(bindings=(bind("p", "t"),))) == []
 
 
@@ -421,12 +419,9 @@ def test_reclaim_while_borrowing_or_from_a_queue_within_quota_is_caught() -> Non
     decisions = Decisions(bindings=(bind("a-1", gpus=(1, 2, 3)),), evictions=(evict("b-2", "a-1"),))
     assert any("while borrowing" in v.message for v in check_single_gang(borrowing, decisions))
     # b within quota after taking the first of two victims: the second is not eligible
-    two = Decisions(
-        bindings=(bind("a-1", gpus=(0, 1)),), evictions=(evict("b-1", "a-1"), evict("b-2", "a-1"))
-    )
+    two = Decisions(bindings=(bind("a-1", gpus=(0, 1)),), evictions=(evict("b-1", "a-1"), evict("b-2", "a-1")))
     assert any(
-        "not above quota before its last victim" in v.message
-        for v in check_single_gang(reclaim_snapshot(), two)
+        "not above quota before its last victim" in v.message for v in check_single_gang(reclaim_snapshot(), two)
     )
 
 
@@ -480,3 +475,24 @@ def test_lending_snapshots_fit_the_simple_case(snapshot: Snapshot) -> None:
     assert_consistent(snapshot)
     assert lending_applicable(snapshot)
     assert not any(World(snapshot).queue_of(p) == "lender" for p in snapshot.pods)
+
+
+def test_by_must_be_the_first_pod_of_a_gang_bound_at_once() -> None:
+    group = PodGroup("ml", "wg", min_member=2, queue=QueueName("a"))
+    snap = Snapshot(
+        nodes=(node("n1"),),
+        pods=(
+            running("v", (0, 1, 2, 3), queue="b", priority=10),
+            pod("w-0", gpus=2, priority=50, group_label="wg"),
+            pod("w-1", gpus=2, priority=50, group_label="wg"),
+        ),
+        queues=QUEUES,
+        pod_groups=(group,),
+    )
+    bindings = (bind("w-0", gpus=(0, 1)), bind("w-1", gpus=(2, 3)))
+    late = Decisions(bindings=bindings, evictions=(evict("v", "w-1"),))
+    assert names(check_evictions(snap, late)) == {"by"}
+    assert check_evictions(snap, replace(late, evictions=(evict("v", "w-0"),))) == []
+    # with minMember 1, w-1 may have scaled up on its own in a later cycle and evicted then
+    elastic = replace(snap, pod_groups=(replace(group, min_member=1),))
+    assert check_evictions(elastic, late) == []

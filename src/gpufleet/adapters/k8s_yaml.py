@@ -76,11 +76,13 @@ def _expand(obj: Any, where: str, source: str, depth: int = 0) -> Iterator[tuple
 def _label(kind: str, obj: dict[str, Any]) -> str:
     """ "Pod ml/nb-1" (or just the kind while the name is unreadable), for messages."""
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        return kind
+    name = meta.get("name")
     if not isinstance(name, str) or not name:
         return kind
-    namespace = meta.get("namespace") if kind in ("Pod", "PodGroup") else None  # type: ignore[union-attr]
     if kind in ("Pod", "PodGroup"):
+        namespace = meta.get("namespace")
         namespace = namespace if isinstance(namespace, str) and namespace else "default"
         return f"{kind} {namespace}/{name}"
     return f"{kind} {name}"

@@ -65,7 +65,8 @@ class ClusterState:
         if resource == GPU:
             return int(self.gpu_count[self.schedulable].sum()) * MILLI
         j = self.res_index.get(resource)
-        return 0 if j is None else int(self.alloc[self.schedulable, j].sum())
+        # Python ints: memory in milli-bytes summed over thousands of nodes would overflow int64.
+        return 0 if j is None else sum(self.alloc[self.schedulable, j].tolist())
 
     # -- changes ------------------------------------------------------------------------------
 

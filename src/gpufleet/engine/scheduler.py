@@ -266,9 +266,9 @@ class Engine:
                             f"the {fmt_amount(r, int(max(free[j], 0)))} {r} free (lendingLimit)")
         return ""
 
-    def free_capacity(self) -> IntArray:
+    def free_capacity(self) -> list[int]:
         c = self.cluster
-        out = np.zeros(len(self.managed), dtype=np.int64)
+        out = [0] * len(self.managed)
         sched = c.schedulable
         for j, r in enumerate(self.managed):
             if r == GPU:
@@ -276,7 +276,7 @@ class Engine:
                 whole = c.gpu_whole[sched]
                 out[j] = int(np.where((cells > 0) & ~whole, cells, 0).sum()) * 10
             elif r in c.res_index:
-                out[j] = int(c.free[sched, c.res_index[r]].sum())
+                out[j] = sum(c.free[sched, c.res_index[r]].tolist())  # Python ints: no int64 overflow
         return out
 
     # -- the loop ----------------------------------------------------------------------------

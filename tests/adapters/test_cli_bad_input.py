@@ -1,0 +1,68 @@
+"""`gpufleet replay BAD.yaml` exits 2 with one clear line on stderr and never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BAD_SNAPSHOTS = {
+    "malformed-yaml": ("apiVersion: v1\nkind: Node\nmetadata: {name: [n1\n", "line 4: malformed YAML"),
+    "queue-cycle": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: a}\nspec: {parent: b}\n---\n"
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: b}\nspec: {parent: a}\n",
+        "document 1 (Queue a): spec.parent: cycle in the queue tree: a -> b -> a",
+    ),
+    "negative-quantity": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {resources: {nvidia.com/gpu: {quota: '-1'}}}\n",
+        'document 1 (Queue team-a): spec.resources.nvidia.com/gpu.quota: negative quantity "-1"',
+    ),
+    "gpu-blocks": (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: nb-1, namespace: ml, annotations: {gpufleet.dev/gpu-blocks: '150'}}\n"
+        "spec: {schedulerName: gpufleet, containers: [{name: main}]}\n",
+        "document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: must be an integer 1..100",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SNAPSHOTS))
+def test_replay_of_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
+    text, expected = BAD_SNAPSHOTS[case]
+    snapshot = tmp_path / f"{case}.yaml"
+    snapshot.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "replay", str(snapshot)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"{snapshot}: ")
+    assert expected in lines[0]
+    assert proc.stdout == ""
+
+
+def test_replay_with_a_bad_config_file_exits_2(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {placement: random}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "replay", str(snapshot), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.splitlines() == [
+        f"{config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack' or 'spread', "
+        'got "random"'
+    ]
