@@ -318,13 +318,16 @@ class _Builder:
             )
         )
 
-    def running_gang(self, index: int, *, elastic: bool = True) -> None:
+    def running_gang(self, index: int, *, elastic: bool = True, gpu: bool = False) -> None:
+        """Up to 3 running pods of one gang; ``gpu``: GPU pods of mostly low priority."""
         draw = self.draw
         queue = draw(st.sampled_from(self.queue_leaves))
         size = draw(st.integers(1, 3))
         grouped = size > 1 or _chance(draw, 3)
-        shape = draw(shapes())
+        shape = draw(shapes(gpu=gpu, max_whole=4 if gpu else 8))
         cls, prio = _priority(draw)
+        if gpu and not _chance(draw, 3):
+            cls, prio = None, draw(st.sampled_from([0, 10, 50]))
         label = _preemptible_label(draw)
         created = self.tick()
         group = f"g-r{index}" if grouped else None
@@ -376,13 +379,15 @@ class _Builder:
         exact_size: bool = False,
         max_size: int = 4,
         gpu: bool = False,
-        queue: QueueName | None = None,
+        gang: bool = False,
     ) -> None:
+        """A pending gang of up to ``max_size`` pods; ``gang``: a PodGroup of 2+ pods, often with
+        fewer ``minMember`` and a required topology."""
         draw = self.draw
-        queue = queue if queue is not None else draw(st.sampled_from(self.queue_leaves))
-        size = draw(st.integers(1, max_size))
-        grouped = size > 1 or _chance(draw, 3)
-        if exact_size or _chance(draw, 7) or not grouped:
+        queue = draw(st.sampled_from(self.queue_leaves))
+        size = draw(st.integers(2 if gang else 1, max_size))
+        grouped = gang or size > 1 or _chance(draw, 3)
+        if exact_size or not grouped or (not gang and _chance(draw, 7)):
             min_member = size
         elif _chance(draw, 2):
             min_member = size + 1  # too few pods: stays pending
@@ -422,7 +427,7 @@ class _Builder:
                 )
             )
         if group is not None:
-            required = RACK if _chance(draw, 3) else None
+            required = RACK if _chance(draw, 6 if gang else 3) else None
             preferred = None
             if _chance(draw, 2):
                 preferred = HOST if required is not None else draw(st.sampled_from([RACK, HOST]))
@@ -505,14 +510,35 @@ def snapshots(
 
 
 @st.composite
-def single_gang_snapshots(draw: Draw, *, max_nodes: int = 4, max_running: int = 8) -> Snapshot:
+def gang_snapshots(draw: Draw) -> Snapshot:
+    """Pending PodGroups of 2..4 pods, often with fewer ``minMember`` (room for elastic scale-up)
+    and a required rack, on up to 6 nodes in up to 3 racks with some running work."""
+    cluster = draw(nodes(2, 6))
+    queues = draw(queue_forests(1, 3))
+    b = _Builder(draw, cluster, leaves(queues))
+    for i in range(draw(st.integers(0, 4))):
+        b.running_gang(i)
+    for i in range(draw(st.integers(1, 3))):
+        b.pending_gang(i, gang=True)
+    return Snapshot(
+        nodes=cluster,
+        pods=tuple(b.pods),
+        priority_classes=PRIORITY_CLASSES,
+        queues=queues,
+        pod_groups=tuple(b.groups),
+        config=_config(draw),
+    )
+
+
+@st.composite
+def single_gang_snapshots(draw: Draw, *, max_nodes: int = 3, max_running: int = 10) -> Snapshot:
     """Exactly ONE pending gang W (``minMember`` = its size, asking for GPUs) in a small cluster
     filled with running work, so that W's decision is taken on the snapshot itself."""
     cluster = draw(nodes(1, max_nodes, min_gpus=2))
     queues = draw(queue_forests(1, 4))
     b = _Builder(draw, cluster, leaves(queues))
     for i in range(draw(st.integers(1, max_running))):
-        b.running_gang(i, elastic=False)
+        b.running_gang(i, elastic=False, gpu=True)
     if _chance(draw, 2):
         b.other_scheduler_pod(0)
     b.pending_gang(0, exact_size=True, max_size=3, gpu=True)
