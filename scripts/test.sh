@@ -6,4 +6,4 @@ VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check src tests
 "$VENV/bin/mypy" --strict src/gpufleet
 "$VENV/bin/lint-imports"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -p no:cacheprovider "$@"

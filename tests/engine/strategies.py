@@ -318,10 +318,12 @@ class _Builder:
             )
         )
 
-    def running_gang(self, index: int, *, elastic: bool = True, gpu: bool = False) -> None:
+    def running_gang(
+        self, index: int, *, elastic: bool = True, gpu: bool = False, queue: QueueName | None = None
+    ) -> None:
         """Up to 3 running pods of one gang; ``gpu``: GPU pods of mostly low priority."""
         draw = self.draw
-        queue = draw(st.sampled_from(self.queue_leaves))
+        queue = queue if queue is not None else draw(st.sampled_from(self.queue_leaves))
         size = draw(st.integers(1, 3))
         grouped = size > 1 or _chance(draw, 3)
         shape = draw(shapes(gpu=gpu, max_whole=4 if gpu else 8))
@@ -380,11 +382,13 @@ class _Builder:
         max_size: int = 4,
         gpu: bool = False,
         gang: bool = False,
+        queue: QueueName | None = None,
+        urgent: bool = False,
     ) -> None:
         """A pending gang of up to ``max_size`` pods; ``gang``: a PodGroup of 2+ pods, often with
-        fewer ``minMember`` and a required topology."""
+        fewer ``minMember`` and a required topology; ``urgent``: often of non-preemptible priority."""
         draw = self.draw
-        queue = draw(st.sampled_from(self.queue_leaves))
+        queue = queue if queue is not None else draw(st.sampled_from(self.queue_leaves))
         size = draw(st.integers(2 if gang else 1, max_size))
         grouped = gang or size > 1 or _chance(draw, 3)
         if exact_size or not grouped or (not gang and _chance(draw, 7)):
@@ -395,6 +399,8 @@ class _Builder:
             min_member = draw(st.integers(1, size))
         shape = draw(shapes(gpu=gpu))
         cls, prio = _priority(draw)
+        if urgent and _chance(draw, 5):
+            cls, prio = "high", 100
         group_cls: str | None = None
         if grouped and _chance(draw, 2):
             group_class = draw(st.sampled_from(PRIORITY_CLASSES))
@@ -537,11 +543,12 @@ def single_gang_snapshots(draw: Draw, *, max_nodes: int = 3, max_running: int = 
     cluster = draw(nodes(1, max_nodes, min_gpus=2))
     queues = draw(queue_forests(1, 4))
     b = _Builder(draw, cluster, leaves(queues))
+    own = draw(st.sampled_from(b.queue_leaves))  # W's queue, where half of the running work is
     for i in range(draw(st.integers(1, max_running))):
-        b.running_gang(i, elastic=False, gpu=True)
+        b.running_gang(i, elastic=False, gpu=True, queue=own if _chance(draw, 5) else None)
     if _chance(draw, 2):
         b.other_scheduler_pod(0)
-    b.pending_gang(0, exact_size=True, max_size=3, gpu=True)
+    b.pending_gang(0, exact_size=True, max_size=3, gpu=True, queue=own, urgent=True)
     return Snapshot(
         nodes=cluster,
         pods=tuple(b.pods),

@@ -26,10 +26,10 @@ from .invariants import (
     check_single_gang,
     minimality_counterexamples,
 )
-from .strategies import lending_snapshots, shuffled_snapshot, single_gang_snapshots, snapshots
+from .strategies import gang_snapshots, lending_snapshots, shuffled_snapshot, single_gang_snapshots, snapshots
 
 PROPERTY = settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -82,7 +82,7 @@ def test_unused_quota_above_the_lending_limit_stays_free(snapshot: Snapshot) -> 
 
 
 @PROPERTY
-@given(snapshots())
+@given(st.one_of(gang_snapshots(), snapshots()))
 def test_gangs_bind_whole_or_not_at_all(snapshot: Snapshot) -> None:
     decisions = schedule(snapshot)
     assert_holds(check_gangs(snapshot, decisions), decisions)
@@ -92,13 +92,13 @@ def test_gangs_bind_whole_or_not_at_all(snapshot: Snapshot) -> None:
 
 
 @PROPERTY
-@given(snapshots())
+@given(st.one_of(snapshots(), gang_snapshots()))
 def test_every_victim_is_eligible_and_its_whole_gang_goes(snapshot: Snapshot) -> None:
     decisions = schedule(snapshot)
     assert_holds(check_evictions(snapshot, decisions), decisions)
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=400)
 @given(single_gang_snapshots())
 def test_victims_of_a_single_gang_are_eligible(snapshot: Snapshot) -> None:
     """Non-preemptible work never evicted, reclaim only from queues above quota, a
@@ -110,7 +110,7 @@ def test_victims_of_a_single_gang_are_eligible(snapshot: Snapshot) -> None:
 # 7. -----------------------------------------------------------------------------------------
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=400)
 @given(single_gang_snapshots())
 def test_victim_sets_are_minimal(snapshot: Snapshot) -> None:
     decisions = schedule(snapshot)
@@ -120,7 +120,7 @@ def test_victim_sets_are_minimal(snapshot: Snapshot) -> None:
 # 8. -----------------------------------------------------------------------------------------
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=150)
 @given(snapshots(), st.integers(0, 2**32 - 1))
 def test_decisions_are_deterministic_and_independent_of_input_order(snapshot: Snapshot, seed: int) -> None:
     first = dataclasses.asdict(schedule(snapshot))
@@ -135,7 +135,7 @@ def test_decisions_are_deterministic_and_independent_of_input_order(snapshot: Sn
 
 
 @PROPERTY
-@given(snapshots())
+@given(st.one_of(snapshots(), gang_snapshots()))
 def test_every_pending_pod_is_reported_exactly_once(snapshot: Snapshot) -> None:
     decisions = schedule(snapshot)
     assert_holds(check_report(snapshot, decisions), decisions)
