@@ -449,14 +449,14 @@ def assert_consistent(snapshot: Snapshot) -> None:
     assert len(keys) == len(set(keys))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(snapshots())
 def test_random_snapshots_are_consistent(snapshot: Snapshot) -> None:
     assert_consistent(snapshot)
     assert_consistent(shuffled_snapshot(snapshot, 7))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(single_gang_snapshots())
 def test_single_gang_snapshots_have_one_pending_gang(snapshot: Snapshot) -> None:
     from .invariants import pending_gangs
@@ -467,7 +467,7 @@ def test_single_gang_snapshots_have_one_pending_gang(snapshot: Snapshot) -> None
     assert group is None or group.min_member == len(members)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(lending_snapshots())
 def test_lending_snapshots_fit_the_simple_case(snapshot: Snapshot) -> None:
     from .invariants import lending_applicable

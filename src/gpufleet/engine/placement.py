@@ -282,19 +282,26 @@ class Placer:
         codes, names = self.domains(label)
         need = self.gang_need(members[:required]) if required < len(members) else self.gang_need(members)
         level = label.rsplit("/", 1)[-1]
-        domains = self._ordered_domains(codes, names, members, self.gang_need(members[:required]), required)
-        if gang.topology_preferred:
-            # As few preferred domains as possible decides first, then the tightest required domain.
-            for single_only in (True, False):
+        # Members already running fix the domain: pods added to a running gang join them.
+        running = {int(codes[self.pods[m].node]) for m in gang.members
+                   if self.pods[m].node is not None and m not in members}
+        # All pending members when some domain holds them all, else at least `required` of them.
+        for count in dict.fromkeys((len(members), required)):
+            domains = self._ordered_domains(codes, names, members, self.gang_need(members[:count]), count)
+            if running:
+                domains = [d for d in domains if d in running][:1]
+            if gang.topology_preferred:
+                # As few preferred domains as possible decides first, then the tightest required domain.
+                for single_only in (True, False):
+                    for d in domains:
+                        result = self._place_preferred(gang, members, count, codes == d, single_only)
+                        if result.ok:
+                            return result
+            else:
                 for d in domains:
-                    result = self._place_preferred(gang, members, required, codes == d, single_only)
-                    if result.ok:
-                        return result
-        else:
-            for d in domains:
-                placed, _ = self._try(members, required, codes == d, None)
-                if placed is not None:
-                    return GangPlacement(True, placed)
+                    placed, _ = self._try(members, count, codes == d, None)
+                    if placed is not None:
+                        return GangPlacement(True, placed)
         if not names:
             return GangPlacement(False, reason=f"no node has the topology label {label}")
         free = self._domain_free(codes, len(names), members)

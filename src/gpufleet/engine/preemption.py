@@ -44,6 +44,9 @@ class Search:
         self.tests = 0
         self.asked = [j for j in range(len(request)) if request[j] > 0]
         self.last_size = -1
+        # When queue rules (a limit, or quota for non-preemptible work) block the gang, a victim
+        # anywhere in the queue may help: the per-node capacity filters do not apply.
+        self.quota_blocked = bool(eng.quota_gate(gang, request))
 
     # -- verification on the live state -------------------------------------------------------
 
@@ -118,7 +121,7 @@ class Search:
         """The gangs (in the given order) that pass a necessary capacity check for freeing room
         on their own: a single-pod gang must leave room for the pod on its node."""
         eng = self.eng
-        if not self.single_pod() or not len(gangs):
+        if not self.single_pod() or not len(gangs) or self.quota_blocked:
             return gangs
         info = eng.pods[self.members[0]]
         c = eng.cluster
@@ -129,7 +132,7 @@ class Search:
         nz = np.flatnonzero(info.res)
         room &= (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
         if info.whole:
-            room &= c.free_whole[nodes] + eng.p_whole[pods] >= info.whole
+            room &= c.free_whole[nodes] + eng.p_gpus_freed[pods] >= info.whole
         out: IntArray = gangs[room | ~single]
         return out
 
@@ -188,7 +191,7 @@ class Search:
         pods = eng.live_pods_of(pool_mask)
         nodes = eng.placer.node_of[pods]
         n_nodes = len(c.nodes)
-        freed_whole = np.bincount(nodes, weights=eng.p_whole[pods], minlength=n_nodes)
+        freed_whole = np.bincount(nodes, weights=eng.p_gpus_freed[pods], minlength=n_nodes)
         nz = np.flatnonzero(info.res)
         room = eng.feasibility.mask(info.pod).copy()
         for j in nz:
@@ -221,7 +224,7 @@ class Search:
         size = len(pool)
         if size <= EXHAUSTIVE_POOL:
             return self.exhaustive(pool)
-        found = self.greedy_by_node(pool_mask) if self.single_pod() else None
+        found = self.greedy_by_node(pool_mask) if self.single_pod() and not self.quota_blocked else None
         if found is None:
             found = self.greedy(self.preference(pool, largest_first=True))
         return found

@@ -169,6 +169,8 @@ class Engine:
         self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
         self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
         self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
+        self.p_gpus_freed = self.p_whole + np.array([1 if p.fractional else 0 for p in pods], dtype=np.int64)
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
         bound = np.array([p.node is not None and p.gang >= 0 for p in pods], dtype=np.bool_)
         milli = np.array([p.whole * 1000 + (p.bound_blocks or 0) * 10 for p in pods], dtype=np.int64)
@@ -394,6 +396,11 @@ class Engine:
         return Attempt(True)
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:
+        if self.g_live[gang.idx]:
+            # A gang that gained pods in this replay is not evicted by it again: no flip-flop,
+            # and every pod that was pending ends bound or pending, never bound-then-evicted.
+            self.g_live[gang.idx] = False
+            self.q_live_count[max(gang.queue, 0)] -= 1
         for a in placed.assignments:
             info = self.pods[a.pod]
             self.bindings[a.pod] = a

@@ -24,7 +24,7 @@ from gpufleet.engine.cluster import ClusterState, IntArray
 MIB = 1024 * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class PodInfo:
     idx: int
     pod: Pod
@@ -58,7 +58,7 @@ class PodInfo:
         return b if 1 <= b <= BLOCKS_PER_GPU else (1 if b < 1 else None)
 
 
-@dataclass
+@dataclass(slots=True)
 class Gang:
     idx: int
     key: str  # PodGroup key, or the pod key of a gang of one
@@ -141,17 +141,25 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
     for info in pods:
-        if not info.pod.ours:
+        if info.queue < 0 and not info.pod.ours:
             continue
         label = info.pod.group_label
-        key = f"{info.pod.namespace}/{label}" if label else str(info.key)
-        if label and key not in groups:
-            key = str(info.key)  # a label naming no PodGroup: the pod is a gang of one
+        key: str = info.key
+        if label:
+            group_key = f"{info.pod.namespace}/{label}"
+            if group_key in groups:  # a label naming no PodGroup: the pod is a gang of one
+                key = group_key
         by_key.setdefault(key, []).append(info.idx)
     gangs: list[Gang] = []
     for rank, key in enumerate(sorted(by_key)):
         members = by_key[key]
         group = groups.get(key)
+        if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
+            info = pods[members[0]]
+            gangs.append(Gang(len(gangs), key, members, 1, info.queue, info.priority, info.preemptible, True,
+                              info.pod.creation_time, name_rank=rank, members_by_size=members))
+            info.gang = len(gangs) - 1
+            continue
         infos = [pods[m] for m in members]
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
