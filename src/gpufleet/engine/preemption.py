@@ -22,6 +22,7 @@ import numpy as np
 from gpufleet.engine.cluster import BoolArray, IntArray
 
 if TYPE_CHECKING:
+    from gpufleet.engine.placement import GangPlacement
     from gpufleet.engine.scheduler import Engine
     from gpufleet.engine.workload import Gang
 
@@ -44,6 +45,9 @@ class Search:
         self.tests = 0
         self.asked = [j for j in range(len(request)) if request[j] > 0]
         self.last_size = -1
+        # Verified placements per victim set: once those victims are evicted, the state is the
+        # one the check saw, so the same placement is committed without searching again.
+        self.placements: dict[tuple[int, ...], GangPlacement] = {}
         # When queue rules (a limit, or quota for non-preemptible work) block the gang, a victim
         # anywhere in the queue may help: the per-node capacity filters do not apply.
         self.quota_blocked = bool(eng.quota_gate(gang, request))
@@ -80,6 +84,7 @@ class Search:
                     eng.unbind(m)
         placed = eng.try_place(self.gang, self.members, self.request)
         if placed.ok:
+            self.placements[tuple(sorted(victims))] = placed
             for a in reversed(placed.assignments):
                 eng.placer.release(a.pod)
         for m, node, gpus, blocks in reversed(saved):
@@ -230,8 +235,10 @@ class Search:
         return found
 
 
-def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]) -> tuple[list[int] | None, str]:
-    """The best victim set for ``gang`` (gang indices), or None with a reason."""
+def find_victims(
+    eng: Engine, gang: Gang, members: list[int], request: list[int]
+) -> tuple[list[int] | None, str, GangPlacement | None]:
+    """The best victim set for ``gang`` (gang indices) and the placement it allows, or None with a reason."""
     f = eng.forest
     leaf = gang.queue
     asked = [j for j in range(len(request)) if request[j] > 0]
@@ -248,7 +255,7 @@ def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]
         q_eligible[leaf] = True
     q_eligible &= eng.q_live_count > 0
     if not q_eligible.any():
-        return None, "no eligible victims"
+        return None, "no eligible victims", None
     share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
     search = Search(eng, gang, members, request)
     n_eligible = 0
@@ -268,9 +275,10 @@ def find_victims(eng: Engine, gang: Gang, members: list[int], request: list[int]
             found, size = search.in_pool(member)
             n_eligible = max(n_eligible, size)
             if found is not None:
-                return sorted(found), ""
+                victims = sorted(found)
+                return victims, "", search.placements.get(tuple(victims))
             if search.tests >= MAX_TESTS:
-                return None, f"no victim set found within {MAX_TESTS} checks"
+                return None, f"no victim set found within {MAX_TESTS} checks", None
     if n_eligible <= 0:
-        return None, "no eligible victims"
-    return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)"
+        return None, "no eligible victims", None
+    return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)", None

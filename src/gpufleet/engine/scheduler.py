@@ -144,16 +144,23 @@ class Engine:
                 if len(gpus) != info.whole:
                     gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
             self.placer.commit(Assignment(info.idx, node, gpus, blocks))
-        per_leaf: dict[int, list[int]] = {}
-        for info in running:
-            if info.gang >= 0:
-                self.gangs[info.gang].alive += 1
-                vec = self.quota_vec(info)
-                total = per_leaf.setdefault(info.queue, [0] * len(vec))
-                for j, v in enumerate(vec):
-                    total[j] += v
-        for leaf, total in per_leaf.items():
-            self.forest.add(leaf, total)
+        ours = [info for info in running if info.gang >= 0]
+        gangs = self.gangs
+        for info in ours:
+            gangs[info.gang].alive += 1
+        if ours and self.managed:
+            # Queue usage of everything running, summed per leaf with NumPy, then added once per leaf.
+            leaves = np.array([i.queue for i in ours], dtype=np.int64)
+            usage = np.zeros((len(ours), len(self.managed)), dtype=np.int64)
+            for j, r in enumerate(self.managed):
+                if r == GPU:
+                    usage[:, j] = [i.whole * 1000 + ((i.bound_blocks or i.blocks or 0) * 10 if i.fractional else 0)
+                                   for i in ours]
+                else:
+                    usage[:, j] = [i.pod.requests.get(r, 0) for i in ours]
+            for leaf in np.unique(leaves).tolist():
+                if leaf >= 0:
+                    self.forest.add(leaf, [sum(col) for col in usage[leaves == leaf].T.tolist()])
 
     def _build_victim_arrays(self) -> None:
         """Per-gang and per-pod arrays the victim search filters with NumPy.
@@ -384,13 +391,18 @@ class Engine:
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
-        victims, why = find_victims(self, gang, members, request)
+        victims, why, verified = find_victims(self, gang, members, request)
         if victims is None:
             return Attempt(False, placed.why() + (f"; {why}" if why else ""))
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
         for v in victims:
             self.evict_gang(self.gangs[v], gang, by)
-        placed = self.try_place(gang, members, request)
+        if verified is not None:  # the state now is the one the victim check placed the gang on
+            for a in verified.assignments:
+                self.placer.commit(a)
+            placed = verified
+        else:
+            placed = self.try_place(gang, members, request)
         assert placed.ok, "victim set was checked to make the gang fit"
         self.record(gang, placed)
         return Attempt(True)

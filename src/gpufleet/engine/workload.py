@@ -102,12 +102,19 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
     matrix = np.zeros((len(pods), n_res), dtype=np.int64)
     matrix[:, pods_j] = MILLI
     res_index = cluster.res_index
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[int] = []
     for i, pod in enumerate(pods):
-        res = matrix[i]
         for r, v in pod.requests.items():
             j = res_index.get(r)
             if j is not None and r != GPU:
-                res[j] = v
+                rows.append(i)
+                cols.append(j)
+                vals.append(v)
+    matrix[rows, cols] = vals
+    for i, pod in enumerate(pods):
+        res = matrix[i]
         group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
         priority = resolve_priority(pod, classes, default_value)
         if group is not None and group.priority_class_name in classes:
