@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.domain import GPU, Placement
+from gpufleet.domain import Placement
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.workload import Gang, PodInfo
@@ -343,8 +343,5 @@ class Placer:
             return GangPlacement(True, placed)
         return GangPlacement(False, reason=f"gang of {required} does not fit: {count} of {required} placeable")
 
-    def gpu_of(self, a: Assignment) -> int:
-        return len(a.gpus)
 
-
-__all__ = ["GPU", "Assignment", "GangPlacement", "Placer"]
+__all__ = ["Assignment", "GangPlacement", "Placer"]

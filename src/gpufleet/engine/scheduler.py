@@ -250,10 +250,6 @@ class Engine:
                 total[j] += v
         return total
 
-    def gang_gpus_milli(self, members: list[int]) -> int:
-        return int(sum(self.pods[m].whole * 1000 + (self.pods[m].bound_blocks or self.pods[m].blocks or 0) * 10
-                       for m in members))
-
     # -- quota gates ------------------------------------------------------------------------
 
     def quota_gate(self, gang: Gang, request: list[int]) -> str:
