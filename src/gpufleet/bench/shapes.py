@@ -158,12 +158,63 @@ def _config() -> SchedulerConfig:
     return SchedulerConfig(topology_levels=(RACK_LABEL, HOSTNAME_LABEL))
 
 
+def _running_pod(
+    name: str,
+    queue: QueueName,
+    labels: Mapping[str, str],
+    node: Node,
+    gpus: tuple[int, ...],
+    annotations: Mapping[str, str],
+    klass: PriorityClass,
+    start: float,
+    age: float,
+) -> Pod:
+    """A pod of ours running on ``node`` since ``start``, created ``age`` seconds before that."""
+    return Pod(
+        namespace=NAMESPACE,
+        name=name,
+        labels=labels,
+        annotations=annotations,
+        requests=_requests(len(gpus)),
+        priority=klass.value,
+        priority_class_name=klass.name,
+        queue_label=queue,
+        node_name=node.name,
+        phase="Running",
+        creation_time=start - age,
+        start_time=start,
+        gpu_index=gpus,
+    )
+
+
+def _pending_pod(
+    name: str,
+    queue: QueueName,
+    labels: Mapping[str, str],
+    gpus: int,
+    klass: PriorityClass,
+    created: float,
+    group: str | None = None,
+) -> Pod:
+    return Pod(
+        namespace=NAMESPACE,
+        name=name,
+        labels=labels,
+        annotations=_EMPTY,
+        requests=_requests(gpus),
+        priority=klass.value,
+        priority_class_name=klass.name,
+        queue_label=queue,
+        group_label=group,
+        creation_time=created,
+    )
+
+
 def _basic(scale: float) -> Snapshot:
     nodes = _nodes(scaled(5000, scale))
     n_nodes = len(nodes)
     queue_labels = _queue_labels()
     gpu_index = _gpu_index_annotations()
-    requests = _requests(1)
     pods: list[Pod] = []
 
     # Running pods: node (i * stride) mod n visits every node once before any repeats.
@@ -177,38 +228,14 @@ def _basic(scale: float) -> Snapshot:
         queue = LEAF_QUEUES[i % len(LEAF_QUEUES)]
         start = BASE_TIME - 3600.0 + i
         pods.append(
-            Pod(
-                namespace=NAMESPACE,
-                name=f"run-{i:05d}",
-                labels=queue_labels[queue],
-                annotations=gpu_index[index],
-                requests=requests,
-                priority=TRAIN.value,
-                priority_class_name=TRAIN.name,
-                queue_label=queue,
-                node_name=nodes[node].name,
-                phase="Running",
-                creation_time=start - 1.0,
-                start_time=start,
-                gpu_index=(index,),
+            _running_pod(
+                f"run-{i:05d}", queue, queue_labels[queue], nodes[node], (index,), gpu_index[index], TRAIN, start, 1.0
             )
         )
 
     for i in range(scaled(10000, scale)):
         queue = LEAF_QUEUES[i % len(LEAF_QUEUES)]
-        pods.append(
-            Pod(
-                namespace=NAMESPACE,
-                name=f"job-{i:05d}",
-                labels=queue_labels[queue],
-                annotations=_EMPTY,
-                requests=requests,
-                priority=TRAIN.value,
-                priority_class_name=TRAIN.name,
-                queue_label=queue,
-                creation_time=BASE_TIME + i,
-            )
-        )
+        pods.append(_pending_pod(f"job-{i:05d}", queue, queue_labels[queue], 1, TRAIN, BASE_TIME + i))
 
     # Each leaf asks for ~2,750 GPUs: team-a and team-b stay within quota, team-c and team-d
     # borrow beyond theirs. The quotas add up to 11,000 of the 40,000 GPUs.
@@ -236,7 +263,6 @@ def _gangs(
     topology_required: str | None = None,
 ) -> tuple[list[PodGroup], list[Pod]]:
     """``n_groups`` gangs of ``group_size`` pending pods of ``gpus`` GPUs, round robin over the leaves."""
-    requests = _requests(gpus)
     groups: list[PodGroup] = []
     pods: list[Pod] = []
     for g in range(n_groups):
@@ -255,20 +281,7 @@ def _gangs(
         created = BASE_TIME + g
         width = len(str(group_size - 1))
         for p in range(group_size):
-            pods.append(
-                Pod(
-                    namespace=NAMESPACE,
-                    name=f"{group_name}-{p:0{width}d}",
-                    labels=labels,
-                    annotations=_EMPTY,
-                    requests=requests,
-                    priority=TRAIN.value,
-                    priority_class_name=TRAIN.name,
-                    queue_label=queue,
-                    group_label=group_name,
-                    creation_time=created,
-                )
-            )
+            pods.append(_pending_pod(f"{group_name}-{p:0{width}d}", queue, labels, gpus, TRAIN, created, group_name))
     return groups, pods
 
 
@@ -309,7 +322,6 @@ def _preemption(scale: float) -> Snapshot:
     queue = QueueName("batch")
     labels: Mapping[str, str] = {LABEL_QUEUE: queue}
     gpu_index = _gpu_index_annotations()
-    requests = _requests(1)
     pods: list[Pod] = []
     n_running = n_nodes * GPUS_PER_NODE
     # Start times are a permutation of the last n_running seconds: no two pods tie on age.
@@ -318,36 +330,10 @@ def _preemption(scale: float) -> Snapshot:
         node, index = divmod(i, GPUS_PER_NODE)
         start = BASE_TIME - n_running + (i * stride) % n_running
         pods.append(
-            Pod(
-                namespace=NAMESPACE,
-                name=f"low-{i:05d}",
-                labels=labels,
-                annotations=gpu_index[index],
-                requests=requests,
-                priority=LOW.value,
-                priority_class_name=LOW.name,
-                queue_label=queue,
-                node_name=nodes[node].name,
-                phase="Running",
-                creation_time=start - 60.0,
-                start_time=start,
-                gpu_index=(index,),
-            )
+            _running_pod(f"low-{i:05d}", queue, labels, nodes[node], (index,), gpu_index[index], LOW, start, 60.0)
         )
     for i in range(scaled(1000, scale)):
-        pods.append(
-            Pod(
-                namespace=NAMESPACE,
-                name=f"high-{i:04d}",
-                labels=labels,
-                annotations=_EMPTY,
-                requests=requests,
-                priority=HIGH.value,
-                priority_class_name=HIGH.name,
-                queue_label=queue,
-                creation_time=BASE_TIME + i,
-            )
-        )
+        pods.append(_pending_pod(f"high-{i:04d}", queue, labels, 1, HIGH, BASE_TIME + i))
     batch = Queue(
         name=queue,
         resources={GPU: QueueResource(quota=n_running * MILLI)},
@@ -384,20 +370,16 @@ def _topology(scale: float) -> Snapshot:
             queue = LEAF_QUEUES[(rack + j) % len(LEAF_QUEUES)]
             start = BASE_TIME - 3600.0 + first + j
             pods.append(
-                Pod(
-                    namespace=NAMESPACE,
-                    name=f"warm-{first + j:05d}",
-                    labels=queue_labels[queue],
-                    annotations=gpu_index[gpus],
-                    requests=_requests(gpus),
-                    priority=TRAIN.value,
-                    priority_class_name=TRAIN.name,
-                    queue_label=queue,
-                    node_name=rack_nodes[j].name,
-                    phase="Running",
-                    creation_time=start - 1.0,
-                    start_time=start,
-                    gpu_index=tuple(range(gpus)),
+                _running_pod(
+                    f"warm-{first + j:05d}",
+                    queue,
+                    queue_labels[queue],
+                    rack_nodes[j],
+                    tuple(range(gpus)),
+                    gpu_index[gpus],
+                    TRAIN,
+                    start,
+                    1.0,
                 )
             )
     n_groups = max(1, min(scaled(750, scale), capacity))
