@@ -189,29 +189,24 @@ class Placer:
             self._domains[label] = got
         return got
 
-    def _sequential(self, members: Sequence[int], within: BoolArray | None,
-                    rank: IntArray | None, required: int) -> tuple[list[Assignment], int]:
-        """Place pods one after another, committing; returns what was placed."""
-        placed: list[Assignment] = []
-        for m in members:
-            a = self.best_node(self.pods[m], within, rank)
-            if a is None:
-                continue
-            self.commit(a)
-            placed.append(a)
-        return placed, len(placed)
-
     def _rollback(self, placed: list[Assignment]) -> None:
         for a in reversed(placed):
             self.release(a.pod)
 
     def _try(self, members: Sequence[int], required: int, within: BoolArray | None,
              rank: IntArray | None) -> tuple[list[Assignment] | None, int]:
-        placed, count = self._sequential(members, within, rank, required)
-        if count >= required:
-            return placed, count
+        """Place pods one after another on the live state; keep them when at least ``required``
+        fit, else roll all of them back. Also returns how many fitted."""
+        placed: list[Assignment] = []
+        for m in members:
+            a = self.best_node(self.pods[m], within, rank)
+            if a is not None:
+                self.commit(a)
+                placed.append(a)
+        if len(placed) >= required:
+            return placed, len(placed)
         self._rollback(placed)
-        return None, count
+        return None, len(placed)
 
     def gang_need(self, members: Sequence[int]) -> int:
         """GPUs (whole, or one per fractional pod) a set of pods needs, for domain pre-filters."""

@@ -240,8 +240,9 @@ class Engine:
     def pending_members(self, gang: Gang) -> list[int]:
         return [m for m in gang.members_by_size if self.pods[m].node is None and m not in self.evictions]
 
-    def required(self, gang: Gang, pending: list[int]) -> int:
-        return max(1, gang.min_member - gang.alive) if gang.alive else gang.min_member
+    def required(self, gang: Gang) -> int:
+        """Pods that must start together now: minMember less the members already running."""
+        return max(1, gang.min_member - gang.alive)
 
     def gang_request(self, members: list[int]) -> list[int]:
         total = [0] * len(self.managed)
@@ -379,7 +380,7 @@ class Engine:
         reason = self.quota_gate(gang, request)
         if reason:
             return GangPlacement(False, reason=reason)
-        return self.placer.place_gang(gang, members, self.required(gang, members))
+        return self.placer.place_gang(gang, members, self.required(gang))
 
     def attempt(self, gang: Gang, request: list[int]) -> Attempt:
         members = self.pending_members(gang)
