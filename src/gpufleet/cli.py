@@ -59,5 +59,10 @@ def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) ->
     click.echo(json.dumps(run_bench(shape, scale=scale, repeat=repeat)))
 
 
+# Command groups that live in gpufleet.commands.* are registered below, one line each.
+# --- registered command groups (keep one per line) ---
+# --- end of registered command groups ---
+
+
 if __name__ == "__main__":
     main()

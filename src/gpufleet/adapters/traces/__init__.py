@@ -1,0 +1,1 @@
+"""Loaders for public GPU-cluster traces and a generic CSV format."""

@@ -1,0 +1,1 @@
+"""Sub-commands of ``gpufleet`` beyond replay and bench, one module per group."""

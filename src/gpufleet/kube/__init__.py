@@ -1,0 +1,1 @@
+"""Kubernetes integration: CRDs, controller, webhook, snapshots of a live cluster."""
