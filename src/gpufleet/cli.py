@@ -61,6 +61,9 @@ def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) ->
 
 # Command groups that live in gpufleet.commands.* are registered below, one line each.
 # --- registered command groups (keep one per line) ---
+from gpufleet.commands.simulate import simulate  # noqa: E402
+
+main.add_command(simulate)
 # --- end of registered command groups ---
 
 
