@@ -31,7 +31,8 @@ MAX_TESTS = 1500  # placement checks one search may make
 SINGLETON_TRIES = 16
 GREEDY_NODES = 8
 GREEDY_STEPS = 64
-CHUNK = 1024  # gangs checked at a time when looking for a single victim
+CHUNK = 1024  # most gangs checked at a time when looking for a single victim
+FIRST_CHUNK = 32
 
 SetKey = tuple[int, int, float, tuple[int, ...]]
 
@@ -58,6 +59,8 @@ class Search:
         """Reclaim victims may only be taken while every queue on their path is above quota."""
         eng, f = self.eng, self.eng.forest
         leaf = self.gang.queue
+        if all(int(eng.g_queue[v]) == leaf for v in victims):
+            return True  # within-queue preemption: no reclaim path to check
         usage = [list(row) for row in f.usage]
         for v in sorted(victims, key=lambda g: (eng.g_cap[g], eng.gangs[g].key)):
             x = int(eng.g_queue[v])
@@ -144,16 +147,19 @@ class Search:
     def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
         """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
         members that pass the capacity check; the first that fits is the best singleton."""
-        order = self.eng.g_sorted_small
+        order = self.eng.g_sorted_small[self.eng.first_live_small():]
         tries = 0
-        for at in range(0, len(order), CHUNK):
-            chunk = order[at:at + CHUNK]
+        at, size = 0, FIRST_CHUNK
+        while at < len(order):
+            chunk = order[at:at + size]
             for v in self.could_fit_alone(chunk[member(chunk)]):
                 if self.fits([int(v)]):
                     return [int(v)]
                 tries += 1
                 if tries >= SINGLETON_TRIES:
                     return None
+            at += size
+            size = min(size * 2, CHUNK)  # the best singleton is usually near the front
         return None
 
     def exhaustive(self, pool: IntArray) -> list[int] | None:

@@ -7,6 +7,7 @@ controller call this same function.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from gpufleet.domain import (
     BLOCKS_PER_GPU,
     GPU,
+    PODS,
     Binding,
     Decisions,
     Eviction,
@@ -30,7 +32,7 @@ from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
-from gpufleet.engine.workload import Gang, PodInfo, build_gangs, build_pods, quota_request
+from gpufleet.engine.workload import Gang, PodInfo, build_gangs, build_pod_table, quota_request
 
 
 @dataclass
@@ -53,7 +55,7 @@ class Engine:
         capacity = {r: self.cluster.capacity(r) for r in {GPU} | set(self.cluster.resources)}
         self.forest = QueueForest(queues, capacity)
         self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable)
-        self.pods: list[PodInfo] = build_pods(snapshot, self.cluster, self.forest.index)
+        self.pods, self.requests = build_pod_table(snapshot, self.cluster, self.forest.index)
         classes = {pc.name: pc.value for pc in snapshot.priority_classes}
         self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
         self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement)
@@ -65,6 +67,9 @@ class Engine:
         self.cycles = 0
         self._smallest_gpu_mib = self._smallest_gpu_memory()
         self._bind_running()
+        # Gangs with a member not running: the only ones that can be candidates or end pending
+        # (a gang running whole only becomes pending again by eviction, and is then done).
+        self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]
         self._build_victim_arrays()
         self._check_overcommit()
 
@@ -90,42 +95,64 @@ class Engine:
         """
         c = self.cluster
         width = c.gpu_free.shape[1]
-        running = [p for p in self.pods if p.pod.bound and p.pod.node_name in c.index]
-        bulk: list[PodInfo] = []
+        index = c.index
+        running = [p for p in self.pods if p.pod.node_name in index and not p.pod.finished]
         rest: list[PodInfo] = []
+        # One pass sorts pods into the bulk (complete gpu-index) and the rest, and collects the
+        # bulk's cells; the pass is flat Python because every running pod goes through it.
+        b_pods: list[int] = []
+        b_nodes: list[int] = []
+        w_nodes: list[int] = []
+        w_gpus: list[int] = []
+        f_nodes: list[int] = []
+        f_gpus: list[int] = []
+        f_blocks: list[int] = []
         for info in running:
-            idx = info.pod.gpu_index
-            valid = all(0 <= g < width for g in idx) and len(set(idx)) == len(idx)
-            if info.fractional:
-                ok = valid and len(idx) == 1 and info.blocks is not None
+            pod = info.pod
+            idx = pod.gpu_index
+            n = len(idx)
+            if info.blocks is not None or info.gpu_mem_bytes is not None:  # fractional
+                if not (n == 1 and 0 <= idx[0] < width and info.blocks is not None):
+                    rest.append(info)
+                    continue
+                node = index[pod.node_name or ""]
+                f_nodes.append(node)
+                f_gpus.append(idx[0])
+                f_blocks.append(info.blocks)
+                info.bound_blocks = info.blocks
             else:
-                ok = valid and len(idx) == info.whole
-            (bulk if ok else rest).append(info)
-        if bulk:
-            nodes = np.array([c.index[i.pod.node_name or ""] for i in bulk], dtype=np.int64)
-            np.subtract.at(c.free, nodes, np.array([i.res for i in bulk], dtype=np.int64))
-            pairs = zip(nodes.tolist(), bulk, strict=True)
-            w_nodes = [n for n, i in pairs for _ in i.pod.gpu_index if not i.fractional]
-            w_gpus = [g for i in bulk if not i.fractional for g in i.pod.gpu_index]
+                if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < width
+                                                  and (n == 1 or len(set(idx)) == n))):
+                    rest.append(info)
+                    continue
+                node = index[pod.node_name or ""]
+                if n == 1:
+                    w_nodes.append(node)
+                    w_gpus.append(idx[0])
+                elif n:
+                    w_nodes.extend([node] * n)
+                    w_gpus.extend(idx)
+            info.node, info.gpus = node, idx
+            b_pods.append(info.idx)
+            b_nodes.append(node)
+        if b_pods:
+            nodes = np.array(b_nodes, dtype=np.int64)
+            order = np.argsort(nodes, kind="stable")
+            touched, starts = np.unique(nodes[order], return_index=True)
+            c.free[touched] -= np.add.reduceat(self.requests[np.array(b_pods)[order]], starts, axis=0)
             if w_nodes:
                 cells = (np.array(w_nodes), np.array(w_gpus))
                 keep = c.healthy[cells]
                 cells = (cells[0][keep], cells[1][keep])
                 c.gpu_whole[cells] = True
                 c.gpu_free[cells] = 0
-            fr = [(n, i) for n, i in zip(nodes.tolist(), bulk, strict=True) if i.fractional]
-            if fr:
-                cells = (np.array([n for n, _ in fr]), np.array([i.pod.gpu_index[0] for _, i in fr]))
-                taken = np.array([i.blocks or 0 for _, i in fr], dtype=np.int64)
+            if f_nodes:
+                cells = (np.array(f_nodes), np.array(f_gpus))
                 keep = c.healthy[cells]
-                np.subtract.at(c.gpu_free, (cells[0][keep], cells[1][keep]), taken[keep])
+                np.subtract.at(c.gpu_free, (cells[0][keep], cells[1][keep]), np.array(f_blocks)[keep])
             c.free_whole[:] = (c.gpu_free == BLOCKS_PER_GPU).sum(axis=1)
-            c.dirty.extend(set(nodes.tolist()))
-            node_of = self.placer.node_of
-            for n, info in zip(nodes.tolist(), bulk, strict=True):
-                info.node, info.gpus = n, info.pod.gpu_index
-                info.bound_blocks = info.blocks if info.fractional else None
-                node_of[info.idx] = n
+            c.dirty.extend(touched.tolist())
+            self.placer.node_of[b_pods] = nodes
         rest.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
         for info in rest:
             node = c.index[info.pod.node_name or ""]
@@ -150,17 +177,21 @@ class Engine:
             gangs[info.gang].alive += 1
         if ours and self.managed:
             # Queue usage of everything running, summed per leaf with NumPy, then added once per leaf.
+            rows = np.array([i.idx for i in ours], dtype=np.int64)
             leaves = np.array([i.queue for i in ours], dtype=np.int64)
             usage = np.zeros((len(ours), len(self.managed)), dtype=np.int64)
             for j, r in enumerate(self.managed):
                 if r == GPU:
                     usage[:, j] = [i.whole * 1000 + ((i.bound_blocks or i.blocks or 0) * 10 if i.fractional else 0)
                                    for i in ours]
-                else:
-                    usage[:, j] = [i.pod.requests.get(r, 0) for i in ours]
-            for leaf in np.unique(leaves).tolist():
+                elif r in c.res_index and r != PODS:
+                    usage[:, j] = self.requests[rows, c.res_index[r]]
+            order = np.argsort(leaves, kind="stable")
+            by_leaf, starts = np.unique(leaves[order], return_index=True)
+            sums = np.add.reduceat(usage[order], starts, axis=0).tolist()
+            for leaf, total in zip(by_leaf.tolist(), sums, strict=True):
                 if leaf >= 0:
-                    self.forest.add(leaf, [sum(col) for col in usage[leaves == leaf].T.tolist()])
+                    self.forest.add(leaf, total)
 
     def _build_victim_arrays(self) -> None:
         """Per-gang and per-pod arrays the victim search filters with NumPy.
@@ -174,7 +205,7 @@ class Engine:
         self.g_rank = np.array([g.name_rank for g in gangs], dtype=np.int64)
         self.g_live = np.array([g.alive > 0 and g.preemptible for g in gangs], dtype=np.bool_)
         self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
-        self.p_res = np.array([p.res for p in pods], dtype=np.int64).reshape(len(pods), len(self.cluster.resources))
+        self.p_res = self.requests
         self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
         # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
         self.p_gpus_freed = self.p_whole + np.array([1 if p.fractional else 0 for p in pods], dtype=np.int64)
@@ -198,10 +229,29 @@ class Engine:
         # Victim preference keys are fixed per gang: rank all gangs once.
         self.g_sorted_small = np.lexsort((self.g_rank, -self.g_start, self.g_cap))
         self.g_sorted_large = np.lexsort((self.g_rank, -self.g_start, -self.g_cap))
+        self._small_cursor = 0
         self.g_order_small = np.empty(len(gangs), dtype=np.int64)
         self.g_order_small[self.g_sorted_small] = np.arange(len(gangs))
         self.g_order_large = np.empty(len(gangs), dtype=np.int64)
         self.g_order_large[self.g_sorted_large] = np.arange(len(gangs))
+
+    def first_live_small(self) -> int:
+        """Position in ``g_sorted_small`` of the first gang that may still be a victim.
+
+        Gangs only ever stop being victims in a replay (evicted, or grown by it), so the walk
+        resumes where the last one stopped instead of rescanning the dead prefix.
+        """
+        order, live = self.g_sorted_small, self.g_live
+        at = self._small_cursor
+        while at < len(order):
+            window = live[order[at:at + 4096]]
+            hit = int(np.argmax(window))
+            if window[hit]:
+                at += hit
+                break
+            at += len(window)
+        self._small_cursor = at
+        return at
 
     def gang_quota(self, g: int) -> list[int]:
         got = self._g_quota.get(g)
@@ -300,7 +350,8 @@ class Engine:
     def candidates(self) -> dict[int, list[int]]:
         """Candidate gangs per leaf queue, in the queue's own order."""
         per_leaf: dict[int, list[int]] = {}
-        for gang in self.gangs:
+        for g in self.open_gangs:
+            gang = self.gangs[g]
             if gang.evicted or gang.queue < 0:
                 continue
             pending = self.pending_members(gang)
@@ -448,7 +499,8 @@ class Engine:
             node = self.cluster.nodes[a.node].name
             bindings.append(Binding(self.pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks))
         pending = []
-        for gang in self.gangs:
+        for g in self.open_gangs:
+            gang = self.gangs[g]
             for m in gang.members:
                 info = self.pods[m]
                 if info.pod.bound or m in self.bindings or m in self.evictions:
@@ -465,4 +517,13 @@ class Engine:
 
 def schedule(snapshot: Snapshot) -> Decisions:
     """Decide admission, placement and preemption for every pending pod of ours."""
-    return Engine(snapshot).run()
+    # The engine builds tens of thousands of small objects that die by reference counting; the
+    # cyclic collector would rescan all of them many times over (~10% of a large call) for
+    # nothing, so it is paused for the call. Outputs do not depend on it.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return Engine(snapshot).run()
+    finally:
+        if paused:
+            gc.enable()

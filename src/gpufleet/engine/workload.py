@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from gpufleet.domain import (
     QueueName,
     Snapshot,
 )
+from gpufleet.domain.model import SCHEDULER_NAME
 from gpufleet.engine.cluster import ClusterState, IntArray
 
 MIB = 1024 * 1024
@@ -79,68 +81,61 @@ class Gang:
     members_by_size: list[int] = field(default_factory=list)
 
 
-def resolve_priority(pod: Pod, classes: dict[str, int], default_value: int | None) -> int:
-    if pod.priority_class_name is not None and pod.priority_class_name in classes:
-        return classes[pod.priority_class_name]
-    if pod.priority is not None:
-        return pod.priority
-    return default_value if default_value is not None else 0
-
-
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:
     """PodInfo for every pod that is ours or holds capacity, in pod-key order."""
+    return build_pod_table(snapshot, cluster, queue_of)[0]
+
+
+def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
+                    queue_of: dict[QueueName, int]) -> tuple[list[PodInfo], IntArray]:
+    """PodInfo for every pod that is ours or holds capacity, in pod-key order, and the request
+    matrix (pods x ClusterState.resources) whose rows are the PodInfo ``res`` views.
+
+    Tens of thousands of running pods pass through here on every call, so the loop is kept flat:
+    request columns are filled per resource, and PodInfo gets its fields positionally.
+    """
     classes = {pc.name: pc.value for pc in snapshot.priority_classes}
     defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
-    default_value = max(defaults) if defaults else None
+    default_priority = max(defaults) if defaults else 0
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     threshold = snapshot.config.non_preemptible_priority
     default_queue = snapshot.config.default_queue
     pods = sorted((p for p in snapshot.pods if not p.finished), key=lambda p: (p.namespace, p.name))
+    keys = cast(list[PodKey], [f"{p.namespace}/{p.name}" for p in pods])
+    matrix = np.zeros((len(pods), len(cluster.resources)), dtype=np.int64)
+    for r, j in cluster.res_index.items():
+        if r == PODS:
+            matrix[:, j] = MILLI
+        elif r != GPU:
+            column = [p.requests.get(r, 0) for p in pods]
+            if any(column):
+                matrix[:, j] = column
     out: list[PodInfo] = []
-    n_res = len(cluster.resources)
-    pods_j = cluster.res_index[PODS]
-    matrix = np.zeros((len(pods), n_res), dtype=np.int64)
-    matrix[:, pods_j] = MILLI
-    res_index = cluster.res_index
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[int] = []
+    append = out.append
     for i, pod in enumerate(pods):
-        for r, v in pod.requests.items():
-            j = res_index.get(r)
-            if j is not None and r != GPU:
-                rows.append(i)
-                cols.append(j)
-                vals.append(v)
-    matrix[rows, cols] = vals
-    for i, pod in enumerate(pods):
-        res = matrix[i]
-        group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
-        priority = resolve_priority(pod, classes, default_value)
+        label = pod.group_label
+        group = groups.get(f"{pod.namespace}/{label}") if label and groups else None
+        pcn = pod.priority_class_name
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
+        elif pcn is not None and pcn in classes:
+            priority = classes[pcn]
+        elif pod.priority is not None:
+            priority = pod.priority
+        else:
+            priority = default_priority
         preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
         queue = -1
-        if pod.ours:
+        if pod.scheduler_name == SCHEDULER_NAME:
             qname = pod.queue_label or (group.queue if group is not None else None) or default_queue
             queue = queue_of.get(qname, -1)
-        out.append(
-            PodInfo(
-                idx=i,
-                pod=pod,
-                key=pod.key,
-                res=res,
-                whole=pod.whole_gpus,
-                blocks=pod.gpu_blocks,
-                gpu_mem_bytes=pod.gpu_memory_bytes if pod.gpu_blocks is None else None,
-                priority=priority,
-                preemptible=preemptible,
-                queue=queue,
-                start=pod.start_time if pod.start_time is not None else pod.creation_time,
-                name_rank=i,
-            )
-        )
-    return out
+        blocks = pod.gpu_blocks
+        append(PodInfo(
+            i, pod, keys[i], matrix[i], pod.requests.get(GPU, 0) // MILLI, blocks,
+            pod.gpu_memory_bytes if blocks is None else None, priority, preemptible, queue, -1, None, (),
+            None, pod.start_time if pod.start_time is not None else pod.creation_time, i,
+        ))
+    return out, matrix
 
 
 def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
@@ -148,24 +143,30 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
     for info in pods:
-        if info.queue < 0 and not info.pod.ours:
+        pod = info.pod
+        if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
-        label = info.pod.group_label
         key: str = info.key
-        if label:
-            group_key = f"{info.pod.namespace}/{label}"
+        label = pod.group_label
+        if label and groups:
+            group_key = f"{pod.namespace}/{label}"
             if group_key in groups:  # a label naming no PodGroup: the pod is a gang of one
                 key = group_key
-        by_key.setdefault(key, []).append(info.idx)
+        same = by_key.get(key)
+        if same is None:
+            by_key[key] = [info.idx]
+        else:
+            same.append(info.idx)
     gangs: list[Gang] = []
+    append = gangs.append
     for rank, key in enumerate(sorted(by_key)):
         members = by_key[key]
-        group = groups.get(key)
+        group = groups.get(key) if groups else None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
             info = pods[members[0]]
-            gangs.append(Gang(len(gangs), key, members, 1, info.queue, info.priority, info.preemptible, True,
-                              info.pod.creation_time, name_rank=rank, members_by_size=members))
-            info.gang = len(gangs) - 1
+            info.gang = len(gangs)
+            append(Gang(info.gang, key, members, 1, info.queue, info.priority, info.preemptible, True,
+                        info.pod.creation_time, None, None, None, rank, 0, False, "", members))
             continue
         infos = [pods[m] for m in members]
         if group is not None and group.priority_class_name in classes:
