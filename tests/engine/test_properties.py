@@ -261,3 +261,19 @@ def test_regressions(name: str) -> None:
     decisions = schedule(snapshot)
     violations = check_all(snapshot, decisions) + minimality_counterexamples(snapshot, decisions, schedule)
     assert_holds(violations, decisions)
+
+
+def _decide_without_failure_memo(snapshot: Snapshot) -> Decisions:
+    from gpufleet.engine.scheduler import Engine
+
+    engine = Engine(snapshot)
+    engine.MEMO_FAILURES = False
+    return engine.run()
+
+
+@settings(PROPERTY, max_examples=200)
+@given(st.one_of(snapshots(), gang_snapshots()))
+def test_remembered_failures_change_no_decision(snapshot: Snapshot) -> None:
+    """Reusing the failure of an identical lone pod is only a shortcut: the decisions with and
+    without it are identical, evictions and pending reasons included."""
+    assert schedule(snapshot) == _decide_without_failure_memo(snapshot)

@@ -28,7 +28,7 @@ from gpufleet.domain import (
     Snapshot,
 )
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
-from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.feasibility import StaticFeasibility, static_key
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
@@ -43,6 +43,8 @@ class Attempt:
 
 class Engine:
     """Working state of one replay. Built from a snapshot; ``run`` decides."""
+
+    MEMO_FAILURES = True  # reuse the failure of an identical lone pod while the state is unchanged
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -65,6 +67,8 @@ class Engine:
         self.evictions: dict[int, Eviction] = {}
         self.warnings: list[str] = []
         self.cycles = 0
+        self.version = 0  # bumped by every change of bindings, so remembered failures expire
+        self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self._smallest_gpu_mib = self._smallest_gpu_memory()
         self._bind_running()
         # Gangs with a member not running: the only ones that can be candidates or end pending
@@ -380,14 +384,36 @@ class Engine:
                 if g not in requests:
                     requests[g] = self.gang_request(self.pending_members(self.gangs[g]))
             chosen = self.pick(heads, requests)
-            pointer[self.gangs[chosen].queue] += 1
-            result = self.attempt(self.gangs[chosen], requests.pop(chosen))
+            gang = self.gangs[chosen]
+            pointer[gang.queue] += 1
+            request = requests.pop(chosen)
+            sig = self.failure_signature(gang, request)
+            known = self.failed.get(sig) if sig is not None else None
+            if known is not None and known[0] == self.version:
+                result = Attempt(False, known[1])  # same pod, same state: the same failure
+            else:
+                result = self.attempt(gang, request)
+                if not result.ok and sig is not None:
+                    self.failed[sig] = (self.version, result.reason)
             if result.ok:
                 changed = True
                 self.gangs[chosen].pending_reason = ""
             else:
                 self.gangs[chosen].pending_reason = result.reason
         return changed
+
+    def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
+        """What an attempt of a lone pod depends on, besides the state; None for other gangs.
+
+        Backlogs are mostly many pods alike (same queue, priority, requests, constraints). Once
+        one fails, the others fail the same way until the state changes (``version``), so they
+        reuse its reason instead of repeating the placement and victim search.
+        """
+        if not self.MEMO_FAILURES or gang.group is not None or gang.alive or len(gang.members) != 1:
+            return None
+        info = self.pods[gang.members[0]]
+        return (gang.queue, gang.priority, gang.preemptible, static_key(info.pod), info.res.tobytes(),
+                info.whole, info.blocks, info.gpu_mem_bytes, tuple(request))
 
     def pick(self, heads: dict[int, int], requests: dict[int, list[int]]) -> int:
         """The next gang to try: in-quota heads first, then fair order level by level."""
@@ -461,6 +487,7 @@ class Engine:
             # and every pod that was pending ends bound or pending, never bound-then-evicted.
             self.g_live[gang.idx] = False
             self.q_live_count[max(gang.queue, 0)] -= 1
+        self.version += 1
         for a in placed.assignments:
             info = self.pods[a.pod]
             self.bindings[a.pod] = a
@@ -468,12 +495,14 @@ class Engine:
             self.forest.add(info.queue, self.quota_vec(info))
 
     def unbind(self, pod: int) -> None:
+        self.version += 1
         info = self.pods[pod]
         self.forest.add(info.queue, self.quota_vec(info), -1)
         self.placer.release(pod)
         self.gangs[info.gang].alive -= 1
 
     def rebind(self, pod: int, node: int, gpus: tuple[int, ...], blocks: int | None) -> None:
+        self.version += 1
         self.placer.commit(Assignment(pod, node, gpus, blocks))
         info = self.pods[pod]
         self.gangs[info.gang].alive += 1
