@@ -56,4 +56,5 @@ class LoadReport:
     path: str
     rows: int
     skipped: int = 0
-    first_errors: tuple[str, ...] = ()
+    first_errors: tuple[str, ...] = ()  # the first few skipped rows' errors, "FILE:LINE: field: problem"
+    kind: str = ""                      # the format read: "openb-pods", "philly", "generic", ...
