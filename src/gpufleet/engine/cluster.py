@@ -36,18 +36,21 @@ class ClusterState:
         self.res_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         n_nodes, n_res = len(self.nodes), len(self.resources)
         self.alloc: IntArray = np.zeros((n_nodes, n_res), dtype=np.int64)
-        for i, node in enumerate(self.nodes):
-            for r, v in node.allocatable.items():
-                if r != GPU:
-                    self.alloc[i, self.res_index[r]] = v
+        allocs = [n.allocatable for n in self.nodes]
+        for r, j in self.res_index.items():  # column by column: few resources, many nodes
+            column = [a.get(r, 0) for a in allocs]
+            if any(column):
+                self.alloc[:, j] = column
         self.free: IntArray = self.alloc.copy()
-        self.gpu_count: IntArray = np.array([n.gpu_count for n in self.nodes], dtype=np.int64)
+        self.gpu_count: IntArray = np.array([a.get(GPU, 0) // MILLI for a in allocs], dtype=np.int64)
         width = max(1, int(self.gpu_count.max(initial=0)))
-        self.gpu_free: IntArray = np.full((n_nodes, width), -1, dtype=np.int64)
+        exists = np.arange(width)[None, :] < self.gpu_count[:, None]
+        self.gpu_free: IntArray = np.where(exists, BLOCKS_PER_GPU, -1).astype(np.int64)
         for i, node in enumerate(self.nodes):
-            for g in range(node.gpu_count):
-                if g not in node.unhealthy_gpus:
-                    self.gpu_free[i, g] = BLOCKS_PER_GPU
+            if node.unhealthy_gpus:
+                for g in node.unhealthy_gpus:
+                    if 0 <= g < width:
+                        self.gpu_free[i, g] = -1
         self.healthy: BoolArray = self.gpu_free == BLOCKS_PER_GPU
         self.gpu_whole: BoolArray = np.zeros((n_nodes, width), dtype=np.bool_)
         self.free_whole: IntArray = (self.gpu_free == BLOCKS_PER_GPU).sum(axis=1).astype(np.int64)

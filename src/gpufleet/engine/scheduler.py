@@ -68,6 +68,10 @@ class Engine:
         self.warnings: list[str] = []
         self.cycles = 0
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
+        self.committed = 0  # bumped by every admission and eviction (queue usage changed)
+        self._pick_state = (-1, -1)
+        self._in_quota: dict[int, bool] = {}
+        self._share_keys: dict[tuple[int, bool], float] = {}
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self._smallest_gpu_mib = self._smallest_gpu_memory()
         self._bind_running()
@@ -418,7 +422,19 @@ class Engine:
     def pick(self, heads: dict[int, int], requests: dict[int, list[int]]) -> int:
         """The next gang to try: in-quota heads first, then fair order level by level."""
         f = self.forest
-        in_quota = {leaf: f.in_quota(leaf, requests[g]) for leaf, g in heads.items()}
+        if self._pick_state != (self.committed, self.cycles):
+            # Usage only changes when something is admitted or evicted: until then the in-quota
+            # tests and fair-order keys of earlier picks still hold.
+            self._pick_state = (self.committed, self.cycles)
+            self._in_quota.clear()
+            self._share_keys.clear()
+        in_quota_of = self._in_quota
+        in_quota: dict[int, bool] = {}
+        for leaf, g in heads.items():
+            got = in_quota_of.get(g)
+            if got is None:
+                got = in_quota_of[g] = f.in_quota(leaf, requests[g])
+            in_quota[leaf] = got
         pool = {leaf: g for leaf, g in heads.items() if in_quota[leaf]} or heads
         borrowing = not any(in_quota.values())
         contains: dict[int, int] = {}  # queue -> best head below it
@@ -427,12 +443,12 @@ class Engine:
             gang = self.gangs[g]
             return (-gang.priority, gang.creation, gang.key)
 
-        keys: dict[int, float] = {}
+        keys = self._share_keys
 
         def key(q: int) -> float:
-            got = keys.get(q)
+            got = keys.get((q, borrowing))
             if got is None:
-                got = keys[q] = f.borrowed_share(q) if borrowing else f.dominant_usage(q)
+                got = keys[(q, borrowing)] = f.borrowed_share(q) if borrowing else f.dominant_usage(q)
             return got
 
         def best(q: int) -> int | None:
@@ -488,6 +504,7 @@ class Engine:
             self.g_live[gang.idx] = False
             self.q_live_count[max(gang.queue, 0)] -= 1
         self.version += 1
+        self.committed += 1
         for a in placed.assignments:
             info = self.pods[a.pod]
             self.bindings[a.pod] = a
@@ -516,6 +533,7 @@ class Engine:
                 self.evictions[m] = Eviction(self.pods[m].key, reason, by)
                 self.bindings.pop(m, None)
         victim.evicted = True
+        self.committed += 1
         if self.g_live[victim.idx]:
             self.g_live[victim.idx] = False
             self.q_live_count[max(victim.queue, 0)] -= 1
