@@ -199,7 +199,7 @@ CASES: list[tuple[str, str, str]] = [
      'document 1 (Queue q): spec.preemption.reclaimBorrowed: must be true or false, got "yes"'),
     ("queue-spec-list", queue("q", "[a]"), "document 1 (Queue q): spec: must be a mapping, got a list"),
     ("config-placement", "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\nspec: {placement: random}\n",
-     "document 1 (SchedulerConfig c): spec.placement: must be one of 'binpack' or 'spread', got \"random\""),
+     "document 1 (SchedulerConfig c): spec.placement: must be one of 'binpack', 'spread' or 'defrag', got \"random\""),
     ("config-levels", "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {topologyLevels: rack}\n",
      'document 1 (SchedulerConfig): spec.topologyLevels: must be a list, got "rack"'),
     ("config-twice", docs("apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\n", NODE,

@@ -63,6 +63,6 @@ def test_replay_with_a_bad_config_file_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert proc.stderr.splitlines() == [
-        f"{config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack' or 'spread', "
+        f"{config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack', 'spread' or 'defrag', "
         'got "random"'
     ]

@@ -50,6 +50,7 @@ class TaintEffect(str, Enum):
 class Placement(str, Enum):
     BINPACK = "binpack"
     SPREAD = "spread"
+    DEFRAG = "defrag"  # least fragmentation of the target workload (docs/placement-defrag.md)
 
 
 class WithinQueue(str, Enum):

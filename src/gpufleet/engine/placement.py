@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.domain import Placement
+from gpufleet.domain import CPU, MEMORY, Placement
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.workload import Gang, PodInfo
 
 BIG = np.int64(1) << np.int64(40)
@@ -47,11 +48,15 @@ def plural(n: int, word: str) -> str:
 
 class Placer:
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
-                 policy: Placement) -> None:
+                 policy: Placement, target: TargetWorkload | None = None) -> None:
         self.cluster = cluster
         self.feasibility = feasibility
         self.pods = pods
         self.spread = policy == Placement.SPREAD
+        # defrag: built on first use; the target defaults to the shapes of the pods known then.
+        self.defrag = policy == Placement.DEFRAG
+        self._target = target
+        self._scorer: DefragScorer | None = None
         self._domains: dict[str, tuple[IntArray, list[str]]] = {}
         self.nvlink = [n.nvlink_domains for n in cluster.nodes]
         self.node_of: IntArray = np.full(len(pods), -1, dtype=np.int64)
@@ -97,6 +102,8 @@ class Placer:
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None) -> Assignment | None:
+        if self.defrag:
+            return self._defrag_node(info, within, rank)
         c = self.cluster
         mask = self.fit_mask(info, within)
         if info.fractional:
@@ -125,6 +132,29 @@ class Placer:
         node = int(np.argmin(np.where(mask, score, INF)))
         gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return Assignment(info.idx, node, tuple(gpus), None)
+
+    def scorer(self) -> DefragScorer:
+        if self._scorer is None:
+            target = self._target or TargetWorkload.of_pods(p.pod for p in self.pods)
+            self._scorer = DefragScorer(self.cluster, self.feasibility, target)
+        return self._scorer
+
+    def _defrag_node(self, info: PodInfo, within: BoolArray | None, rank: IntArray | None) -> Assignment | None:
+        """``defrag``: least growth of the target workload's fragmentation (engine/fragmentation.py)."""
+        mask = self.fit_mask(info, within)
+        cpu, mem = int(info.pod.requests.get(CPU, 0)), int(info.pod.requests.get(MEMORY, 0))
+        if info.fractional:
+            need = self._blocks_by_node(info)
+            share = self.scorer().choose_share(cpu, mem, info.blocks, info.gpu_mem_bytes, need, mask, rank)
+            if share is None:
+                return None
+            node, gpu = share
+            return Assignment(info.idx, node, (gpu,), int(need[node]))
+        chosen = self.scorer().choose_whole(cpu, mem, info.whole, mask, rank)
+        if chosen is None:
+            return None
+        gpus = self.cluster.whole_gpus_for(chosen, info.whole, self.nvlink[chosen], False)
+        return Assignment(info.idx, chosen, tuple(gpus), None)
 
     def pod_reason(self, info: PodInfo, within: BoolArray | None = None, scope: str = "nodes") -> str:
         """Why a pod fits no node: per cause, how many nodes it rules out."""
