@@ -12,4 +12,10 @@ def simulate() -> None:
 
 # Sub-commands defined in sibling modules register themselves below, one line each.
 # --- registered simulate commands (keep one per line) ---
+from gpufleet.commands.simulate_run import run  # noqa: E402
+
+simulate.add_command(run)
+from gpufleet.commands.simulate_fill import fill  # noqa: E402
+
+simulate.add_command(fill)
 # --- end of registered simulate commands ---

@@ -1,0 +1,223 @@
+"""``gpufleet simulate run``: a workload trace on a modelled cluster, in virtual time, through the engine."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
+from gpufleet.domain import Placement
+from gpufleet.sim.compare import RunSettings, Variant, apply_variant, parse_compare
+from gpufleet.sim.failures import parse_duration, parse_failures
+from gpufleet.sim.metrics import check_invariants, compute_metrics, summary_rows
+from gpufleet.sim.queue_mapping import QueueBy
+from gpufleet.sim.scenario import Workload, load_cluster, prepare, select_jobs
+from gpufleet.sim.timeline import CycleMode, Progress, SimResult, simulate
+
+__all__ = ["run"]
+
+
+class _OneLineErrors(click.Command):
+    """Usage errors as one line on stderr and exit status 2 (click prints a usage block otherwise)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as err:
+            click.echo(f"gpufleet simulate run: {err.format_message()}", err=True)
+            raise click.exceptions.Exit(2) from None
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, param.opts[0] if param.opts else str(param.name))
+    except InputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+@click.command(cls=_OneLineErrors)
+@click.option("--trace", default="openb", show_default=True,
+              help="Job trace: a CSV file, or 'openb' (the bundled openb default task list).")
+@click.option("--kind", type=click.Choice(sorted(JOB_KINDS)), default=None,
+              help="Trace format; recognised from the header when not given.")
+@click.option("--cluster", "cluster_arg", default="openb", show_default=True,
+              help="A ClusterSpec YAML, a node-list CSV, or 'openb' (the bundled openb GPU nodes).")
+@click.option("--queues", "queues_file", type=click.Path(dir_okay=False), default=None,
+              help="YAML of Queue objects (the Queue CRD). Default: derived from the trace (see --queue-by).")
+@click.option("--queue-by", type=click.Choice([q.value for q in QueueBy]), default=None,
+              help="Job attribute that names the queue. Default: none (one default queue).")
+@click.option("--queue-map", "queue_map_file", type=click.Path(dir_okay=False), default=None,
+              help="YAML {queueBy, map: {value: queue}, default}: explicit attribute-to-queue mapping.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="A SchedulerConfig YAML document.")
+@click.option("--placement", type=click.Choice([p.value for p in Placement]), default=None,
+              help="Override the config's placement.")
+@click.option("--cycle-interval", default="60", show_default=True, callback=_duration,
+              help="Minimum virtual time between cycles (events mode) or the period (fixed mode); 30s, 5m, ...")
+@click.option("--cycle-mode", type=click.Choice([m.value for m in CycleMode]), default="events", show_default=True)
+@click.option("--checkpoint", default="30m", show_default=True, callback=_duration,
+              help="Checkpoint interval of jobs that do not set one; 0: never (an interruption loses everything).")
+@click.option("--failures", multiple=True,
+              help="Outages: mtbf=30d,repair=4h / spot-rate=0.05,spot-down=10m / an outage YAML file. Repeatable.")
+@click.option("--until", default=None, callback=_duration, help="Stop at this virtual time; later jobs are dropped.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs (by submission).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the outage models.")
+@click.option("--skip-bad-rows", is_flag=True, help="Skip malformed trace rows (counted) instead of failing.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Write a self-contained HTML report here.")
+@click.option("--compare", multiple=True,
+              help="A variant to run side by side: key=value[,key=value] (placement, config, queues, queue-by, "
+                   "queue-map, cycle-interval, cycle-mode, checkpoint, seed). Repeatable.")
+def run(
+    trace: str, kind: str | None, cluster_arg: str, queues_file: str | None, queue_by: str | None,
+    queue_map_file: str | None, config_file: str | None, placement: str | None, cycle_interval: float,
+    cycle_mode: str, checkpoint: float, failures: tuple[str, ...], until: float | None, limit: int | None,
+    seed: int, skip_bad_rows: bool, fmt: str, report_file: str | None, compare: tuple[str, ...],
+) -> None:
+    """Run a workload trace through the scheduler on a modelled cluster, in virtual time."""
+    wall = time.perf_counter()
+    cpu = time.process_time()
+    base = RunSettings(
+        placement=Placement(placement) if placement else None,
+        config_file=config_file,
+        queues_file=queues_file,
+        queue_by=QueueBy(queue_by) if queue_by else None,
+        queue_map_file=queue_map_file,
+        cycle_interval_s=cycle_interval,
+        cycle_mode=CycleMode(cycle_mode),
+        checkpoint_s=checkpoint,
+        seed=seed,
+    )
+    try:
+        variants = parse_compare(compare) if compare else [Variant("", ())]
+        model = parse_failures(failures)
+        jobs, report = load_trace(trace, kind=kind, skip_bad_rows=skip_bad_rows)
+        if report.skipped:
+            click.echo(f"warning: {report.path}: skipped {report.skipped} bad rows (first: "
+                       f"{report.first_errors[0] if report.first_errors else '?'})", err=True)
+        cluster = load_cluster(cluster_arg, skip_bad_rows=skip_bad_rows)
+        workload = Workload(select_jobs(jobs, until, limit), cluster, model, until)
+        prepared = [prepare(workload, apply_variant(base, v)) for v in variants]
+    except InputError as err:
+        click.echo(str(err), err=True)
+        sys.exit(2)
+    if not workload.trace:
+        click.echo(f"{trace}: no jobs to simulate (after --until/--limit)", err=True)
+        sys.exit(2)
+
+    outputs: list[tuple[str, SimResult, dict[str, Any]]] = []
+    engine_s = 0.0
+    for variant, (setup, options) in zip(variants, prepared, strict=True):
+        with _progress(len(setup.jobs), variant.label) as progress:
+            result = simulate(setup, options, progress=progress)
+        engine_s += result.engine_seconds
+        problems = check_invariants(result)
+        for problem in problems[:5]:
+            click.echo(f"error: simulator invariant broken: {problem}", err=True)
+        if problems:
+            sys.exit(1)
+        for warning in result.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        outputs.append((variant.label, result, compute_metrics(result, variant.label)))
+
+    inputs = {
+        "trace": trace if trace in BUNDLED_TASK_NAMES else Path(trace).name,
+        "trace_kind": report.kind,
+        "cluster": cluster_arg if not Path(cluster_arg).suffix else Path(cluster_arg).name,
+        "jobs": len(workload.trace),
+        "nodes": len(cluster.nodes),
+        "gpus": cluster.total_gpus,
+    }
+    if fmt == "json":
+        click.echo(json.dumps({"inputs": inputs, "runs": [m for _, _, m in outputs]}, indent=1, sort_keys=False))
+    else:
+        click.echo(_table([m for _, _, m in outputs], inputs), nl=False)
+    if report_file:
+        from gpufleet.sim.run_report import RunOutput, build_report
+
+        html = build_report([RunOutput(label or "run", r, m) for label, r, m in outputs],
+                            f"gpufleet simulate run: {inputs['trace']} on {inputs['cluster']}", inputs).render()
+        try:
+            Path(report_file).write_text(html, encoding="utf-8")
+        except OSError as err:
+            click.echo(f"{report_file}: cannot write: {err.strerror or err}", err=True)
+            sys.exit(2)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    click.echo(
+        f"simulated {len(workload.trace):,} jobs x {len(outputs)} run(s) in {time.perf_counter() - wall:.1f} s "
+        f"(cpu {time.process_time() - cpu:.1f} s, engine {engine_s:.1f} s), peak RSS {peak_mib:.0f} MiB",
+        err=True,
+    )
+
+
+def _table(metrics: Sequence[dict[str, Any]], inputs: dict[str, Any]) -> str:
+    lines = [" ".join(f"{k}={v}" for k, v in inputs.items()), ""]
+    headers, rows = summary_rows(metrics)
+    lines += _columns(headers, rows)
+    for m in metrics:
+        lines.append("")
+        lines.append(f"QUEUES{' (' + m['label'] + ')' if m['label'] else ''}")
+        q_rows = [
+            [name, str(q["jobs"]), "-" if q["quota_gpus"] is None else f"{q['quota_gpus']:g}",
+             f"{q['mean_usage_gpus']:g}", _pct(q["time_above_quota"]), f"{q['wait_s']['p95']:g}",
+             f"{q['gpu_hours']:,.0f}", f"{q['cost']:,.0f}"]
+            for name, q in m["queues"].items()
+        ]
+        lines += _columns(["queue", "jobs", "quota", "mean gpus", "above quota", "wait p95 s", "gpu-h", "cost"],
+                          q_rows)
+    return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                            strict=True))).rstrip()
+    return [fmt([h.upper() for h in headers])] + [fmt(r) for r in rows]
+
+
+class _progress:
+    """A click progress bar on stderr when it is a terminal; a no-op otherwise."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label = total, label
+        self.bar: Any = None
+        self.done = 0
+
+    def __enter__(self) -> Progress | None:
+        if not sys.stderr.isatty():
+            return None
+        self.bar = click.progressbar(length=self.total, label=self.label or "simulating", file=sys.stderr,
+                                     show_pos=True)
+        self.bar.__enter__()
+        bar = self.bar
+
+        def update(_t: float, finished: int) -> None:
+            if finished > self.done:
+                bar.update(finished - self.done)
+                self.done = finished
+
+        callback: Callable[[float, int], None] = update
+        return callback
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.update(self.total - self.done)
+            self.bar.__exit__(None, None, None)

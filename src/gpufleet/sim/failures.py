@@ -1,0 +1,180 @@
+"""Node failures and spot reclaims: seeded random models and explicit outage lists.
+
+``--failures`` takes either ``key=value`` pairs (comma separated) or the path of a YAML file of
+explicit outages; it may be given several times and the parts add up::
+
+    --failures mtbf=30d,repair=4h              # every node fails on average every 30 days
+    --failures spot-rate=0.02,spot-down=10m    # each spot node is reclaimed 0.02 times an hour
+    --failures outages.yaml                    # outages: [{node: n1, at: 2h, for: 30m, kind: failure}]
+
+Durations are seconds or a number with a unit ``s``, ``m``, ``h`` or ``d``. Random times are
+exponential (a Poisson process per node) drawn from a NumPy generator seeded with
+``(seed, node index, stream)``, so a node's failures do not depend on the jobs, the policy or the
+other nodes: variants of one ``--compare`` see the same outages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpufleet.adapters.errors import InputError
+
+__all__ = ["FailureModel", "NodeOutage", "OutageKind", "OutageStreams", "parse_duration", "parse_failures"]
+
+
+class OutageKind(str, Enum):
+    FAILURE = "failure"
+    SPOT = "spot"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutage:
+    node: str
+    at_s: float
+    for_s: float
+    kind: OutageKind = OutageKind.FAILURE
+
+
+@dataclass(frozen=True, slots=True)
+class FailureModel:
+    mtbf_s: float | None = None  # mean time between failures of one node; None: no random failures
+    repair_s: float = 4 * 3600.0
+    spot_rate_per_hour: float | None = None  # reclaims per hour of one spot node; None: none
+    spot_down_s: float = 600.0  # until a replacement spot node is back
+    outages: tuple[NodeOutage, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.mtbf_s is None and self.spot_rate_per_hour is None and not self.outages
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: object, where: str) -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``4h`` or ``30d``; raises InputError naming ``where``."""
+    if isinstance(text, bool):
+        raise InputError(f"{where}: expected a duration, got {text!r}")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        s = str(text).strip().lower()
+        scale = _UNITS.get(s[-1:]) if s else None
+        try:
+            value = float(s[:-1] if scale else s) * (scale or 1.0)
+        except ValueError:
+            raise InputError(f"{where}: {text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{where}: duration must be a finite number >= 0, got {text!r}")
+    return value
+
+
+class _Outage(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    node: str
+    at: float | str
+    for_: float | str = Field(alias="for")
+    kind: OutageKind = OutageKind.FAILURE
+
+    @field_validator("node")
+    @classmethod
+    def _node(cls, v: str) -> str:
+        if not v:
+            raise ValueError("must not be empty")
+        return v
+
+
+class _OutageFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    outages: list[_Outage]
+
+
+def _load_outages(path: str) -> tuple[NodeOutage, ...]:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"--failures {path}: cannot read: {err.strerror or err}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: malformed YAML: {str(err).splitlines()[0]}") from None
+    try:
+        spec = _OutageFile.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise InputError(f"{path}: {where}: {first['msg']}") from None
+    out = []
+    for i, o in enumerate(spec.outages):
+        at = parse_duration(o.at, f"{path}: outages.{i}.at")
+        dur = parse_duration(o.for_, f"{path}: outages.{i}.for")
+        out.append(NodeOutage(o.node, at, dur, o.kind))
+    return tuple(out)
+
+
+_KEYS = {"mtbf", "repair", "spot-rate", "spot-down"}
+
+
+def parse_failures(values: Sequence[str]) -> FailureModel:
+    """A model from ``--failures`` values (key=value lists or outage files)."""
+    fields: dict[str, float] = {}
+    outages: list[NodeOutage] = []
+    for value in values:
+        if "=" not in value:
+            outages.extend(_load_outages(value))
+            continue
+        for part in value.split(","):
+            key, sep, raw = part.strip().partition("=")
+            if not sep or key not in _KEYS:
+                raise InputError(
+                    f"--failures: unknown setting {part.strip()!r} (expected {', '.join(sorted(_KEYS))}, or a file)"
+                )
+            if key == "spot-rate":
+                try:
+                    rate = float(raw)
+                except ValueError:
+                    raise InputError(f"--failures: spot-rate: {raw!r} is not a number (reclaims per hour)") from None
+                if not math.isfinite(rate) or rate < 0:
+                    raise InputError(f"--failures: spot-rate: must be >= 0, got {raw!r}")
+                fields[key] = rate
+            else:
+                fields[key] = parse_duration(raw, f"--failures: {key}")
+    if fields.get("mtbf") == 0:
+        raise InputError("--failures: mtbf: must be more than 0")
+    base = FailureModel()
+    return FailureModel(
+        mtbf_s=fields.get("mtbf"),
+        repair_s=fields.get("repair", base.repair_s),
+        spot_rate_per_hour=fields.get("spot-rate") or None,
+        spot_down_s=fields.get("spot-down", base.spot_down_s),
+        outages=tuple(sorted(outages, key=lambda o: (o.at_s, o.node))),
+    )
+
+
+class OutageStreams:
+    """Per-node seeded random streams for the failure and spot models."""
+
+    FAILURE_STREAM = 0
+    SPOT_STREAM = 1
+
+    def __init__(self, seed: int) -> None:
+        self._rngs: dict[tuple[int, int], np.random.Generator] = {}
+        self.seed = seed
+
+    def _rng(self, node: int, stream: int) -> np.random.Generator:
+        key = (node, stream)
+        rng = self._rngs.get(key)
+        if rng is None:
+            rng = self._rngs[key] = np.random.default_rng([self.seed, node, stream])
+        return rng
+
+    def next_gap(self, node: int, stream: int, mean_s: float) -> float:
+        """Seconds until the node's next random outage of ``stream`` (exponential with mean ``mean_s``)."""
+        return float(self._rng(node, stream).exponential(mean_s))
