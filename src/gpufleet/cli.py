@@ -61,9 +61,18 @@ def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) ->
 
 # Command groups that live in gpufleet.commands.* are registered below, one line each.
 # --- registered command groups (keep one per line) ---
+from gpufleet.commands.cluster_tools import explain, snapshot  # noqa: E402
+from gpufleet.commands.controller import controller  # noqa: E402
+from gpufleet.commands.manifests import manifests  # noqa: E402
 from gpufleet.commands.simulate import simulate  # noqa: E402
+from gpufleet.commands.webhook import webhook  # noqa: E402
 
 main.add_command(simulate)
+main.add_command(webhook)
+main.add_command(snapshot)
+main.add_command(explain)
+main.add_command(manifests)
+main.add_command(controller)
 # --- end of registered command groups ---
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
@@ -26,7 +26,15 @@ from gpufleet.domain import (
     WithinQueue,
 )
 
-__all__ = ["pod_group_from_dict", "queue_from_dict", "scheduler_config_from_dict"]
+__all__ = [
+    "QUANTITY_JSON_SCHEMA",
+    "PodGroupSpec",
+    "QueueSpec",
+    "SchedulerConfigSpec",
+    "pod_group_from_dict",
+    "queue_from_dict",
+    "scheduler_config_from_dict",
+]
 
 
 def _quantity(value: object) -> int | None:
@@ -34,7 +42,20 @@ def _quantity(value: object) -> int | None:
     return None if value is None else to_milli(value)
 
 
-Quantity = Annotated[int | None, BeforeValidator(_quantity)]
+# What a quantity looks like on the wire, for the CRDs generated from these models: Kubernetes'
+# int-or-string, with a pattern that is the intersection of the grammars of Kubernetes and of
+# ``_quantity`` (lightkube's parser): no sign but "+" (ours are never negative), the suffixes both
+# know (no "n"/"u", which lightkube lacks, no "Z"/"Y", which Kubernetes lacks), a lower-case
+# exponent only and never with a suffix. So the API server refuses what the scheduler could not read.
+QUANTITY_PATTERN = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[mkMGTPE]|e[+-]?[0-9]+)?$"
+QUANTITY_JSON_SCHEMA: dict[str, Any] = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+    "minimum": 0,
+}
+
+Quantity = Annotated[int | None, BeforeValidator(_quantity), WithJsonSchema(QUANTITY_JSON_SCHEMA)]
 Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
@@ -43,40 +64,66 @@ class _Spec(BaseModel):
 
 
 class QueueResourceSpec(_Spec):
-    quota: Quantity = None
-    limit: Quantity = None
-    lendingLimit: Quantity = None
+    quota: Quantity = Field(None, description="Guaranteed amount of this resource; default 0.")
+    limit: Quantity = Field(None, description="Ceiling on usage, borrowed included; default: none.")
+    lendingLimit: Quantity = Field(
+        None, description="At most this much of the unused quota may be used by other queues; default: all of it."
+    )
 
 
 class QueuePreemptionSpec(_Spec):
-    reclaimBorrowed: StrictBool = True
-    withinQueue: WithinQueue = WithinQueue.LOWER_PRIORITY
+    reclaimBorrowed: StrictBool = Field(
+        True, description="In-quota work of this queue may evict other queues' borrowed work."
+    )
+    withinQueue: WithinQueue = Field(
+        WithinQueue.LOWER_PRIORITY, description="Whether pods of this queue may preempt lower-priority pods of it."
+    )
 
 
 class QueueSpec(_Spec):
-    parent: StrictStr | None = None
-    weight: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = 1.0
-    resources: dict[StrictStr, QueueResourceSpec] = Field(default_factory=dict)
-    preemption: QueuePreemptionSpec = Field(default_factory=QueuePreemptionSpec)
+    parent: StrictStr | None = Field(None, description="Name of the parent Queue; none: a top-level queue.")
+    weight: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
+        1.0, description="Share of idle capacity above quota."
+    )
+    resources: dict[StrictStr, QueueResourceSpec] = Field(
+        default_factory=dict, description="Quota, limit and lending limit per resource name (e.g. nvidia.com/gpu)."
+    )
+    preemption: QueuePreemptionSpec = Field(
+        default_factory=QueuePreemptionSpec, description="What work of this queue may evict."
+    )
 
 
 class PodGroupTopologySpec(_Spec):
-    required: StrictStr | None = None
-    preferred: StrictStr | None = None
+    required: StrictStr | None = Field(
+        None, description="Node label key: every pod of the gang lands in one domain of this level."
+    )
+    preferred: StrictStr | None = Field(
+        None, description="Node label key: as few domains of this level as possible; may spread."
+    )
 
 
 class PodGroupSpec(_Spec):
-    minMember: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
-    queue: StrictStr | None = None
-    priorityClassName: StrictStr | None = None
-    topology: PodGroupTopologySpec = Field(default_factory=PodGroupTopologySpec)
+    minMember: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = Field(
+        description="All or nothing: at least this many pods start together."
+    )
+    queue: StrictStr | None = Field(None, description="Leaf queue of the gang; else the pods' queue label.")
+    priorityClassName: StrictStr | None = Field(None, description="Priority of the gang; else the pods' own.")
+    topology: PodGroupTopologySpec = Field(
+        default_factory=PodGroupTopologySpec, description="Topology constraints; keys are node label keys."
+    )
 
 
 class SchedulerConfigSpec(_Spec):
-    defaultQueue: Annotated[StrictStr, Field(min_length=1)] = "default"
-    topologyLevels: list[StrictStr] = Field(default_factory=list)
-    nonPreemptiblePriority: Int32 = 100
-    placement: Placement = Placement.BINPACK
+    defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
+        "default", description="Queue of pods that name none, directly or through their PodGroup."
+    )
+    topologyLevels: list[StrictStr] = Field(
+        default_factory=list, description="Node label keys of nested topology domains, outermost first."
+    )
+    nonPreemptiblePriority: Int32 = Field(
+        100, description="Pods at or above this priority are not preemptible unless labelled."
+    )
+    placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
 
 
 def _path(loc: tuple[int | str, ...]) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "load_config_text",
     "load_snapshot_file",
     "load_snapshot_text",
+    "reader_for",
     "validate_snapshot",
 ]
 
@@ -88,7 +89,7 @@ def _label(kind: str, obj: dict[str, Any]) -> str:
     return f"{kind} {name}"
 
 
-def _reader(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | None:
+def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | None:
     """The converter for a known (apiVersion, kind), None for kinds gpufleet does not read.
 
     Raises FieldError for one of gpufleet's own kinds at an unsupported version."""
@@ -141,7 +142,7 @@ def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tu
             raise InputError(f"{source}: {label}: apiVersion: must be a string, got {describe(api_version)}")
         label = f"{where} ({_label(kind, obj)})"
         try:
-            reader = _reader(api_version, kind)
+            reader = reader_for(api_version, kind)
             if reader is None:
                 continue
             value = reader(obj)

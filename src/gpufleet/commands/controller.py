@@ -1,0 +1,101 @@
+"""``gpufleet controller``: schedule the pods of ``schedulerName: gpufleet`` in a live cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+
+import click
+
+from gpufleet.kube.controller import Controller, ControllerConfig
+from gpufleet.kube.leader import LeaseConfig
+from gpufleet.kube.metrics import ControllerMetrics, serve_http
+from gpufleet.kube.ports import RealClock
+
+DEFAULT_LEASE = "gpufleet-controller"
+DEFAULT_NAMESPACE = "gpufleet-system"
+
+
+def _default_identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> None:
+    runner = await serve_http(controller.metrics, lambda: controller.ready, host, ports) if ports else None
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # not on every platform
+            loop.add_signal_handler(sig, task.cancel)
+    try:
+        await controller.run()
+    except asyncio.CancelledError:
+        logging.getLogger(__name__).info("stopping")
+    finally:
+        await controller.api.close()
+        if runner is not None:
+            await runner.cleanup()
+
+
+@click.command()
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, ~/.kube/config.")
+@click.option("--server", default=None, help="A plain API server URL instead of a kubeconfig (kubectl proxy).")
+@click.option("--namespace", "--leader-election-namespace", "namespace",
+              default=lambda: os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE), show_default=DEFAULT_NAMESPACE,
+              help="Namespace of the leader-election Lease ($POD_NAMESPACE when set).")
+@click.option("--lease-name", "--leader-election-id", "lease_name", default=DEFAULT_LEASE, show_default=True)
+@click.option("--identity", default=None, help="This replica's name in the Lease (default: $POD_NAME or host-pid).")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Elect a leader among replicas; without it this replica always acts (run only one).")
+@click.option("--min-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds at least between the starts of two scheduling cycles.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
+              help="Port of /metrics (and /healthz, /readyz); 0: none.")
+@click.option("--health-port", type=click.IntRange(0, 65535), default=None,
+              help="Another port for /healthz and /readyz (they are on the metrics port too).")
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=64, show_default=True,
+              help="API calls in flight at once.")
+@click.option("--annotate-via", type=click.Choice(["patch", "binding"]), default="patch", show_default=True,
+              help="patch: annotate a pod (gpu-index, gpu-blocks), then post its Binding; binding: the Binding "
+                   "carries the annotations and the API server writes them with the node (one call per pod).")
+@click.option("--http", "http_engine", type=click.Choice(["aiohttp", "httpx"]), default="aiohttp", show_default=True,
+              help="HTTP engine under lightkube (httpx honours HTTP proxies).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def controller(kubeconfig: str | None, server: str | None, namespace: str, lease_name: str, identity: str | None,
+               leader_elect: bool, min_interval: float, metrics_port: int, health_port: int | None,
+               concurrency: int, annotate_via: str, http_engine: str, log_level: str) -> None:
+    """Run the scheduler controller: bind pods of schedulerName gpufleet with the engine's decisions.
+
+    See docs/controller.md.
+    """
+    from lightkube.core.exceptions import ConfigError
+
+    from gpufleet.kube.lightkube_api import connect
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if kubeconfig is not None and not os.path.isfile(kubeconfig):
+        click.echo(f"gpufleet controller: --kubeconfig: no such file: {kubeconfig}", err=True)
+        sys.exit(2)
+    try:
+        api = connect(kubeconfig, server=server, fast_http=http_engine == "aiohttp", concurrency=concurrency)
+    except (ConfigError, OSError, ValueError, KeyError, TypeError) as err:
+        click.echo(f"gpufleet controller: cannot use the cluster configuration: {err}", err=True)
+        sys.exit(2)
+    name = identity or _default_identity()
+    lease = LeaseConfig(namespace=namespace, name=lease_name, identity=name) if leader_elect else None
+    config = ControllerConfig(identity=name, lease=lease, min_interval=min_interval, concurrency=concurrency,
+                              annotate_via=annotate_via)
+    ports = tuple(p for p in (metrics_port, health_port) if p)
+    try:
+        asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics()), "0.0.0.0", ports))
+    except OSError as err:
+        click.echo(f"gpufleet controller: cannot serve on ports {ports}: {err.strerror or err}", err=True)
+        sys.exit(1)

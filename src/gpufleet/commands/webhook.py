@@ -1,0 +1,78 @@
+"""``gpufleet webhook``: the mutating admission webhook that enforces fractional GPUs on the node."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import sys
+
+import click
+
+from gpufleet.kube.webhook_mutation import DEFAULT_MPS_HOST_DIR, MutationSettings
+from gpufleet.kube.webhook_server import ServerSettings, run_server, tls_context
+
+
+def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
+    selector: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--node-selector")
+        selector[key.strip()] = value.strip()
+    return selector
+
+
+@click.command()
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True)
+@click.option("--cert-file", type=click.Path(dir_okay=False), default=None,
+              help="PEM certificate (chain) for HTTPS; re-read when it changes.")
+@click.option("--key-file", type=click.Path(dir_okay=False), default=None, help="PEM private key for HTTPS.")
+@click.option("--insecure-http", is_flag=True,
+              help="Serve plain HTTP without a key pair (local tests only: the API server calls HTTPS only).")
+@click.option("--gpu-memory-mib", type=click.IntRange(min=1), default=None,
+              help="Static mode for fleets whose GPUs all have this much memory: compute the MPS limits "
+                   "at admission instead of reading the scheduler's bind-time annotations.")
+@click.option("--mps-host-dir", default=DEFAULT_MPS_HOST_DIR, show_default=True,
+              help="The MPS DaemonSet's host directory (<dir>/gpu-<i>/pipe and <dir>/shm).")
+@click.option("--node-selector", "node_selector", multiple=True, metavar="KEY=VALUE",
+              help="Add to fractional pods' nodeSelector (where the MPS DaemonSet runs); repeatable.")
+@click.option("--runtime-class", default=None, help="spec.runtimeClassName for fractional pods that set none.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, insecure_http: bool,
+            gpu_memory_mib: int | None, mps_host_dir: str, node_selector: tuple[str, ...],
+            runtime_class: str | None, log_level: str) -> None:
+    """Serve the mutating admission webhook that wires fractional-GPU pods to MPS.
+
+    POST /mutate takes an admission.k8s.io/v1 AdmissionReview; GET /healthz answers "ok".
+    See docs/fractional-gpus.md.
+    """
+    if bool(cert_file) != bool(key_file):
+        click.echo("gpufleet webhook: --cert-file and --key-file go together", err=True)
+        sys.exit(2)
+    if not cert_file and not insecure_http:
+        click.echo("gpufleet webhook: --cert-file and --key-file are required (the API server calls webhooks "
+                   "over HTTPS only); --insecure-http serves plain HTTP for local tests", err=True)
+        sys.exit(2)
+    if not mps_host_dir.startswith("/"):
+        click.echo(f"gpufleet webhook: --mps-host-dir must be an absolute path, got {mps_host_dir!r}", err=True)
+        sys.exit(2)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if cert_file and key_file:
+        try:  # fail here, in one line, rather than inside the server's start-up
+            tls_context(cert_file, key_file)
+        except (OSError, ssl.SSLError) as err:
+            click.echo(f"gpufleet webhook: cannot load the key pair {cert_file}, {key_file}: {err}", err=True)
+            sys.exit(2)
+    settings = MutationSettings(
+        mps_host_dir=mps_host_dir,
+        gpu_memory_mib=gpu_memory_mib,
+        node_selector=_selector(node_selector),
+        runtime_class=runtime_class or None,
+    )
+    try:
+        run_server(ServerSettings(host=host, port=port, cert_file=cert_file, key_file=key_file), settings)
+    except OSError as err:  # the port is taken, the address is not ours, ...
+        click.echo(f"gpufleet webhook: cannot serve on {host}:{port}: {err.strerror or err}", err=True)
+        sys.exit(1)

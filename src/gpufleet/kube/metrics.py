@@ -1,0 +1,128 @@
+"""Prometheus metrics of the controller, and its HTTP endpoints ``/metrics``, ``/healthz``, ``/readyz``.
+
+Every controller has its own :class:`~prometheus_client.CollectorRegistry` (tests run several
+side by side). ``/readyz`` answers 200 once the informers have listed every kind, on the leader
+and on followers alike (a follower is ready to take over); ``/healthz`` answers 200 while the
+event loop runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["ControllerMetrics", "serve_http"]
+
+_CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ControllerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.cycle_duration = Histogram(
+            "gpufleet_cycle_duration_seconds", "Wall time of one scheduling cycle: snapshot, engine, API calls.",
+            buckets=_CYCLE_BUCKETS, registry=r,
+        )
+        self.engine_duration = Histogram(
+            "gpufleet_engine_duration_seconds", "Wall time of the engine's schedule() call in a cycle.",
+            buckets=_CYCLE_BUCKETS, registry=r,
+        )
+        self.decisions = Counter(
+            "gpufleet_decisions_total", "Decisions of the engine, by kind (binding, eviction, pending).",
+            ["kind"], registry=r,
+        )
+        self.bindings = Counter(
+            "gpufleet_bindings_total", "Pods bound through the Binding API, by result (bound, failed).",
+            ["result"], registry=r,
+        )
+        self.evictions = Counter(
+            "gpufleet_evictions_total", "Evictions requested, by reason (reclaim, preempt) and result.",
+            ["reason", "result"], registry=r,
+        )
+        self.pending_gangs = Gauge("gpufleet_pending_gangs", "Gangs waiting to be admitted, per queue.",
+                                   ["queue"], registry=r)
+        self.admitted_gangs = Gauge("gpufleet_admitted_gangs", "Gangs admitted (bound), per queue.",
+                                    ["queue"], registry=r)
+        self.queue_usage = Gauge("gpufleet_queue_usage", "Usage of a queue (its subtree), in units of the resource.",
+                                 ["queue", "resource"], registry=r)
+        self.queue_quota = Gauge("gpufleet_queue_quota", "Quota of a queue, in units of the resource.",
+                                 ["queue", "resource"], registry=r)
+        self.api_errors = Counter(
+            "gpufleet_api_errors_total", "Failed Kubernetes API calls, by operation and HTTP status (0: no answer).",
+            ["operation", "code"], registry=r,
+        )
+        self.relists = Counter("gpufleet_informer_relists_total", "Full relists of an informer (start, 410 Gone).",
+                               ["kind"], registry=r)
+        self.leader = Gauge("gpufleet_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.events = Counter("gpufleet_events_total", "Kubernetes Events written, by reason.", ["reason"], registry=r)
+        self._queue_labels: set[str] = set()
+        self._resource_labels: set[tuple[str, str]] = set()
+
+    def api_error(self, operation: str, status: int) -> None:
+        self.api_errors.labels(operation, str(status)).inc()
+
+    def set_queues(
+        self,
+        pending: Mapping[str, int],
+        admitted: Mapping[str, int],
+        usage: Mapping[str, Mapping[str, float]],
+        quota: Mapping[str, Mapping[str, float]],
+    ) -> None:
+        """Per-queue gauges; queues that disappeared lose their series."""
+        names = set(pending) | set(admitted) | set(usage) | set(quota)
+        for gone in self._queue_labels - names:
+            for gauge in (self.pending_gangs, self.admitted_gangs):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        self._queue_labels = names
+        pairs = {(q, r) for table in (usage, quota) for q, amounts in table.items() for r in amounts}
+        for gone_pair in self._resource_labels - pairs:
+            for gauge in (self.queue_usage, self.queue_quota):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*gone_pair)
+        self._resource_labels = pairs
+        for name in names:
+            self.pending_gangs.labels(name).set(pending.get(name, 0))
+            self.admitted_gangs.labels(name).set(admitted.get(name, 0))
+            for resource, amount in usage.get(name, {}).items():
+                self.queue_usage.labels(name, resource).set(amount)
+            for resource, amount in quota.get(name, {}).items():
+                self.queue_quota.labels(name, resource).set(amount)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve_http(
+    metrics: ControllerMetrics,
+    ready: Callable[[], bool],
+    host: str,
+    ports: tuple[int, ...],
+) -> web.AppRunner:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on every port of ``ports`` (the metrics port
+    and the health port may differ or be the same). Returns the runner (``await runner.cleanup()``)."""
+
+    async def metrics_page(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if ready():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="informers not synced\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_page)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    for port in dict.fromkeys(ports):
+        await web.TCPSite(runner, host, port).start()
+    return runner
