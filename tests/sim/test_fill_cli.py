@@ -113,3 +113,14 @@ def test_bad_rows_are_one_line_and_exit_2(tmp_path: Path, files: tuple[str, str]
     cpu_only.write_text("sn,cpu_milli,memory_mib,gpu,model\nc1,8000,1024,0,\n")
     code, _, err = invoke("--nodes", str(cpu_only), "--pods", files[1], "--seeds", "1")
     assert code == 2 and "no node has a GPU" in err
+
+
+def test_skip_bad_rows_counts_them_and_runs_the_rest(tmp_path: Path, files: tuple[str, str]) -> None:
+    nodes, _ = files
+    pods = tmp_path / "bad.csv"
+    pods.write_text(PODS + "p7,1000,1024,2,500\n")  # a fraction on 2 GPUs: line 8
+    code, out, err = invoke("--nodes", nodes, "--pods", str(pods), "--seeds", "1", "--format", "json",
+                            "--skip-bad-rows")
+    assert code == 0, err
+    assert json.loads(out)["tasks"] == 6  # p1..p6; p7 skipped
+    assert "skipped 1 bad row" in err and "bad.csv:8" in err

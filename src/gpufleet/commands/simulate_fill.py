@@ -115,11 +115,13 @@ def _progress(total: int, label: str) -> Iterator[Callable[[int], None] | None]:
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs in parallel worker processes.")
 @click.option("--no-memory", is_flag=True, help="Ignore memory requests (the paper's simulator checks them).")
+@click.option("--skip-bad-rows", is_flag=True,
+              help="Skip malformed trace rows (counted on stderr) instead of failing.")
 @click.option("--paper", "paper_file", type=click.Path(dir_okay=False), default=None,
               help="The FGD artifact's summary_by_workload_policy.csv to compare with (found by itself when "
                    "../shared is beside the repository; else the paper's default-trace numbers are built in).")
 def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: float, compare: str | None, fmt: str,
-         report_file: str | None, jobs: int, no_memory: bool, paper_file: str | None) -> None:
+         report_file: str | None, jobs: int, no_memory: bool, skip_bad_rows: bool, paper_file: str | None) -> None:
     """Fill an empty cluster with tasks that never leave; GPU allocation by arrived workload (FGD, ATC'23)."""
     wall = time.perf_counter()
     try:
@@ -136,10 +138,14 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
         if name not in policies:
             policies.append(name)
     try:
-        nodes, _ = load_nodes(nodes_arg)
-        tasks, _ = load_trace(pods_arg)
+        nodes, node_report = load_nodes(nodes_arg, skip_bad_rows=skip_bad_rows)
+        tasks, task_report = load_trace(pods_arg, skip_bad_rows=skip_bad_rows)
     except InputError as err:
         _fail(str(err))
+    for report in (node_report, task_report):
+        if report.skipped:
+            click.echo(f"{report.path}: skipped {report.skipped} bad row(s); first: {report.first_errors[0]}",
+                       err=True)
     if not any(n.gpus for n in nodes):
         _fail(f"{nodes_arg}: no node has a GPU")
     if not tasks:
