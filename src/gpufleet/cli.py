@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
@@ -13,7 +14,23 @@ from gpufleet.adapters.output import render_json, render_table
 from gpufleet.engine import schedule
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group whose sub-commands named in LAZY_COMMANDS are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="gpufleet")
 def main() -> None:
     """gpufleet: a gang-aware, quota-aware GPU scheduler for shared Kubernetes clusters."""
@@ -59,20 +76,17 @@ def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) ->
     click.echo(json.dumps(run_bench(shape, scale=scale, repeat=repeat)))
 
 
-# Command groups that live in gpufleet.commands.* are registered below, one line each.
+# Command groups that live in gpufleet.commands.* are imported only when invoked (see LazyGroup),
+# so `gpufleet replay` does not pay for the controller's, the webhook's or the simulator's imports.
 # --- registered command groups (keep one per line) ---
-from gpufleet.commands.cluster_tools import explain, snapshot  # noqa: E402
-from gpufleet.commands.controller import controller  # noqa: E402
-from gpufleet.commands.manifests import manifests  # noqa: E402
-from gpufleet.commands.simulate import simulate  # noqa: E402
-from gpufleet.commands.webhook import webhook  # noqa: E402
-
-main.add_command(simulate)
-main.add_command(webhook)
-main.add_command(snapshot)
-main.add_command(explain)
-main.add_command(manifests)
-main.add_command(controller)
+LAZY_COMMANDS: dict[str, str] = {
+    "simulate": "gpufleet.commands.simulate:simulate",
+    "webhook": "gpufleet.commands.webhook:webhook",
+    "snapshot": "gpufleet.commands.cluster_tools:snapshot",
+    "explain": "gpufleet.commands.cluster_tools:explain",
+    "manifests": "gpufleet.commands.manifests:manifests",
+    "controller": "gpufleet.commands.controller:controller",
+}
 # --- end of registered command groups ---
 
 
