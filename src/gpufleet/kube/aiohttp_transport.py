@@ -49,7 +49,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
 
-    def _client(self) -> aiohttp.ClientSession:
+    def session(self) -> aiohttp.ClientSession:
+        """The pooled aiohttp session (made on first use; :mod:`gpufleet.kube.fast_calls` sends over it too)."""
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._limit, ssl=self._ssl)
             # httpx2 decodes Content-Encoding itself from the headers it is given.
@@ -59,7 +60,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
         try:
-            response = await self._client().request(
+            response = await self.session().request(
                 request.method,
                 str(request.url),
                 headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw

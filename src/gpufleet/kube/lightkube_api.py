@@ -7,8 +7,11 @@ models: the controller hands them to the same converters ``gpufleet replay`` use
 PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpufleet.kube.ports.ApiError`
 (status 0 when no answer came).
 
-By default the bytes go through :class:`~gpufleet.kube.aiohttp_transport.AiohttpTransport`;
-``fast_http=False`` keeps lightkube's own httpx2 transport (use it behind an HTTP proxy).
+By default the bytes go through :class:`~gpufleet.kube.aiohttp_transport.AiohttpTransport`, and
+the writes made once per pod (merge patches, Bindings, Evictions) skip lightkube's request and
+response models: :class:`~gpufleet.kube.fast_calls.FastCalls` sends the same requests straight
+through that transport's aiohttp session (half the client CPU per binding; see BENCHMARKS.md).
+``fast_http=False`` keeps lightkube's own httpx2 transport for everything (use it behind an HTTP proxy).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from lightkube.generic_resource import Generic
 from lightkube.types import PatchType
 
 from gpufleet.kube.aiohttp_transport import AiohttpTransport
+from gpufleet.kube.fast_calls import JSON, MERGE_PATCH, FastCalls, Unauthorized
 from gpufleet.kube.ports import ApiError, Kind, ObjectList, WatchEvent
 
 __all__ = ["LightkubeApi", "connect"]
@@ -87,9 +91,22 @@ def _check_status(answer: Any) -> None:
 class LightkubeApi:
     """:class:`~gpufleet.kube.ports.ClusterApi` over a lightkube :class:`~lightkube.AsyncClient`."""
 
-    def __init__(self, client: AsyncClient, list_chunk_size: int | None = 500) -> None:
+    def __init__(self, client: AsyncClient, list_chunk_size: int | None = 500, fast: FastCalls | None = None) -> None:
         self.client = client
         self.list_chunk_size = list_chunk_size
+        self.fast = fast  # the hot-path writes without lightkube's models; None: all through lightkube
+
+    async def _fast_or_slow(self, fast: Callable[[FastCalls], Awaitable[Any]],
+                            slow: Callable[[], Awaitable[T]], use_fast: bool = True) -> Any:
+        """The call through :attr:`fast` when there is one; through lightkube without it, or when the
+        credentials were refused (lightkube's auth flow re-reads a rotated token, then the fast path
+        takes the new one)."""
+        if self.fast is not None and use_fast:
+            try:
+                return await fast(self.fast)
+            except Unauthorized:
+                self.fast.forget_credentials()
+        return await self._guard(slow)
 
     async def _guard(self, make: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -142,9 +159,17 @@ class LightkubeApi:
         return dict(await self._guard(lambda: self.client.replace(_RESOURCES[kind](obj))))
 
     async def patch(self, kind: Kind, namespace: str, name: str, patch: JsonDict) -> JsonDict:
-        answer = await self._guard(lambda: self.client.patch(
-            _RESOURCES[kind], name, patch, namespace=namespace or None, patch_type=PatchType.MERGE
-        ))
+        def slow() -> Awaitable[Any]:
+            return self.client.patch(
+                _RESOURCES[kind], name, patch, namespace=namespace or None, patch_type=PatchType.MERGE
+            )
+
+        answer = await self._fast_or_slow(
+            lambda fast: fast.send("PATCH", fast.url(kind.group, kind.version, kind.plural,
+                                                     namespace if kind.namespaced else None, name), patch, MERGE_PATCH),
+            slow,
+            use_fast=bool(namespace) or not kind.namespaced,  # lightkube's default namespace: left to lightkube
+        )
         return dict(answer)
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: JsonDict) -> None:
@@ -156,18 +181,29 @@ class LightkubeApi:
         meta: JsonDict = {"name": name, "namespace": namespace}
         if annotations:
             meta["annotations"] = dict(annotations)
-        body = _BINDING({
+        body = {
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        })
-        _check_status(await self._guard(lambda: self.client.create(body, name, namespace=namespace)))
+        }
+        await self._post_subresource(name, namespace, "binding", body, _BINDING)
 
     async def evict(self, namespace: str, name: str) -> None:
         meta = {"name": name, "namespace": namespace}
-        body = _EVICTION({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta})
-        _check_status(await self._guard(lambda: self.client.create(body, name, namespace=namespace)))
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+        await self._post_subresource(name, namespace, "eviction", body, _EVICTION)
+
+    async def _post_subresource(self, name: str, namespace: str, action: str, body: JsonDict, resource: Any) -> None:
+        """POST to pods/<action>, whose answer is a Status (a Failure is an error)."""
+        pods = Kind.POD
+        answer = await self._fast_or_slow(
+            lambda fast: fast.send("POST", fast.url(pods.group, pods.version, pods.plural, namespace, name, action),
+                                   body, JSON),
+            lambda: self.client.create(resource(body), name, namespace=namespace),
+            use_fast=bool(namespace),
+        )
+        _check_status(answer)
 
     async def close(self) -> None:
         await self.client.close()
@@ -207,4 +243,5 @@ def connect(
         config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), transport=transport,
         trust_env=not fast_http,
     )
-    return LightkubeApi(client, list_chunk_size)
+    fast = FastCalls.of_client(client, transport.session) if transport is not None else None
+    return LightkubeApi(client, list_chunk_size, fast)
