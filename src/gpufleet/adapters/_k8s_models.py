@@ -7,6 +7,7 @@ quantities accept Kubernetes quantity strings (and plain YAML numbers).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
@@ -126,15 +127,16 @@ class SchedulerConfigSpec(_Spec):
     placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = "spec"
+def loc_path(loc: Sequence[int | str], root: str = "") -> str:
+    """A pydantic error location as a field path: ``pools[0].gpuMemory``, ``labels(key)``."""
+    out = root
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         elif part == "[key]":
             out += "(key)"
         else:
-            out += f".{part}"
+            out += f".{part}" if out else str(part)
     return out
 
 
@@ -191,7 +193,7 @@ def _validate(model: type[_Spec], doc: dict[str, Any], required: bool) -> Any:
         return model.model_validate(raw)
     except PydanticValidationError as err:
         first = err.errors(include_url=False)[0]
-        raise FieldError(_path(tuple(first["loc"])), _message(first)) from None
+        raise FieldError(loc_path(first["loc"], "spec"), _message(first)) from None
 
 
 def queue_from_dict(doc: dict[str, Any]) -> Queue:

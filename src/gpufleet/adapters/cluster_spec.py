@@ -28,7 +28,7 @@ Every problem is one :class:`InputError` line: ``FILE: spec.pools[0].gpuMemory: 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,7 +39,7 @@ from pydantic_core import ErrorDetails
 
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import _nvlink_domains
-from gpufleet.adapters._k8s_models import _message
+from gpufleet.adapters._k8s_models import _message, loc_path
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.quantity import to_milli
@@ -139,18 +139,6 @@ class ClusterSpecDocument(_Model):
     kind: Literal["ClusterSpec"]
     metadata: ClusterMetadata
     spec: ClusterSpecBody
-
-
-def _path(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part == "[key]":
-            out += "(key)"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _error_message(error: ErrorDetails) -> str:
@@ -357,7 +345,7 @@ def load_cluster_spec_text(text: str, source: str = "<cluster spec>") -> Cluster
         doc = ClusterSpecDocument.model_validate(raw)
     except PydanticValidationError as err:
         first = err.errors(include_url=False)[0]
-        raise InputError(f"{source}: {_path(first['loc'])}: {_error_message(first)}") from None
+        raise InputError(f"{source}: {loc_path(first['loc'])}: {_error_message(first)}") from None
     try:
         return _layout(doc)
     except FieldError as err:

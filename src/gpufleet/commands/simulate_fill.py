@@ -17,29 +17,14 @@ import click
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
+from gpufleet.commands._errors import OneLineErrors
 from gpufleet.sim.fill import POLICIES, run_fill
 from gpufleet.sim.fill.summary import PaperResults, SeedCurves, parse_seeds, summarize, table
 
 __all__ = ["fill"]
 
 # Where the FGD artifact's summary sits when the shared trace folder is beside the repository (CI).
-PAPER_SUMMARY_CANDIDATES = (
-    Path("../shared/traces/fgd-atc23-results/summary_by_workload_policy.csv"),
-    Path("/work/shared/traces/fgd-atc23-results/summary_by_workload_policy.csv"),
-)
-
-
-class _OneLineErrors(click.Command):
-    """Usage errors as one line on stderr and exit status 2 (click prints a usage block otherwise)."""
-
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
-    ) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as err:
-            click.echo(f"gpufleet simulate fill: {err.format_message()}", err=True)
-            raise click.exceptions.Exit(2) from None
+PAPER_SUMMARY_CANDIDATES = (Path("../shared/traces/fgd-atc23-results/summary_by_workload_policy.csv"),)
 
 
 def _fail(message: str) -> NoReturn:
@@ -98,7 +83,7 @@ def _progress(total: int, label: str) -> Iterator[Callable[[int], None] | None]:
         yield bar.update
 
 
-@click.command("fill", cls=_OneLineErrors)
+@click.command("fill", cls=OneLineErrors)
 @click.option("--nodes", "nodes_arg", default="openb", show_default=True,
               help="Node list CSV, or 'openb' (the bundled openb GPU node list: 1213 nodes, 6212 GPUs).")
 @click.option("--pods", "pods_arg", default="openb", show_default=True,

@@ -14,6 +14,7 @@ import click
 
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
+from gpufleet.commands._errors import OneLineErrors
 from gpufleet.domain import Placement
 from gpufleet.sim.compare import RunSettings, Variant, apply_variant, parse_compare
 from gpufleet.sim.failures import parse_duration, parse_failures
@@ -25,19 +26,6 @@ from gpufleet.sim.timeline import CycleMode, Progress, SimResult, simulate
 __all__ = ["run"]
 
 
-class _OneLineErrors(click.Command):
-    """Usage errors as one line on stderr and exit status 2 (click prints a usage block otherwise)."""
-
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
-    ) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as err:
-            click.echo(f"gpufleet simulate run: {err.format_message()}", err=True)
-            raise click.exceptions.Exit(2) from None
-
-
 def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     if value is None:
         return None
@@ -47,7 +35,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(err)) from None
 
 
-@click.command(cls=_OneLineErrors)
+@click.command(cls=OneLineErrors)
 @click.option("--trace", default="openb", show_default=True,
               help="Job trace: a CSV file, or 'openb' (the bundled openb default task list).")
 @click.option("--kind", type=click.Choice(sorted(JOB_KINDS)), default=None,
