@@ -2,8 +2,37 @@
 
 ``schedule(snapshot)`` runs scheduling cycles until nothing changes and returns the decisions
 (bindings, evictions, pending pods with reasons). No I/O, no clock, no randomness.
+
+Besides ``schedule``, the package offers what the simulator's fill experiment builds on: the
+engine's node/GPU state (``ClusterState``), static feasibility, the fragmentation model and its
+target workload, and ``PlacementSession`` (the engine's placement, one pod at a time). Every
+name here is already loaded by ``schedule``'s own imports, so importing the package costs no more.
 """
 
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.fragmentation import (
+    ChangedNodes,
+    FragmentationModel,
+    NodeStates,
+    TargetShape,
+    TargetWorkload,
+    shape_of,
+)
 from gpufleet.engine.scheduler import schedule
+from gpufleet.engine.session import PlacementSession
 
-__all__ = ["schedule"]
+__all__ = [
+    "BoolArray",
+    "ChangedNodes",
+    "ClusterState",
+    "FragmentationModel",
+    "IntArray",
+    "NodeStates",
+    "PlacementSession",
+    "StaticFeasibility",
+    "TargetShape",
+    "TargetWorkload",
+    "schedule",
+    "shape_of",
+]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.domain import CPU, MEMORY, Placement
+from gpufleet.domain import BLOCKS_PER_GPU, CPU, MEMORY, Placement
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
@@ -69,6 +69,14 @@ class Placer:
         info.node, info.gpus, info.bound_blocks = a.node, a.gpus, a.blocks
         self.node_of[a.pod] = a.node
 
+    def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
+                    shares: tuple[IntArray, IntArray, IntArray]) -> None:
+        """``commit`` for pods bound in bulk (a snapshot's running pods): ``pods[i]`` is on
+        ``nodes[i]``; ``res``, ``whole`` and ``shares`` are as for ``ClusterState.take_many``.
+        The caller has set each PodInfo's node, GPUs and blocks while collecting them."""
+        self.cluster.take_many(nodes, res, whole, shares)
+        self.node_of[pods] = nodes
+
     def release(self, pod: int) -> None:
         info = self.pods[pod]
         assert info.node is not None
@@ -84,8 +92,8 @@ class Placer:
             return np.full(len(self.cluster.nodes), info.blocks, dtype=np.int64)
         mem = self.cluster.gpu_memory_mib
         with np.errstate(divide="ignore", invalid="ignore"):
-            raw = np.ceil((info.gpu_mem_bytes or 0) * 100 / (mem * 1024.0 * 1024.0))
-        raw = np.where((mem > 0) & (raw <= 100), np.maximum(raw, 1), 0)
+            raw = np.ceil((info.gpu_mem_bytes or 0) * BLOCKS_PER_GPU / (mem * 1024.0 * 1024.0))
+        raw = np.where((mem > 0) & (raw <= BLOCKS_PER_GPU), np.maximum(raw, 1), 0)
         return raw.astype(np.int64)
 
     def fit_mask(self, info: PodInfo, within: BoolArray | None = None) -> BoolArray:

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from gpufleet.engine.cluster import BoolArray, IntArray
+from gpufleet.engine.placement import GangPlacement
+from gpufleet.engine.victims import VictimIndex
+from gpufleet.engine.workload import Gang
 
-if TYPE_CHECKING:
-    from gpufleet.engine.placement import GangPlacement
-    from gpufleet.engine.scheduler import Engine
-    from gpufleet.engine.workload import Gang
+__all__ = ["VictimHost", "find_victims"]
 
 EXHAUSTIVE_POOL = 12  # pools this small are searched subset by subset
 MAX_TESTS = 1500  # placement checks one search may make
@@ -37,9 +37,37 @@ FIRST_CHUNK = 32
 SetKey = tuple[int, int, float, tuple[int, ...]]
 
 
+class VictimHost(Protocol):
+    """What the victim search calls back: the engine's queue gates and its trial changes of the
+    live state. Every candidate set is checked by unbinding its pods, trying the gang with the
+    real gates and placement, and putting everything back, so a verdict is the engine's own."""
+
+    def quota_gate(self, gang: Gang, request: list[int]) -> str:
+        """Empty when the queue rules admit ``request`` for ``gang`` now, else the reason."""
+
+    def gang_request(self, members: list[int]) -> list[int]:
+        """What ``members`` (pod indices) count against quota."""
+
+    def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
+        """Quota gates, then placement on what is free now (committed on success)."""
+
+    def release_trial(self, placed: GangPlacement) -> None:
+        """Take back a placement ``try_place`` committed (undo it exactly)."""
+
+    def unbind(self, pod: int) -> None:
+        """Take a bound pod off its node, and its usage off its queues."""
+
+    def rebind(self, pod: int, node: int, gpus: tuple[int, ...], blocks: int | None) -> None:
+        """Undo ``unbind``: the pod back where it was."""
+
+
 class Search:
-    def __init__(self, eng: Engine, gang: Gang, members: list[int], request: list[int]) -> None:
-        self.eng = eng
+    """One preemptor's search: candidate sets checked on the live state, and the best one kept."""
+
+    def __init__(self, ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int],
+                 request: list[int]) -> None:
+        self.ix = ix
+        self.host = host
         self.gang = gang
         self.members = members
         self.request = request
@@ -51,24 +79,24 @@ class Search:
         self.placements: dict[tuple[int, ...], GangPlacement] = {}
         # When queue rules (a limit, or quota for non-preemptible work) block the gang, a victim
         # anywhere in the queue may help: the per-node capacity filters do not apply.
-        self.quota_blocked = bool(eng.quota_gate(gang, request))
+        self.quota_blocked = bool(host.quota_gate(gang, request))
 
     # -- verification on the live state -------------------------------------------------------
 
     def takeable(self, victims: list[int]) -> bool:
         """Reclaim victims may only be taken while every queue on their path is above quota."""
-        eng, f = self.eng, self.eng.forest
+        ix, f = self.ix, self.ix.forest
         leaf = self.gang.queue
-        if all(int(eng.g_queue[v]) == leaf for v in victims):
+        if all(int(ix.g_queue[v]) == leaf for v in victims):
             return True  # within-queue preemption: no reclaim path to check
         usage = [list(row) for row in f.usage]
-        for v in sorted(victims, key=lambda g: (eng.g_cap[g], eng.gangs[g].key)):
-            x = int(eng.g_queue[v])
+        for v in sorted(victims, key=lambda g: (ix.g_cap[g], ix.gangs[g].key)):
+            x = int(ix.g_queue[v])
             if x != leaf:
                 for q in f.reclaim_path(x, leaf):
                     if not f.above_quota(q, self.asked, usage):
                         return False
-            vec = eng.gang_quota(v)
+            vec = ix.gang_quota(v, self.host.gang_request)
             for q in f.paths[x]:
                 usage[q] = [u - int(d) for u, d in zip(usage[q], vec, strict=True)]
         return True
@@ -77,48 +105,47 @@ class Search:
         self.tests += 1
         if not self.takeable(victims):
             return False
-        eng = self.eng
+        ix, host = self.ix, self.host
         saved: list[tuple[int, int, tuple[int, ...], int | None]] = []
         for v in victims:
-            for m in eng.gangs[v].members:
-                info = eng.pods[m]
+            for m in ix.gangs[v].members:
+                info = ix.pods[m]
                 if info.node is not None:
                     saved.append((m, info.node, info.gpus, info.bound_blocks))
-                    eng.unbind(m)
-        placed = eng.try_place(self.gang, self.members, self.request)
+                    host.unbind(m)
+        placed = host.try_place(self.gang, self.members, self.request)
         if placed.ok:
             self.placements[tuple(sorted(victims))] = placed
-            for a in reversed(placed.assignments):
-                eng.placer.release(a.pod)
+            host.release_trial(placed)
         for m, node, gpus, blocks in reversed(saved):
-            eng.rebind(m, node, gpus, blocks)
+            host.rebind(m, node, gpus, blocks)
         return placed.ok
 
     # -- keys ---------------------------------------------------------------------------------
 
     def key(self, victims: list[int]) -> SetKey:
-        eng = self.eng
+        ix = self.ix
         return (
             len(victims),
-            int(sum(int(eng.g_cap[v]) for v in victims)),
-            -min(float(eng.g_start[v]) for v in victims),
-            tuple(sorted(int(eng.g_rank[v]) for v in victims)),
+            int(sum(int(ix.g_cap[v]) for v in victims)),
+            -min(float(ix.g_start[v]) for v in victims),
+            tuple(sorted(int(ix.g_rank[v]) for v in victims)),
         )
 
     def preference(self, pool: IntArray, largest_first: bool = False) -> IntArray:
         """Pool gangs ordered for singletons (least capacity first) or greedy fills (largest first).
 
-        The keys (capacity, start, name) are fixed per gang, so the engine ranks every gang once
+        The keys (capacity, start, name) are fixed per gang, so the index ranks every gang once
         and ordering a pool is a sort of small integers.
         """
-        ranks = (self.eng.g_order_large if largest_first else self.eng.g_order_small)[pool]
+        ranks = (self.ix.g_order_large if largest_first else self.ix.g_order_small)[pool]
         return pool[np.argsort(ranks, kind="stable")]
 
     def first_in_order(self, mask: BoolArray, count: int) -> IntArray:
         """The first ``count`` gangs of ``mask`` in singleton preference order."""
-        eng = self.eng
-        hits = np.flatnonzero(mask[eng.g_sorted_small])[:count]
-        return eng.g_sorted_small[hits]
+        ix = self.ix
+        hits = np.flatnonzero(mask[ix.g_sorted_small])[:count]
+        return ix.g_sorted_small[hits]
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -128,26 +155,26 @@ class Search:
     def could_fit_alone(self, gangs: IntArray) -> IntArray:
         """The gangs (in the given order) that pass a necessary capacity check for freeing room
         on their own: a single-pod gang must leave room for the pod on its node."""
-        eng = self.eng
+        ix = self.ix
         if not self.single_pod() or not len(gangs) or self.quota_blocked:
             return gangs
-        info = eng.pods[self.members[0]]
-        c = eng.cluster
-        single = eng.g_size[gangs] == 1
-        pods = eng.g_first_pod[gangs]
-        nodes = eng.placer.node_of[pods]
-        room = eng.feasibility.mask(info.pod)[nodes]
+        info = ix.pods[self.members[0]]
+        c = ix.cluster
+        single = ix.g_size[gangs] == 1
+        pods = ix.g_first_pod[gangs]
+        nodes = ix.node_of[pods]
+        room = ix.feasibility.mask(info.pod)[nodes]
         nz = np.flatnonzero(info.res)
-        room &= (c.free[nodes][:, nz] + eng.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
+        room &= (c.free[nodes][:, nz] + ix.p_res[pods][:, nz] >= info.res[nz]).all(axis=1)
         if info.whole:
-            room &= c.free_whole[nodes] + eng.p_gpus_freed[pods] >= info.whole
+            room &= c.free_whole[nodes] + ix.p_gpus_freed[pods] >= info.whole
         out: IntArray = gangs[room | ~single]
         return out
 
     def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
         """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
         members that pass the capacity check; the first that fits is the best singleton."""
-        order = self.eng.g_sorted_small[self.eng.first_live_small():]
+        order = self.ix.g_sorted_small[self.ix.first_live_small():]
         tries = 0
         at, size = 0, FIRST_CHUNK
         while at < len(order):
@@ -178,7 +205,8 @@ class Search:
     def minimise(self, victims: list[int]) -> list[int]:
         """Drop every victim the gang does not need, least preferred victims first."""
         keep = list(victims)
-        for v in sorted(victims, key=lambda g: (-self.eng.g_cap[g], self.eng.g_start[g], -self.eng.g_rank[g])):
+        ix = self.ix
+        for v in sorted(victims, key=lambda g: (-ix.g_cap[g], ix.g_start[g], -ix.g_rank[g])):
             trial = [g for g in keep if g != v]
             if trial and self.tests < MAX_TESTS and self.fits(trial):
                 keep = trial
@@ -195,24 +223,24 @@ class Search:
         return None
 
     def greedy_by_node(self, pool_mask: BoolArray) -> list[int] | None:
-        eng = self.eng
+        ix = self.ix
         pool = np.flatnonzero(pool_mask)
-        info = eng.pods[self.members[0]]
-        c = eng.cluster
-        pods = eng.live_pods_of(pool_mask)
-        nodes = eng.placer.node_of[pods]
+        info = ix.pods[self.members[0]]
+        c = ix.cluster
+        pods = ix.live_pods_of(pool_mask)
+        nodes = ix.node_of[pods]
         n_nodes = len(c.nodes)
-        freed_whole = np.bincount(nodes, weights=eng.p_gpus_freed[pods], minlength=n_nodes)
+        freed_whole = np.bincount(nodes, weights=ix.p_gpus_freed[pods], minlength=n_nodes)
         nz = np.flatnonzero(info.res)
-        room = eng.feasibility.mask(info.pod).copy()
+        room = ix.feasibility.mask(info.pod).copy()
         for j in nz:
-            freed = np.bincount(nodes, weights=eng.p_res[pods][:, j], minlength=n_nodes)
+            freed = np.bincount(nodes, weights=ix.p_res[pods][:, j], minlength=n_nodes)
             room &= c.free[:, j] + freed >= info.res[j]
         if info.whole:
             room &= c.free_whole + freed_whole >= info.whole
         best: list[int] | None = None
         for node in np.flatnonzero(room)[:GREEDY_NODES]:
-            on_node = np.unique(eng.p_gang[pods[nodes == node]])
+            on_node = np.unique(ix.p_gang[pods[nodes == node]])
             found = self.greedy(self.preference(np.intersect1d(pool, on_node), largest_first=True))
             if found and (best is None or self.key(found) < self.key(best)):
                 best = found
@@ -223,7 +251,7 @@ class Search:
         single = self.best_singleton(member)
         if single is not None:
             return single, -1
-        pool_mask = member(self.eng.g_all)
+        pool_mask = member(self.ix.g_all)
         pool = np.flatnonzero(pool_mask)
         size = len(pool)
         if size == self.last_size or size == 0:
@@ -242,10 +270,13 @@ class Search:
 
 
 def find_victims(
-    eng: Engine, gang: Gang, members: list[int], request: list[int]
+    ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int], request: list[int]
 ) -> tuple[list[int] | None, str, GangPlacement | None]:
-    """The best victim set for ``gang`` (gang indices) and the placement it allows, or None with a reason."""
-    f = eng.forest
+    """The best victim set for ``gang`` (gang indices) and the placement it allows, or None with a reason.
+
+    The state is as before when it returns: every check is rolled back, and nothing is evicted.
+    """
+    f = ix.forest
     leaf = gang.queue
     asked = [j for j in range(len(request)) if request[j] > 0]
     within = f.within_queue_allowed(leaf)
@@ -255,24 +286,24 @@ def find_victims(
         for x in range(len(f.queues)):
             if x != leaf and f.is_leaf(x):
                 queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))
-    live = eng.g_live
+    live = ix.g_live
     q_eligible = queue_ok.copy()
     if within:
         q_eligible[leaf] = True
-    q_eligible &= eng.q_live_count > 0
+    q_eligible &= ix.q_live_count > 0
     if not q_eligible.any():
         return None, "no eligible victims", None
     share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
-    search = Search(eng, gang, members, request)
+    search = Search(ix, host, gang, members, request)
     n_eligible = 0
     for s in sorted({float(share_of_queue[q]) for q in np.flatnonzero(q_eligible)}, reverse=True):
         q_level = q_eligible & (share_of_queue >= s)
         search.last_size = -1
-        for p in eng.priorities:
+        for p in ix.priorities:
 
             def member(g: IntArray, q_level: BoolArray = q_level, p: int = p) -> BoolArray:
-                queue = eng.g_queue_clipped[g]
-                prio = eng.g_prio[g]
+                queue = ix.g_queue_clipped[g]
+                prio = ix.g_prio[g]
                 own = queue == leaf
                 ok = live[g] & q_level[queue] & (prio <= p)
                 result: BoolArray = ok & (~own | (prio < gang.priority) & within) & (own | queue_ok[queue])

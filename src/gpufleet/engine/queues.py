@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpufleet.domain import Queue, QueueName, WithinQueue
+from gpufleet.domain import GPU, MEMORY, MILLI, Queue, QueueName, WithinQueue
 
 NONE = -1
 
@@ -22,17 +22,17 @@ class QuotaVerdict:
 
 def fmt_amount(resource: str, milli: int) -> str:
     """A quantity for people: GPUs and cpu as decimal units, memory in Gi."""
-    if resource == "memory":
-        gi = milli / 1000 / 2**30
+    if resource == MEMORY:
+        gi = milli / MILLI / 2**30
         return f"{gi:g}Gi"
-    value = milli / 1000
+    value = milli / MILLI
     return f"{value:g}"
 
 
 def unit(resource: str, amount_milli: int) -> str:
     text = fmt_amount(resource, amount_milli)
-    if resource == "nvidia.com/gpu":
-        return f"{text} GPU" + ("" if amount_milli == 1000 else "s")
+    if resource == GPU:
+        return f"{text} GPU" + ("" if amount_milli == MILLI else "s")
     return f"{text} {resource}"
 
 

@@ -39,7 +39,7 @@ from gpufleet.domain import (
     SelectorTerm,
 )
 from gpufleet.domain.model import LABEL_GPU_MEMORY, LABEL_GPU_PRODUCT
-from gpufleet.engine.fragmentation import FragmentationModel, TargetShape, TargetWorkload, shape_of
+from gpufleet.engine import FragmentationModel, TargetShape, TargetWorkload, shape_of
 from gpufleet.sim.fill.policies import Choice, FillPolicy, Request, make_policy
 
 FloatArray = npt.NDArray[np.float64]

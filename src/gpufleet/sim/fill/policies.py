@@ -21,10 +21,17 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain import BLOCKS_PER_GPU, CPU, GPU, MILLI, MILLI_PER_BLOCK, Node, Placement, Pod, SchedulerConfig
-from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
-from gpufleet.engine.feasibility import StaticFeasibility
-from gpufleet.engine.fragmentation import ChangedNodes, FragmentationModel, NodeStates, TargetWorkload
-from gpufleet.engine.session import PlacementSession
+from gpufleet.engine import (
+    BoolArray,
+    ChangedNodes,
+    ClusterState,
+    FragmentationModel,
+    IntArray,
+    NodeStates,
+    PlacementSession,
+    StaticFeasibility,
+    TargetWorkload,
+)
 
 FloatArray = npt.NDArray[np.float64]
 

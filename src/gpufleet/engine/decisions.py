@@ -1,0 +1,56 @@
+"""What one ``schedule()`` call decided so far, and the ``Decisions`` it returns.
+
+Bindings and evictions are kept by pod index while the cycles run; the output names pods and
+nodes, sorted by pod so that it does not depend on the order of decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod
+from gpufleet.engine.placement import Assignment
+from gpufleet.engine.workload import Gang, PodInfo
+
+__all__ = ["DecisionLog"]
+
+
+class DecisionLog:
+    """Bindings and evictions by pod index, and the warnings of the call."""
+
+    def __init__(self, warnings: Sequence[str] = ()) -> None:
+        self.bindings: dict[int, Assignment] = {}
+        self.evictions: dict[int, Eviction] = {}
+        self.warnings: list[str] = list(warnings)
+
+    def bind(self, a: Assignment) -> None:
+        self.bindings[a.pod] = a
+
+    def evict(self, pod: int, eviction: Eviction) -> None:
+        """A running pod is evicted (a binding made earlier in the call, if any, is withdrawn)."""
+        self.evictions[pod] = eviction
+        self.bindings.pop(pod, None)
+
+    def decisions(self, nodes: Sequence[Node], pods: Sequence[PodInfo], gangs: Sequence[Gang],
+                  open_gangs: Sequence[int], cycles: int) -> Decisions:
+        """The output: every binding and eviction, and every member of an open gang left pending
+        with its gang's reason."""
+        bindings = []
+        for m, a in self.bindings.items():
+            node = nodes[a.node].name
+            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks))
+        pending = []
+        for g in open_gangs:
+            gang = gangs[g]
+            for m in gang.members:
+                info = pods[m]
+                if info.pod.bound or m in self.bindings or m in self.evictions:
+                    continue
+                pending.append(PendingPod(info.key, gang.pending_reason or "not tried"))
+        return Decisions(
+            bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
+            evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),
+            pending=tuple(sorted(pending, key=lambda p: p.pod)),
+            warnings=tuple(self.warnings),
+            cycles=cycles,
+        )

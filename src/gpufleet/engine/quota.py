@@ -1,0 +1,114 @@
+"""What work counts against its queues, the queue gates a gang must pass before placement, and
+the warnings about quotas that promise more than there is.
+
+A pod's quota request is over the forest's *managed* resources (see queues.py); a fractional
+pod counts its blocks (bound, annotated, or on the smallest GPU that holds its memory). The gates
+(limits, quota for non-preemptible work, capacity reserved by lending limits) are checked before
+any placement, by admission and by every victim check alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpufleet.domain import GPU, MILLI_PER_BLOCK
+from gpufleet.engine.cluster import ClusterState
+from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
+from gpufleet.engine.workload import Gang, PodInfo, quota_request
+
+__all__ = ["QuotaGates", "overcommit_warnings"]
+
+
+class QuotaGates:
+    """Quota requests of pods and gangs, and the queue rules' verdict on them, on the live state."""
+
+    def __init__(self, forest: QueueForest, cluster: ClusterState, pods: Sequence[PodInfo]) -> None:
+        self.forest = forest
+        self.cluster = cluster
+        self.pods = pods
+        self.managed = forest.managed
+        self._smallest_gpu_mib = sorted({int(m) for m in cluster.gpu_memory_mib if m > 0})
+
+    def quota_vec(self, info: PodInfo, blocks: int | None = None) -> list[int]:
+        """What one pod counts against quota, over the managed resources."""
+        if info.fractional and blocks is None:
+            blocks = info.bound_blocks
+            if blocks is None:
+                blocks = info.blocks
+            if blocks is None:  # gpu-memory, pending: blocks on the smallest GPU that holds it
+                blocks = next((b for m in self._smallest_gpu_mib if (b := info.blocks_on(m)) is not None), 0)
+        return quota_request(info, self.managed, blocks)
+
+    def gang_request(self, members: list[int]) -> list[int]:
+        """What ``members`` (pod indices) count against quota together."""
+        total = [0] * len(self.managed)
+        for m in members:
+            for j, v in enumerate(self.quota_vec(self.pods[m])):
+                total[j] += v
+        return total
+
+    def gate(self, gang: Gang, request: list[int]) -> str:
+        """Empty when the queue rules admit ``request`` now, else the reason."""
+        leaf = gang.queue
+        f = self.forest
+        verdict = f.limit_verdict(leaf, request)
+        if not verdict.ok:
+            return verdict.reason
+        if not gang.preemptible and not f.in_quota(leaf, request):
+            j = next((j for j, v in enumerate(request) if v > 0), 0)
+            left, quota, qname = f.quota_left(leaf, j)
+            r = self.managed[j] if self.managed else GPU
+            return (f"non-preemptible work must fit in quota: {qname} has {fmt_amount(r, max(left, 0))} "
+                    f"of {unit(r, quota)} left, gang needs {fmt_amount(r, int(request[j]))}")
+        if f.has_lending:
+            held = f.reserved_against(leaf)
+            free = self.free_capacity()
+            for j, r in enumerate(self.managed):
+                if request[j] > 0 and request[j] + held[j] > free[j]:
+                    return (f"capacity lent out: other queues reserve {fmt_amount(r, int(held[j]))} of "
+                            f"the {fmt_amount(r, int(max(free[j], 0)))} {r} free (lendingLimit)")
+        return ""
+
+    def free_capacity(self) -> list[int]:
+        """Free capacity of schedulable nodes over the managed resources, in milli-units."""
+        c = self.cluster
+        out = [0] * len(self.managed)
+        sched = c.schedulable
+        for j, r in enumerate(self.managed):
+            if r == GPU:
+                cells = c.gpu_free[sched]
+                whole = c.gpu_whole[sched]
+                out[j] = int(np.where((cells > 0) & ~whole, cells, 0).sum()) * MILLI_PER_BLOCK
+            elif r in c.res_index:
+                out[j] = sum(c.free[sched, c.res_index[r]].tolist())  # Python ints: no int64 overflow
+        return out
+
+
+def overcommit_warnings(forest: QueueForest) -> list[str]:
+    """Quotas that promise more than there is: children over their parent, top level over the cluster.
+
+    Legal (quota is a guarantee only as far as capacity allows), but worth saying once per call.
+    """
+    f = forest
+    warnings: list[str] = []
+    for j, r in enumerate(f.managed):
+        for i in range(len(f.queues)):
+            kids = f.children[i]
+            if not kids or f.explicit_quota[i][j] == NONE:
+                continue
+            total = sum(f.quota[c][j] for c in kids)
+            if total > f.quota[i][j]:
+                warnings.append(
+                    f"queue {f.name(i)}: children's {r} quotas add up to {fmt_amount(r, total)}, "
+                    f"more than its quota of {fmt_amount(r, f.quota[i][j])} (over-committed)"
+                )
+        top = sum(f.quota[q][j] for q in f.roots)
+        cap = f.capacity[j]
+        if top > cap:
+            warnings.append(
+                f"top-level {r} quotas add up to {fmt_amount(r, top)}, more than the cluster's "
+                f"{fmt_amount(r, cap)} (over-committed)"
+            )
+    return warnings

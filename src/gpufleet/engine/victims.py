@@ -1,0 +1,122 @@
+"""Who may still be a victim: the per-gang and per-pod arrays the victim search filters with NumPy.
+
+The index is built once per ``schedule()`` call, after the snapshot's running pods are bound.
+Only gangs running in the snapshot can be victims: work bound by this same call is never evicted
+again by it (no flip-flop, and every pending pod ends bound or pending). A gang stops being a
+victim when it is evicted or gains pods (:meth:`VictimIndex.retire`); nothing ever becomes one,
+which is what lets the singleton walk resume where it stopped (:meth:`VictimIndex.first_live_small`).
+
+The search itself is in :mod:`gpufleet.engine.preemption`; the engine owns the index and keeps it
+up to date through ``retire``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from gpufleet.domain import MILLI, MILLI_PER_BLOCK
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.workload import Gang, PodInfo
+
+__all__ = ["VictimIndex"]
+
+WALK_WINDOW = 4096  # gangs looked at per step when skipping those no longer victims
+
+
+class VictimIndex:
+    """The state victim search reads: the world it looks at (gangs, pods, queues, nodes, where
+    pods are bound) and the arrays derived from it, keyed by gang (``g_*``) or pod (``p_*``).
+
+    ``node_of`` is the placer's live array of each pod's node (-1: not bound); it is read, never
+    written, here.
+    """
+
+    def __init__(self, gangs: Sequence[Gang], pods: Sequence[PodInfo], requests: IntArray,
+                 forest: QueueForest, cluster: ClusterState, feasibility: StaticFeasibility,
+                 node_of: IntArray) -> None:
+        self.gangs = gangs
+        self.pods = pods
+        self.forest = forest
+        self.cluster = cluster
+        self.feasibility = feasibility
+        self.node_of = node_of
+        self.g_queue = np.array([g.queue for g in gangs], dtype=np.int64)
+        self.g_prio = np.array([g.priority for g in gangs], dtype=np.int64)
+        self.g_rank = np.array([g.name_rank for g in gangs], dtype=np.int64)
+        self.g_live = np.array([g.alive > 0 and g.preemptible for g in gangs], dtype=np.bool_)
+        self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        self.p_res = requests
+        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
+        self.p_gpus_freed = self.p_whole + np.array([1 if p.fractional else 0 for p in pods], dtype=np.int64)
+        self.p_gang_clipped = np.maximum(self.p_gang, 0)
+        bound = np.array([p.node is not None and p.gang >= 0 for p in pods], dtype=np.bool_)
+        milli = np.array([p.whole * MILLI + (p.bound_blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
+        start = np.array([p.start for p in pods], dtype=np.float64)
+        self.g_cap = np.bincount(self.p_gang[bound], weights=milli[bound], minlength=len(gangs)).astype(np.int64)
+        self.g_start = np.full(len(gangs), np.inf)
+        np.minimum.at(self.g_start, self.p_gang[bound], start[bound])
+        self.g_start[np.isinf(self.g_start)] = 0.0
+        self.g_all = np.arange(len(gangs), dtype=np.int64)
+        self.g_size = np.array([len(g.members) for g in gangs], dtype=np.int64)
+        self.g_first_pod = np.array([g.members[0] for g in gangs], dtype=np.int64)
+        self.q_live_count = np.bincount(
+            np.maximum(self.g_queue[self.g_live], 0), minlength=len(forest.queues)
+        ).astype(np.int64)
+        self._g_quota: dict[int, list[int]] = {}
+        self.g_queue_clipped = np.maximum(self.g_queue, 0)
+        self.priorities = sorted(set(self.g_prio[self.g_live].tolist()))
+        # Victim preference keys are fixed per gang: rank all gangs once.
+        self.g_sorted_small = np.lexsort((self.g_rank, -self.g_start, self.g_cap))
+        self.g_sorted_large = np.lexsort((self.g_rank, -self.g_start, -self.g_cap))
+        self._small_cursor = 0
+        self.g_order_small = np.empty(len(gangs), dtype=np.int64)
+        self.g_order_small[self.g_sorted_small] = np.arange(len(gangs))
+        self.g_order_large = np.empty(len(gangs), dtype=np.int64)
+        self.g_order_large[self.g_sorted_large] = np.arange(len(gangs))
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def retire(self, gang: Gang) -> None:
+        """``gang`` can no longer be a victim: it was evicted, or gained pods in this call."""
+        if self.g_live[gang.idx]:
+            self.g_live[gang.idx] = False
+            self.q_live_count[max(gang.queue, 0)] -= 1
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def first_live_small(self) -> int:
+        """Position in ``g_sorted_small`` of the first gang that may still be a victim.
+
+        Gangs only ever stop being victims in a call (evicted, or grown by it), so the walk
+        resumes where the last one stopped instead of rescanning the dead prefix.
+        """
+        order, live = self.g_sorted_small, self.g_live
+        at = self._small_cursor
+        while at < len(order):
+            window = live[order[at:at + WALK_WINDOW]]
+            hit = int(np.argmax(window))
+            if window[hit]:
+                at += hit
+                break
+            at += len(window)
+        self._small_cursor = at
+        return at
+
+    def gang_quota(self, g: int, quota_of: Callable[[list[int]], list[int]]) -> list[int]:
+        """What gang ``g``'s running members count against quota (what evicting it gives back),
+        by ``quota_of`` (what a set of pods counts). Asked once per gang, the first time the
+        search needs it: a victim's running members do not change while it is one."""
+        got = self._g_quota.get(g)
+        if got is None:
+            got = quota_of([m for m in self.gangs[g].members if self.pods[m].node is not None])
+            self._g_quota[g] = got
+        return got
+
+    def live_pods_of(self, pool: BoolArray) -> IntArray:
+        """Indices of bound pods belonging to the gangs of ``pool`` (a mask over gangs)."""
+        return np.flatnonzero(pool[self.p_gang_clipped] & (self.p_gang >= 0) & (self.node_of >= 0))
