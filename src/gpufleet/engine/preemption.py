@@ -102,6 +102,8 @@ class Search:
         return True
 
     def fits(self, victims: list[int]) -> bool:
+        """Whether evicting ``victims`` lets the gang in: their pods are unbound, the gang tried
+        by the engine's own gates and placement, and everything put back as it was."""
         self.tests += 1
         if not self.takeable(victims):
             return False
