@@ -134,19 +134,22 @@ def test_bad_trace_row_from_a_real_process(tmp_path: Path, files: dict[str, str]
 def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from gpufleet.commands import simulate_run
+    from gpufleet.adapters.text import progress_bar
+    from gpufleet.commands.simulate_run import _finished_jobs
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     screen = Terminal()
-    monkeypatch.setattr(simulate_run.sys, "stderr", screen)
-    with simulate_run._progress(10, "run") as update:
+    monkeypatch.setattr(sys, "stderr", screen)
+    with progress_bar(10, "run", show_pos=True) as bar:
+        update = _finished_jobs(bar)
         assert update is not None
         update(5.0, 4)
         update(9.0, 10)
     assert "10/10" in screen.getvalue()
-    monkeypatch.setattr(simulate_run.sys, "stderr", io.StringIO())
-    with simulate_run._progress(10, "run") as update:
-        assert update is None
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with progress_bar(10, "run", show_pos=True) as bar:
+        assert bar is None
+        assert _finished_jobs(bar) is None

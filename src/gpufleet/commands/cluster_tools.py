@@ -2,12 +2,11 @@
 
 Exit status: 0 done; 2 the user's input is wrong (a kubeconfig path that does not exist or does
 not parse, a pod that does not exist); 1 the cluster could not be read (unreachable, an API error,
-objects the scheduler cannot read). Every failure is one line on stderr.
+objects the scheduler cannot read). Every failure is one line on stderr (see ``commands.base``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import click
 
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_snapshot_text
+from gpufleet.commands.base import Command, CommandError
 from gpufleet.kube.explain import explain_in_cluster
-from gpufleet.kube.snapshot import ClusterAccessError, ClusterReader, read_cluster
+from gpufleet.kube.snapshot import ClusterReader, read_cluster
 
 # Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
 ReaderFactory = Callable[[str | None, str | None], ClusterReader]
@@ -31,28 +31,19 @@ def _lightkube_reader(kubeconfig: str | None, context: str | None) -> ClusterRea
 reader_factory: ReaderFactory = _lightkube_reader
 
 
-def _fail(command: str, err: ClusterAccessError) -> None:
-    click.echo(f"gpufleet {command}: {err}", err=True)
-    sys.exit(err.exit_code)
-
-
 _kubeconfig = click.option("--kubeconfig", type=str, default=None,
                            help="Kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config).")
 _context = click.option("--context", type=str, default=None, help="Kubeconfig context (default: the current one).")
 
 
-@click.command()
+@click.command(cls=Command)
 @_kubeconfig
 @_context
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the snapshot here (default: stdout).")
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
-    try:
-        snap = read_cluster(reader_factory(kubeconfig, context))
-    except ClusterAccessError as err:
-        _fail("snapshot", err)
-        return
+    snap = read_cluster(reader_factory(kubeconfig, context))
     text = snap.to_yaml()
     for warning in snap.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -66,12 +57,11 @@ def snapshot(kubeconfig: str | None, context: str | None, output: str | None) ->
     try:
         Path(output).write_text(text, encoding="utf-8")
     except OSError as err:
-        click.echo(f"gpufleet snapshot: {output}: cannot write: {err.strerror or err}", err=True)
-        sys.exit(2)
+        raise CommandError(f"{output}: cannot write: {err.strerror or err}") from None
     click.echo(f"wrote {len(snap.documents)} objects to {output}", err=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("pod")
 @click.option("-n", "--namespace", type=str, default=None,
               help="The pod's namespace (default: the context's; POD may also be NAMESPACE/NAME).")
@@ -83,18 +73,12 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
     if "/" in pod:
         prefix, _, pod = pod.partition("/")
         if namespace is not None and namespace != prefix:
-            click.echo(f"gpufleet explain: the pod names namespace {prefix!r} but -n says {namespace!r}", err=True)
-            sys.exit(2)
+            raise CommandError(f"the pod names namespace {prefix!r} but -n says {namespace!r}")
         namespace = prefix
     if not pod or namespace == "":
-        click.echo("gpufleet explain: POD must be NAME or NAMESPACE/NAME", err=True)
-        sys.exit(2)
-    try:
-        reader = reader_factory(kubeconfig, context)
-        explanation = explain_in_cluster(reader, namespace or reader.default_namespace, pod)
-    except ClusterAccessError as err:
-        _fail("explain", err)
-        return
+        raise CommandError("POD must be NAME or NAMESPACE/NAME")
+    reader = reader_factory(kubeconfig, context)
+    explanation = explain_in_cluster(reader, namespace or reader.default_namespace, pod)
     for warning in explanation.warnings:
         click.echo(f"warning: {warning}", err=True)
     for line in explanation.lines:

@@ -17,7 +17,7 @@ import pytest
 from gpufleet.adapters.traces import load_nodes, load_trace
 from gpufleet.sim.fill import fill_nodes, run_sequence
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
 REPRO = SHARED / "fgd-atc23-results" / "repro_seed42"
 OPENB = SHARED / "alibaba-gpu-v2023-openb"
 STEPS = int(os.environ.get("GPUFLEET_REPRO_STEPS", "1500"))
