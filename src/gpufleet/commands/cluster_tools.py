@@ -18,6 +18,8 @@ from gpufleet.commands.base import Command, CommandError
 from gpufleet.kube.explain import explain_in_cluster
 from gpufleet.kube.snapshot import ClusterReader, read_cluster
 
+__all__ = ["explain", "reader_factory", "snapshot"]
+
 # Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
 ReaderFactory = Callable[[str | None, str | None], ClusterReader]
 

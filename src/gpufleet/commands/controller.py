@@ -17,6 +17,8 @@ from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.metrics import ControllerMetrics, serve_http
 from gpufleet.kube.ports import RealClock
 
+__all__ = ["controller"]
+
 DEFAULT_LEASE = "gpufleet-controller"
 DEFAULT_NAMESPACE = "gpufleet-system"
 

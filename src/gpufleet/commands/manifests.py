@@ -18,6 +18,8 @@ from gpufleet.kube.manifests import (
     write_chart_files,
 )
 
+__all__ = ["manifests"]
+
 # A namespace name is an RFC 1123 DNS label.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # An image reference: no whitespace or control characters, nothing YAML could misread.

@@ -11,6 +11,8 @@ from gpufleet.commands.base import Command, CommandError
 from gpufleet.kube.webhook_mutation import DEFAULT_MPS_HOST_DIR, MutationSettings
 from gpufleet.kube.webhook_server import ServerSettings, run_server, tls_context
 
+__all__ = ["webhook"]
+
 
 def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
     selector: dict[str, str] = {}

@@ -310,14 +310,6 @@ class FragmentationModel:
         return delta
 
 
-def pod_blocks(cluster: ClusterState, blocks: int | None, gpu_memory_bytes: int | None) -> IntArray:
-    """Blocks a fractional pod takes on each node (0: cannot go there)."""
-    if blocks is not None:
-        return np.full(len(cluster.nodes), blocks, dtype=np.int64)
-    return blocks_for_memory(gpu_memory_bytes or 0, cluster.gpu_memory_mib)
-
-
-
 def lexmin(candidates: IntArray, keys: Sequence[npt.NDArray[np.generic]]) -> int:
     """The candidate with the smallest keys, compared in order (ties: the first candidate)."""
     for key in keys:
