@@ -110,7 +110,7 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
     out: list[PodInfo] = []
     append = out.append
     for i, pod in enumerate(pods):
-        group = pod_group_of(pod, groups)
+        group = pod_group_of(pod, groups) if groups else None  # no call per pod in the common case
         pcn = pod.priority_class_name
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
