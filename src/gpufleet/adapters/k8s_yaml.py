@@ -25,8 +25,19 @@ from gpufleet.adapters._k8s_models import (
 )
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
-from gpufleet.domain import Pod, PodGroup, Queue, SchedulerConfig, Snapshot
-from gpufleet.domain.model import LABEL_QUEUE
+from gpufleet.domain import Pod, PodGroup, SchedulerConfig, Snapshot
+from gpufleet.domain.model import LABEL_QUEUE, QueueName
+from gpufleet.domain.queues import (
+    NotALeaf,
+    QueueCycle,
+    QueueSource,
+    QueueTree,
+    UnknownParent,
+    UnknownQueue,
+    pod_group_of,
+    queue_source,
+    resolve_queue,
+)
 
 __all__ = [
     "InputError",
@@ -264,12 +275,8 @@ class _Validator:
         self.snapshot = snapshot
         self.source = source
         self.locations = locations
-        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
-        self.first_child: dict[str, str] = {}
-        for queue in snapshot.queues:
-            if queue.parent is not None:
-                self.first_child.setdefault(queue.parent, queue.name)
-        self.default_queue: str = snapshot.config.default_queue
+        self.tree = QueueTree.of(snapshot.queues)
+        self.default_queue: QueueName = snapshot.config.default_queue
 
     def fail(self, kind: str, name: str, path: str, message: str, occurrence: int = 0) -> InputError:
         entries = self.locations.get((kind, name)) or []
@@ -302,33 +309,23 @@ class _Validator:
                 seen.add(name)
 
     def check_queue_tree(self) -> None:
-        for queue in self.snapshot.queues:
-            if queue.parent is not None and queue.parent not in self.queues:
-                raise self.fail("Queue", queue.name, "spec.parent", f"unknown queue {describe(queue.parent)}")
-        state: dict[str, int] = {}  # 1: on the path being walked, 2: known to reach a root
-        for queue in self.snapshot.queues:
-            path: list[str] = []
-            current: str | None = queue.name
-            while current is not None and current not in state:
-                state[current] = 1
-                path.append(current)
-                current = self.queues[current].parent
-            if current is not None and state[current] == 1:
-                cycle = [*path[path.index(current) :], current]
-                raise self.fail("Queue", current, "spec.parent", "cycle in the queue tree: " + " -> ".join(cycle))
-            for name in path:
-                state[name] = 2
+        broken = self.tree.broken.items()
+        for name, problem in broken:  # a queue's own unknown parent first, in the order given
+            if isinstance(problem, UnknownParent) and problem.queue == name:
+                raise self.fail("Queue", name, "spec.parent", f"unknown queue {describe(problem.parent)}")
+        for _, problem in broken:
+            if isinstance(problem, QueueCycle):
+                loop = problem.loop
+                raise self.fail("Queue", loop[0], "spec.parent", "cycle in the queue tree: " + " -> ".join(loop))
 
-    def queue_problem(self, name: str) -> str | None:
-        """Why pods may not go to queue ``name`` (None: they may)."""
-        if name not in self.queues:
-            if name == self.default_queue:
-                return None  # created implicitly by the engine
-            return f"unknown queue {describe(name)}"
-        child = self.first_child.get(name)
-        if child is not None:
-            return f"queue {describe(name)} is not a leaf (it is the parent of {describe(child)})"
-        return None
+    def queue_problem(self, name: QueueName) -> str | None:
+        """Why pods may not go to queue ``name`` (None: they may), in the loader's words."""
+        problem = self.tree.use_problem(name, self.default_queue)
+        if isinstance(problem, UnknownQueue):
+            return f"unknown queue {describe(problem.queue)}"
+        if isinstance(problem, NotALeaf):
+            return f"queue {describe(problem.queue)} is not a leaf (it is the parent of {describe(problem.child)})"
+        return None  # the tree itself was checked first: no broken ancestry is left here
 
     def check_pod_queues(self) -> None:
         groups: dict[str, PodGroup] = {g.key: g for g in self.snapshot.pod_groups}
@@ -336,27 +333,29 @@ class _Validator:
         for pod in self.snapshot.pods:
             if not pod.ours or pod.finished:
                 continue
-            if pod.queue_label is not None:
-                problem = self.queue_problem(pod.queue_label)
+            group = pod_group_of(pod, groups)
+            source = queue_source(pod, group)
+            queue = resolve_queue(pod, group, self.default_queue)
+            if source is QueueSource.LABEL:
+                problem = self.queue_problem(queue)
                 if problem is not None:
                     raise self.fail("Pod", pod.key, f"metadata.labels.{LABEL_QUEUE}", problem)
-                continue
-            group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
-            if group is not None and group.queue is not None:
+            elif source is QueueSource.POD_GROUP:
+                assert group is not None
                 if group.key not in checked_groups:
                     checked_groups.add(group.key)
-                    problem = self.queue_problem(group.queue)
+                    problem = self.queue_problem(queue)
                     if problem is not None:
                         raise self.fail("PodGroup", group.key, "spec.queue", problem)
-                continue
-            problem = self.queue_problem(self.default_queue)
-            if problem is not None:
-                raise self.fail(
-                    "Pod",
-                    pod.key,
-                    f"metadata.labels.{LABEL_QUEUE}",
-                    f"no queue given, and the default queue: {problem}",
-                )
+            else:
+                problem = self.queue_problem(queue)
+                if problem is not None:
+                    raise self.fail(
+                        "Pod",
+                        pod.key,
+                        f"metadata.labels.{LABEL_QUEUE}",
+                        f"no queue given, and the default queue: {problem}",
+                    )
 
     def check_priority_classes(self) -> None:
         first: str | None = None

@@ -4,6 +4,17 @@
 (bindings, evictions, pending pods with reasons). No I/O, no clock, no randomness.
 """
 
+from gpufleet.engine.fit import blocks_for_memory, gpu_fit, node_fit, resources_fit, share_cells
 from gpufleet.engine.scheduler import schedule
 
 __all__ = ["schedule"]
+
+# The fit test (does a pod fit a node now, which GPUs a share may take), for the simulator's fill
+# experiment: the placement's own rule, so that "fits" cannot mean two things.
+__all__ += [
+    "blocks_for_memory",
+    "gpu_fit",
+    "node_fit",
+    "resources_fit",
+    "share_cells",
+]

@@ -36,6 +36,15 @@ from gpufleet.domain import (
     Snapshot,
 )
 from gpufleet.domain.model import LABEL_PREFIX
+from gpufleet.domain.queues import (
+    NotALeaf,
+    QueueProblem,
+    QueueTree,
+    UnknownParent,
+    UnknownQueue,
+    pod_group_of,
+    resolve_queue,
+)
 from gpufleet.kube.ports import Kind
 from gpufleet.kube.snapshot import wanted_pod
 
@@ -136,35 +145,15 @@ class SnapshotView:
     problems: tuple[str, ...]  # objects that could not be read
 
 
-def _queue_problems(queues: list[Queue]) -> dict[str, str]:
-    """Queues pods may not use: those whose ancestry is broken (unknown parent, a cycle)."""
-    by_name = {q.name: q for q in queues}
-    bad: dict[str, str] = {}
-    for queue in queues:
-        seen: list[str] = []
-        current: Queue | None = queue
-        while current is not None and current.name not in seen:
-            seen.append(current.name)
-            if current.parent is None:
-                current = None
-            elif current.parent not in by_name:
-                bad[queue.name] = f"queue {current.name!r} names an unknown parent {current.parent!r}"
-                break
-            else:
-                current = by_name[current.parent]
-        else:
-            if current is not None:
-                bad[queue.name] = "cycle in the queue tree: " + " -> ".join([*seen, current.name])
-    return bad
-
-
-def _pod_queue(pod: Pod, groups: Mapping[str, PodGroup], default_queue: str) -> str:
-    if pod.queue_label:
-        return pod.queue_label
-    group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
-    if group is not None and group.queue:
-        return group.queue
-    return default_queue
+def _queue_problem_text(problem: QueueProblem) -> str:
+    """The controller's wording of a queue problem (events and status conditions show it)."""
+    if isinstance(problem, UnknownQueue):
+        return f"queue {problem.queue!r} does not exist"
+    if isinstance(problem, NotALeaf):
+        return f"queue {problem.queue!r} is not a leaf"
+    if isinstance(problem, UnknownParent):
+        return f"queue {problem.queue!r} names an unknown parent {problem.parent!r}"
+    return "cycle in the queue tree: " + " -> ".join(problem.path)
 
 
 def _placed(pod: Pod, binding: Binding) -> Pod:
@@ -189,12 +178,11 @@ def build_snapshot(
     configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
     config = configs[0] if configs else SchedulerConfig()
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
-    by_name = {q.name: q for q in queues}
-    parents = {q.parent for q in queues if q.parent}
-    broken = _queue_problems(queues)
+    tree = QueueTree.of(queues)
+    broken = tree.broken
     out_problems = list(problems)
     if broken:
-        out_problems.extend(f"Queue {name}: {why}" for name, why in sorted(broken.items()))
+        out_problems.extend(f"Queue {name}: {_queue_problem_text(why)}" for name, why in sorted(broken.items()))
 
     pods: dict[PodKey, Pod] = {}
     queue_of: dict[PodKey, str] = {}
@@ -207,18 +195,11 @@ def build_snapshot(
         if placed is not None and pod.node_name is None:
             pod = _placed(pod, placed)
         if pod.ours and not pod.finished:
-            queue = _pod_queue(pod, groups, config.default_queue)
-            problem: str | None = None
-            if queue not in by_name:
-                if queue != config.default_queue:  # the engine creates the default queue when missing
-                    problem = f"queue {queue!r} does not exist"
-            elif queue in parents:
-                problem = f"queue {queue!r} is not a leaf"
-            elif queue in broken:
-                problem = broken[queue]
+            queue = resolve_queue(pod, pod_group_of(pod, groups), config.default_queue)
+            problem = tree.use_problem(queue, config.default_queue)
             if problem is not None:
                 if pod.node_name is None:
-                    rejected[key] = problem
+                    rejected[key] = _queue_problem_text(problem)
                     continue
                 pod = dataclasses.replace(pod, scheduler_name=NOT_OURS)  # holds capacity, in no queue
             else:

@@ -27,11 +27,11 @@ format them itself.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from gpufleet.domain import BLOCKS_PER_GPU
 from gpufleet.domain.model import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX
+from gpufleet.domain.units import blocks_for_gpu_memory
 
 __all__ = [
     "ANNOTATION_MPS_MEM_LIMIT",
@@ -41,7 +41,6 @@ __all__ = [
 ]
 
 ANNOTATION_MPS_MEM_LIMIT = "gpufleet.dev/mps-mem-limit"
-MIB = 1024 * 1024
 
 
 def mps_memory_limit(gpu_blocks: int, gpu_memory_mib: int) -> str:
@@ -60,17 +59,13 @@ def mps_memory_limit(gpu_blocks: int, gpu_memory_mib: int) -> str:
 
 def blocks_for_memory(memory_bytes: int, gpu_memory_mib: int) -> int | None:
     """Blocks a ``gpu-memory`` request takes on a GPU of ``gpu_memory_mib`` MiB, as the engine
-    counts them (rounded up; at least 1); None when it does not fit on one GPU.
+    counts them: the domain's one rule (:func:`gpufleet.domain.units.blocks_for_gpu_memory`:
+    rounded up, at least 1; None when it does not fit on one GPU).
 
-    Used only by the webhook's static mode (``--gpu-memory-mib``); a test checks that it agrees
-    with the engine for every input, so the two cannot drift apart.
+    Used only by the webhook's static mode (``--gpu-memory-mib``), after the request was checked
+    to be a positive quantity; a test checks that it agrees with the engine's bindings.
     """
-    if memory_bytes <= 0 or gpu_memory_mib <= 0:
-        return None
-    blocks = math.ceil(memory_bytes * BLOCKS_PER_GPU / (gpu_memory_mib * MIB))
-    if blocks > BLOCKS_PER_GPU:
-        return None
-    return max(blocks, 1)
+    return blocks_for_gpu_memory(memory_bytes, gpu_memory_mib)
 
 
 def bind_annotations(
