@@ -15,15 +15,15 @@ import click
 
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_snapshot_text
-from gpufleet.kube.explain import explain_in_cluster
-from gpufleet.kube.snapshot import ClusterAccessError, ClusterReader, read_cluster
+from gpufleet.kube.inspect.explain import explain_in_cluster
+from gpufleet.kube.inspect.snapshot import ClusterAccessError, ClusterReader, read_cluster
 
 # Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
 ReaderFactory = Callable[[str | None, str | None], ClusterReader]
 
 
 def _lightkube_reader(kubeconfig: str | None, context: str | None) -> ClusterReader:
-    from gpufleet.kube.snapshot_lightkube import connect  # lightkube's import cost only for these commands
+    from gpufleet.kube.client.snapshot_lightkube import connect  # lightkube's import cost only for these commands
 
     return connect(kubeconfig, context=context)
 

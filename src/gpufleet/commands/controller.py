@@ -12,10 +12,10 @@ import sys
 
 import click
 
-from gpufleet.kube.controller import Controller, ControllerConfig
-from gpufleet.kube.leader import LeaseConfig
-from gpufleet.kube.metrics import ControllerMetrics, serve_http
-from gpufleet.kube.ports import RealClock
+from gpufleet.kube.client.port import RealClock
+from gpufleet.kube.controller.leader import LeaseConfig
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics, serve_http
 
 DEFAULT_LEASE = "gpufleet-controller"
 DEFAULT_NAMESPACE = "gpufleet-system"
@@ -78,7 +78,7 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     """
     from lightkube.core.exceptions import ConfigError
 
-    from gpufleet.kube.lightkube_api import connect
+    from gpufleet.kube.client.lightkube_api import connect
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if kubeconfig is not None and not os.path.isfile(kubeconfig):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gpufleet.kube.manifests import (
+from gpufleet.kube.install.manifests import (
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     InstallOptions,

@@ -1,0 +1,1 @@
+"""Test doubles shared by the tests and the scripts: the in-memory API and its HTTP emulator."""
