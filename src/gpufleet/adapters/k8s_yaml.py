@@ -25,8 +25,9 @@ from gpufleet.adapters._k8s_models import (
 )
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
-from gpufleet.domain import Pod, PodGroup, Queue, SchedulerConfig, Snapshot
-from gpufleet.domain.model import LABEL_QUEUE
+from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
+from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, Queue, SchedulerConfig, Snapshot
 
 __all__ = [
     "InputError",
@@ -39,8 +40,6 @@ __all__ = [
     "validate_snapshot",
 ]
 
-GPUFLEET_GROUP = "gpufleet.dev"
-GPUFLEET_VERSION = "v1alpha1"
 _OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import click
 
-from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.k8s_yaml import load_snapshot_text
+from gpufleet.adapters import InputError, load_snapshot_text
 from gpufleet.kube.inspect.explain import explain_in_cluster
 from gpufleet.kube.inspect.snapshot import ClusterAccessError, ClusterReader, read_cluster
 

@@ -14,13 +14,13 @@ from gpufleet.domain import (
     MILLI,
     MILLI_PER_BLOCK,
     PODS,
+    SCHEDULER_NAME,
     Pod,
     PodGroup,
     PodKey,
     QueueName,
     Snapshot,
 )
-from gpufleet.domain.model import SCHEDULER_NAME
 from gpufleet.engine.cluster import ClusterState, IntArray
 
 MIB = 1024 * 1024

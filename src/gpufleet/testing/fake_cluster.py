@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.adapters.k8s_yaml_writer import format_time
+from gpufleet.adapters import format_time
 from gpufleet.kube.client.port import ApiError, Kind, ObjectList, WatchEvent
 from gpufleet.kube.controller.convert import label_selector_matches
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from gpufleet.domain import API_GROUP, API_VERSION
+
 __all__ = [
     "ApiError",
     "Clock",
@@ -36,9 +38,9 @@ class Kind(Enum):
     NODE = ("", "v1", "Node", "nodes", False)
     POD = ("", "v1", "Pod", "pods", True)
     PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False)
-    QUEUE = ("gpufleet.dev", "v1alpha1", "Queue", "queues", False)
-    POD_GROUP = ("gpufleet.dev", "v1alpha1", "PodGroup", "podgroups", True)
-    SCHEDULER_CONFIG = ("gpufleet.dev", "v1alpha1", "SchedulerConfig", "schedulerconfigs", False)
+    QUEUE = (API_GROUP, API_VERSION, "Queue", "queues", False)
+    POD_GROUP = (API_GROUP, API_VERSION, "PodGroup", "podgroups", True)
+    SCHEDULER_CONFIG = (API_GROUP, API_VERSION, "SchedulerConfig", "schedulerconfigs", False)
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)

@@ -22,11 +22,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gpufleet.domain import Binding, Eviction, PodKey
-from gpufleet.domain.model import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX, ANNOTATION_GPU_MEMORY
+from gpufleet.domain import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_MPS_MEM_LIMIT,
+    Binding,
+    Eviction,
+    PodKey,
+)
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.metrics import ControllerMetrics
-from gpufleet.kube.webhook.annotations import ANNOTATION_MPS_MEM_LIMIT, mps_memory_limit
+from gpufleet.kube.webhook.annotations import mps_memory_limit
 
 __all__ = ["BindOutcome", "Binder", "EvictOutcome", "InFlight", "NotLeader", "desired_annotations"]
 

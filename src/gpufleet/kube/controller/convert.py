@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.adapters._fields import FieldError
-from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.k8s_yaml import reader_for, validate_snapshot
+from gpufleet.adapters import FieldError, InputError, reader_for, validate_snapshot
 from gpufleet.domain import (
+    LABEL_PREFIX,
     Binding,
     Node,
     NodeName,
@@ -35,7 +34,6 @@ from gpufleet.domain import (
     SchedulerConfig,
     Snapshot,
 )
-from gpufleet.domain.model import LABEL_PREFIX
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.inspect.snapshot import wanted_pod
 

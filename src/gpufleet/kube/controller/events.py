@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.domain import REPORTING_CONTROLLER
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.leader import micro_time
 from gpufleet.kube.controller.metrics import ControllerMetrics
@@ -21,7 +22,6 @@ __all__ = ["REPORTING_CONTROLLER", "EventRecorder", "PodEvent"]
 
 log = logging.getLogger(__name__)
 
-REPORTING_CONTROLLER = "gpufleet.dev/scheduler"
 MAX_NOTE = 1024  # the API server refuses longer notes
 
 

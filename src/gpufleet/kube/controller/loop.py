@@ -32,8 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufleet.domain import Binding, Decisions, Eviction, PendingPod, PodKey
-from gpufleet.domain.model import LABEL_GPU_MEMORY, LABEL_POD_GROUP
+from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, Binding, Decisions, Eviction, PendingPod, PodKey
 from gpufleet.engine import schedule
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader

@@ -16,8 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 
-from gpufleet.adapters._k8s_models import QUANTITY_JSON_SCHEMA
-from gpufleet.adapters.quantity import to_milli
+from gpufleet.adapters import QUANTITY_JSON_SCHEMA, to_milli
 
 __all__ = [
     "Condition",

@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.k8s_yaml import load_snapshot_text
-from gpufleet.domain import Decisions, Eviction, EvictionReason, Pod, Snapshot
-from gpufleet.domain.model import SCHEDULER_NAME
+from gpufleet.adapters import InputError, load_snapshot_text
+from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.engine import schedule
 from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, ClusterAccessError, ClusterReader, read_cluster
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from gpufleet.domain.model import LABEL_PREFIX, SCHEDULER_NAME
+from gpufleet.domain import API_GROUP_VERSION, LABEL_PREFIX, SCHEDULER_NAME
 
 __all__ = [
     "ClusterAccessError",
@@ -33,18 +33,17 @@ __all__ = [
     "wanted_pod",
 ]
 
-GPUFLEET_API = "gpufleet.dev/v1alpha1"
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 class ObjectKind(Enum):
     """The kinds a snapshot holds, in the order they are written: (apiVersion, kind, plural, namespaced)."""
 
-    SCHEDULER_CONFIG = (GPUFLEET_API, "SchedulerConfig", "schedulerconfigs", False)
+    SCHEDULER_CONFIG = (API_GROUP_VERSION, "SchedulerConfig", "schedulerconfigs", False)
     PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False)
-    QUEUE = (GPUFLEET_API, "Queue", "queues", False)
+    QUEUE = (API_GROUP_VERSION, "Queue", "queues", False)
     NODE = ("v1", "Node", "nodes", False)
-    POD_GROUP = (GPUFLEET_API, "PodGroup", "podgroups", True)
+    POD_GROUP = (API_GROUP_VERSION, "PodGroup", "podgroups", True)
     POD = ("v1", "Pod", "pods", True)
 
     @property
@@ -237,7 +236,7 @@ def read_cluster(reader: ClusterReader) -> ClusterSnapshot:
         try:
             objects = list(reader.list_objects(kind))
         except ResourceNotServed:
-            if kind.api_version != GPUFLEET_API:
+            if kind.api_version != API_GROUP_VERSION:
                 raise ClusterAccessError(f"the API server does not serve {kind.api_version} {kind.kind}") from None
             warnings.append(f"the API server does not serve {kind.api_version} {kind.kind} "
                             "(are gpufleet's CRDs installed?); the snapshot has none")

@@ -29,7 +29,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from gpufleet.adapters._k8s_models import PodGroupSpec, QueueSpec, SchedulerConfigSpec
+from gpufleet.adapters import PodGroupSpec, QueueSpec, SchedulerConfigSpec
+from gpufleet.domain import API_GROUP as GROUP
+from gpufleet.domain import API_VERSION as VERSION
 from gpufleet.kube.controller.status import PodGroupStatus, QueueStatus
 
 __all__ = [
@@ -45,8 +47,6 @@ __all__ = [
     "to_structural",
 ]
 
-GROUP = "gpufleet.dev"
-VERSION = "v1alpha1"
 GENERATED_HEADER = "# Generated from gpufleet's models by `gpufleet manifests`: do not edit.\n"
 
 # --- JSON Schema -> structural schema ---------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from gpufleet import __version__
+from gpufleet.domain import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_MEMORY
 from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, crd_file_name, crd_yaml
 from gpufleet.kube.install.rbac import RULES
 from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
@@ -60,8 +61,8 @@ WEBHOOK_TLS_DIR = "/etc/gpufleet/webhook-tls"
 WEBHOOK_MATCH = (
     "has(object.spec.schedulerName) && object.spec.schedulerName == 'gpufleet'"
     " && has(object.metadata.annotations)"
-    " && ('gpufleet.dev/gpu-blocks' in object.metadata.annotations"
-    " || 'gpufleet.dev/gpu-memory' in object.metadata.annotations)"
+    f" && ('{ANNOTATION_GPU_BLOCKS}' in object.metadata.annotations"
+    f" || '{ANNOTATION_GPU_MEMORY}' in object.metadata.annotations)"
 )
 
 # The priorities of the examples in the docs: train is preemptible; build and inference are at or
@@ -303,7 +304,7 @@ def _webhook_objects(options: InstallOptions) -> list[dict[str, Any]]:
     service = f"{WEBHOOK}.{ns}.svc"
     issuer = f"{WEBHOOK}-selfsigned"
     webhook = {
-        "name": "fractional-gpus.gpufleet.dev",
+        "name": f"fractional-gpus.{GROUP}",
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
         "failurePolicy": "Fail",

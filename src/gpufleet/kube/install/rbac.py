@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufleet.domain import API_GROUP
 from gpufleet.kube.client.port import Kind
 
 __all__ = ["RULES", "allowed", "verb_of"]
@@ -23,9 +24,9 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
-    {"apiGroups": ["gpufleet.dev"], "resources": ["queues", "podgroups", "schedulerconfigs"],
+    {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs"],
      "verbs": ["list", "watch"]},
-    {"apiGroups": ["gpufleet.dev"], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
+    {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     # Leader election (a Role in the controller's namespace).
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},

@@ -30,8 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gpufleet.domain import BLOCKS_PER_GPU
-from gpufleet.domain.model import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX
+from gpufleet.domain import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX, ANNOTATION_MPS_MEM_LIMIT, BLOCKS_PER_GPU
 
 __all__ = [
     "ANNOTATION_MPS_MEM_LIMIT",
@@ -40,7 +39,6 @@ __all__ = [
     "mps_memory_limit",
 ]
 
-ANNOTATION_MPS_MEM_LIMIT = "gpufleet.dev/mps-mem-limit"
 MIB = 1024 * 1024
 
 

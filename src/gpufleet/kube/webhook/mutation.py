@@ -30,15 +30,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.adapters._fields import FieldError
-from gpufleet.adapters._k8s_core import pod_from_dict
-from gpufleet.domain.model import (
+from gpufleet.adapters import FieldError, pod_from_dict
+from gpufleet.domain import (
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     ANNOTATION_GPU_MEMORY,
+    ANNOTATION_MPS_MEM_LIMIT,
     SCHEDULER_NAME,
 )
-from gpufleet.kube.webhook.annotations import ANNOTATION_MPS_MEM_LIMIT, blocks_for_memory, mps_memory_limit
+from gpufleet.kube.webhook.annotations import blocks_for_memory, mps_memory_limit
 
 __all__ = [
     "ENV_GPU_INDEX",

@@ -28,6 +28,8 @@ from gpufleet.domain import (
     BLOCKS_PER_GPU,
     CPU,
     GPU,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
@@ -38,7 +40,6 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.model import LABEL_GPU_MEMORY, LABEL_GPU_PRODUCT
 from gpufleet.engine.fragmentation import FragmentationModel, TargetShape, TargetWorkload, shape_of
 from gpufleet.sim.fill.policies import Choice, FillPolicy, Request, make_policy
 
