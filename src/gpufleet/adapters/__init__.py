@@ -30,6 +30,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import (
     load_config_file,
     load_config_text,
+    load_snapshot_documents,
     load_snapshot_file,
     load_snapshot_text,
     reader_for,
@@ -62,6 +63,7 @@ __all__ = [
     "load_config_file",
     "load_config_text",
     "load_nodes",
+    "load_snapshot_documents",
     "load_snapshot_file",
     "load_snapshot_text",
     "load_trace",

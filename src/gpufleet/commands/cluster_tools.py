@@ -7,27 +7,45 @@ objects the scheduler cannot read). Every failure is one line on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from gpufleet.adapters import InputError, load_snapshot_text
-from gpufleet.kube.inspect.explain import explain_in_cluster
-from gpufleet.kube.inspect.snapshot import ClusterAccessError, ClusterReader, read_cluster
+from gpufleet.kube.client.port import ClusterAccessError, ClusterApi
+from gpufleet.kube.inspect.explain import Explanation, explain_in_cluster
+from gpufleet.kube.inspect.snapshot import ClusterSnapshot, read_cluster
 
-# Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
-ReaderFactory = Callable[[str | None, str | None], ClusterReader]
+T = TypeVar("T")
 
-
-def _lightkube_reader(kubeconfig: str | None, context: str | None) -> ClusterReader:
-    from gpufleet.kube.client.snapshot_lightkube import connect  # lightkube's import cost only for these commands
-
-    return connect(kubeconfig, context=context)
+# Tests swap this for a function returning an in-memory client; (kubeconfig, context) -> the API.
+ApiFactory = Callable[[str | None, str | None], ClusterApi]
 
 
-reader_factory: ReaderFactory = _lightkube_reader
+def _lightkube_api(kubeconfig: str | None, context: str | None) -> ClusterApi:
+    from gpufleet.kube.client.lightkube_api import connect  # lightkube's import cost only for these commands
+
+    return connect(kubeconfig, context=context, timeout=10.0)
+
+
+api_factory: ApiFactory = _lightkube_api
+
+
+def _with_api(kubeconfig: str | None, context: str | None, work: Callable[[ClusterApi], Awaitable[T]]) -> T:
+    """``work`` on a client of the cluster, in an event loop of its own; the client is closed after."""
+
+    async def run() -> T:
+        api = api_factory(kubeconfig, context)
+        try:
+            return await work(api)
+        finally:
+            await api.close()
+
+    return asyncio.run(run())
 
 
 def _fail(command: str, err: ClusterAccessError) -> None:
@@ -48,7 +66,7 @@ _context = click.option("--context", type=str, default=None, help="Kubeconfig co
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
     try:
-        snap = read_cluster(reader_factory(kubeconfig, context))
+        snap: ClusterSnapshot = _with_api(kubeconfig, context, read_cluster)
     except ClusterAccessError as err:
         _fail("snapshot", err)
         return
@@ -89,8 +107,9 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
         click.echo("gpufleet explain: POD must be NAME or NAMESPACE/NAME", err=True)
         sys.exit(2)
     try:
-        reader = reader_factory(kubeconfig, context)
-        explanation = explain_in_cluster(reader, namespace or reader.default_namespace, pod)
+        explanation: Explanation = _with_api(
+            kubeconfig, context, lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod)
+        )
     except ClusterAccessError as err:
         _fail("explain", err)
         return

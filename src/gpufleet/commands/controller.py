@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from gpufleet.kube.client.port import RealClock
+from gpufleet.kube.client.port import ClusterAccessError, RealClock
 from gpufleet.kube.controller.leader import LeaseConfig
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics, serve_http
@@ -76,8 +76,6 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
 
     See docs/controller.md.
     """
-    from lightkube.core.exceptions import ConfigError
-
     from gpufleet.kube.client.lightkube_api import connect
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -86,7 +84,7 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
         sys.exit(2)
     try:
         api = connect(kubeconfig, server=server, fast_http=http_engine == "aiohttp", concurrency=concurrency)
-    except (ConfigError, OSError, ValueError, KeyError, TypeError) as err:
+    except ClusterAccessError as err:
         click.echo(f"gpufleet controller: cannot use the cluster configuration: {err}", err=True)
         sys.exit(2)
     name = identity or _default_identity()

@@ -5,7 +5,8 @@ controller can tell: one global, increasing ``resourceVersion``; watches that re
 and fail with 410 Gone once that version has been compacted away; optimistic concurrency (409) on
 replace; the pods/binding subresource (409 when the pod is already bound, annotations of the
 Binding copied onto the pod as the real API server does); the pods/eviction subresource checking
-PodDisruptionBudgets (429); JSON merge patches; the status subresource.
+PodDisruptionBudgets (429); JSON merge patches; the status subresource; kinds it does not serve
+(404, as for a CRD that is not installed: :attr:`FakeCluster.not_served`).
 
 Each caller gets its own :class:`FakeClient` (``cluster.client("replica-a")``), which implements
 :class:`~gpufleet.kube.client.port.ClusterApi`; every call is logged with its caller in
@@ -17,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.adapters import format_time
-from gpufleet.kube.client.port import ApiError, Kind, ObjectList, WatchEvent
+from gpufleet.kube.client.port import ApiError, ClusterApi, Kind, ObjectList, WatchEvent
 from gpufleet.kube.controller.convert import label_selector_matches
 
 __all__ = ["Call", "FakeClient", "FakeCluster", "VirtualClock", "merge_patch"]
@@ -112,6 +113,7 @@ class _Fault:
     after_apply: bool
     match: Callable[[str, str], bool] | None
     message: str
+    kind: Kind | None = None
 
 
 @dataclass
@@ -136,8 +138,13 @@ def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
 class FakeCluster:
     """The store behind every :class:`FakeClient` (see the module docstring)."""
 
-    def __init__(self, clock: Any = None, *, graceful_eviction: bool = False, history_limit: int = 1_000_000) -> None:
+    def __init__(self, clock: Any = None, *, graceful_eviction: bool = False, history_limit: int = 1_000_000,
+                 server: str = "https://fake-apiserver:6443", default_namespace: str = "default",
+                 not_served: Iterable[Kind] = ()) -> None:
         self.clock = clock if clock is not None else VirtualClock()
+        self.server = server  # what clients report as their API server, for messages
+        self.default_namespace = default_namespace  # the namespace of the clients' "current context"
+        self.not_served = set(not_served)  # every call on these kinds is a 404
         self.graceful_eviction = graceful_eviction  # evicted pods linger (deletionTimestamp) until finished
         self.history_limit = history_limit
         self._stores: dict[Kind, _Store] = {kind: _Store() for kind in Kind}
@@ -162,10 +169,12 @@ class FakeCluster:
         after_apply: bool = False,
         match: Callable[[str, str], bool] | None = None,
         message: str = "injected fault",
+        kind: Kind | None = None,
     ) -> None:
-        """Make the next ``times`` calls of ``op`` (whose (namespace, name) ``match``) fail with
-        ``status``; ``after_apply``: the call takes effect first (a reply lost on the way back)."""
-        self._faults.append(_Fault(op, status, times, after_apply, match, message))
+        """Make the next ``times`` calls of ``op`` (on ``kind``, when given, and whose (namespace,
+        name) ``match``) fail with ``status``; ``after_apply``: the call takes effect first (a reply
+        lost on the way back)."""
+        self._faults.append(_Fault(op, status, times, after_apply, match, message, kind))
 
     def compact(self) -> None:
         """Forget the change history: watches resuming from an older version get 410 Gone."""
@@ -252,11 +261,11 @@ class FakeCluster:
         for queue in store.watchers:
             queue.put_nowait((rv, event_type, obj))
 
-    def _check_fault(self, op: str, namespace: str, name: str, after: bool) -> None:
+    def _check_fault(self, op: str, kind: Kind, namespace: str, name: str, after: bool) -> None:
         for fault in self._faults:
             if fault.op == op and fault.remaining > 0 and fault.after_apply == after and (
-                fault.match is None or fault.match(namespace, name)
-            ):
+                fault.kind is None or fault.kind is kind
+            ) and (fault.match is None or fault.match(namespace, name)):
                 fault.remaining -= 1
                 if fault.status == 0:
                     raise ApiError(0, "Disconnected", fault.message)
@@ -424,9 +433,11 @@ class FakeCluster:
     def _evaluate(self, op: str, kind: Kind, namespace: str, name: str, caller: str, action: Callable[[], Any]) -> Any:
         """Run one call with fault injection and logging."""
         try:
-            self._check_fault(op, namespace, name, after=False)
+            if kind in self.not_served:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._check_fault(op, kind, namespace, name, after=False)
             result = action()
-            self._check_fault(op, namespace, name, after=True)
+            self._check_fault(op, kind, namespace, name, after=True)
         except ApiError as err:
             self._record(op, kind, namespace, name, caller, err.status)
             raise
@@ -448,6 +459,14 @@ class FakeClient:
     def __init__(self, cluster: FakeCluster, caller: str) -> None:
         self.cluster = cluster
         self.caller = caller
+
+    @property
+    def server(self) -> str:
+        return self.cluster.server
+
+    @property
+    def default_namespace(self) -> str:
+        return self.cluster.default_namespace
 
     async def list(self, kind: Kind) -> ObjectList:
         items, rv = self.cluster._evaluate("list", kind, "", "", self.caller, lambda: self.cluster._list(kind))
@@ -516,3 +535,9 @@ class FakeClient:
 
     async def close(self) -> None:
         return None
+
+
+if TYPE_CHECKING:  # the fake is an adapter of the one port: mypy checks it stays one
+
+    def _is_a_port(client: FakeClient) -> ClusterApi:
+        return client

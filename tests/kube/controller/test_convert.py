@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from gpufleet.bench.shapes import make_shape
 from gpufleet.engine import schedule
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.convert import Overlay, build_snapshot, label_selector_matches, relevant_change
-from gpufleet.kube.inspect.snapshot import ObjectKind, read_cluster
+from gpufleet.kube.inspect.snapshot import read_cluster
 from gpufleet.testing.fake_cluster import FakeCluster
 
 from .controller_objects import informing, make_controller, node, pod
@@ -24,23 +24,6 @@ _KINDS = {k.kind: k for k in Kind}
 def _load(cluster: FakeCluster, documents: Iterable[dict[str, Any]]) -> None:
     for doc in documents:
         cluster.put(_KINDS[doc["kind"]], doc)
-
-
-class _Reader:
-    """K3's ClusterReader over the fake: what `gpufleet snapshot` would read from the cluster."""
-
-    def __init__(self, cluster: FakeCluster) -> None:
-        self.cluster = cluster
-
-    @property
-    def default_namespace(self) -> str:
-        return "default"
-
-    def list_objects(self, kind: ObjectKind) -> Iterable[Mapping[str, Any]]:
-        return self.cluster.objects(next(k for k in Kind if k.plural == kind.plural))
-
-    def get_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self.cluster.object(Kind.POD, namespace, name)
 
 
 @pytest.mark.asyncio
@@ -54,7 +37,8 @@ async def test_controller_and_replay_of_a_snapshot_decide_the_same(shape: str) -
         view = controller.snapshot()
     assert not view.problems and not view.rejected
     from_controller = schedule(view.snapshot)
-    replayed = schedule(load_snapshot_text(read_cluster(_Reader(cluster)).to_yaml(), "snapshot.yaml"))
+    # what `gpufleet snapshot` reads through the same port
+    replayed = schedule(load_snapshot_text((await read_cluster(cluster.client("snapshot"))).to_yaml(), "snapshot.yaml"))
     assert from_controller.bindings == replayed.bindings
     assert from_controller.evictions == replayed.evictions
     assert from_controller.pending == replayed.pending

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from click.testing import CliRunner
 
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
-from gpufleet.kube.inspect.explain import explain_in_cluster
-from gpufleet.kube.inspect.snapshot import ClusterAccessError, ObjectKind
+from gpufleet.kube.client.port import ClusterAccessError, Kind
+from gpufleet.kube.inspect.explain import Explanation, explain_in_cluster
+from gpufleet.testing.fake_cluster import FakeClient, FakeCluster
 
-from .snapshot_fake import FakeCluster, cluster_objects, pod
+from .cluster_objects import client, cluster_objects, fake_cluster, pod
 
 
-def explain(namespace: str, name: str, cluster: FakeCluster | None = None) -> str:
-    return "\n".join(explain_in_cluster(cluster or FakeCluster(), namespace, name).lines)
+def explain_with(api: FakeClient, namespace: str, name: str) -> Explanation:
+    return asyncio.run(explain_in_cluster(api, namespace, name))
+
+
+def explain(namespace: str, name: str, api: FakeClient | None = None) -> str:
+    return "\n".join(explain_with(api or client(), namespace, name).lines)
 
 
 def test_pending_pod_that_binds_by_evicting() -> None:
@@ -65,15 +72,15 @@ def test_pods_outside_the_snapshot() -> None:
 
 def test_gang_member_is_told_what_its_gang_evicts() -> None:
     objects = cluster_objects()
-    objects[ObjectKind.POD] = [p for p in objects[ObjectKind.POD] if p["metadata"]["name"] != "a-train"]
+    objects[Kind.POD] = [p for p in objects[Kind.POD] if p["metadata"]["name"] != "a-train"]
     for index in range(2):
         member = pod("team-a", f"a-g-{index}", gpus=4, queue="team-a", priority_class="train")
         member["metadata"]["labels"]["gpufleet.dev/pod-group"] = "pair"
-        objects[ObjectKind.POD].append(member)
-    objects[ObjectKind.POD_GROUP] = [{"apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
+        objects[Kind.POD].append(member)
+    objects[Kind.POD_GROUP] = [{"apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
                                       "metadata": {"name": "pair", "namespace": "team-a"},
                                       "spec": {"minMember": 2}}]
-    lines = explain("team-a", "a-g-1", FakeCluster(objects)).splitlines()
+    lines = explain("team-a", "a-g-1", client(objects)).splitlines()
     assert lines[0] == "team-a/a-g-1 is pending; it asks for 4 whole GPUs, in gang team-a/pair."
     assert lines[1].startswith("gpufleet would bind it to node n2 (GPUs ")
     assert lines[2] == "To make room its gang would evict:"
@@ -82,16 +89,16 @@ def test_gang_member_is_told_what_its_gang_evicts() -> None:
 
 def test_missing_pod_is_an_input_error() -> None:
     with pytest.raises(ClusterAccessError) as caught:
-        explain_in_cluster(FakeCluster(), "team-a", "ghost")
+        explain_with(client(), "team-a", "ghost")
     assert caught.value.exit_code == 2
     assert str(caught.value) == "pod team-a/ghost not found"
 
 
 def test_a_cluster_the_loader_rejects_is_a_cluster_error() -> None:
     objects = cluster_objects()
-    objects[ObjectKind.QUEUE] = []
+    objects[Kind.QUEUE] = []
     with pytest.raises(ClusterAccessError) as caught:
-        explain_in_cluster(FakeCluster(objects), "team-a", "a-train")
+        explain_with(client(objects), "team-a", "a-train")
     assert caught.value.exit_code == 1
     assert "the cluster holds an object gpufleet cannot read: cluster snapshot: document" in str(caught.value)
 
@@ -100,18 +107,18 @@ def test_a_cluster_the_loader_rejects_is_a_cluster_error() -> None:
 
 
 @pytest.fixture()
-def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    cluster = FakeCluster()
-    monkeypatch.setattr(cluster_tools, "reader_factory", lambda kubeconfig, context: cluster)
+def serving(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    cluster = fake_cluster()
+    monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: cluster.client("gpufleet"))
     return cluster
 
 
 @pytest.mark.parametrize("args", [["team-a/a-train"], ["a-train"], ["-n", "team-a", "a-train"]])
-def test_cli_explain(fake_cluster: FakeCluster, args: list[str]) -> None:
+def test_cli_explain(serving: FakeCluster, args: list[str]) -> None:
     result = CliRunner().invoke(main, ["explain", *args])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1] == "gpufleet would bind it to node n2 (GPUs 0,1,2,3,4,5,6,7)."
-    assert "get pod team-a/a-train" in fake_cluster.calls
+    assert any((c.op, c.kind, c.namespace, c.name) == ("get", Kind.POD, "team-a", "a-train") for c in serving.calls)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -119,7 +126,7 @@ def test_cli_explain(fake_cluster: FakeCluster, args: list[str]) -> None:
     (["-n", "team-b", "team-a/a-train"], "gpufleet explain: the pod names namespace 'team-a' but -n says 'team-b'\n"),
     (["/a-train"], "gpufleet explain: POD must be NAME or NAMESPACE/NAME\n"),
 ])
-def test_cli_explain_bad_input_exits_2(fake_cluster: FakeCluster, args: list[str], message: str) -> None:
+def test_cli_explain_bad_input_exits_2(serving: FakeCluster, args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["explain", *args])
     assert result.exit_code == 2
     assert result.stderr == message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
@@ -15,9 +16,11 @@ from gpufleet.adapters.output import decisions_to_dict
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
 from gpufleet.engine import schedule
-from gpufleet.kube.inspect.snapshot import ClusterAccessError, ObjectKind, read_cluster, strip_object, wanted_pod
+from gpufleet.kube.client.port import ClusterAccessError, Kind
+from gpufleet.kube.inspect.snapshot import ClusterSnapshot, read_cluster, strip_object, wanted_pod
+from gpufleet.testing.fake_cluster import FakeClient, FakeCluster
 
-from .snapshot_fake import FakeCluster, cluster_objects, pod
+from .cluster_objects import client, cluster_objects, fake_cluster, pod, snapshot_yaml
 
 EXPECTED_DECISIONS = {
     "bindings": [
@@ -26,6 +29,10 @@ EXPECTED_DECISIONS = {
     ],
     "evictions": [{"pod": "team-b/b-run-1", "reason": "reclaim", "by": "team-a/a-train"}],
 }
+
+
+def read(api: FakeClient) -> ClusterSnapshot:
+    return asyncio.run(read_cluster(api))
 
 
 def _walk_keys(value: object) -> set[str]:
@@ -37,7 +44,7 @@ def _walk_keys(value: object) -> set[str]:
 
 
 def test_snapshot_replays_to_the_expected_decisions() -> None:
-    text = read_cluster(FakeCluster()).to_yaml()
+    text = snapshot_yaml(client())
     decisions = decisions_to_dict(schedule(load_snapshot_text(text, "snap")))
     assert decisions["bindings"] == EXPECTED_DECISIONS["bindings"]
     assert decisions["evictions"] == EXPECTED_DECISIONS["evictions"]
@@ -46,7 +53,7 @@ def test_snapshot_replays_to_the_expected_decisions() -> None:
 
 
 def test_snapshot_keeps_what_scheduling_needs_and_drops_the_rest() -> None:
-    snap = read_cluster(FakeCluster())
+    snap = read(client())
     pods = {f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in snap.documents if d["kind"] == "Pod"}
     # ours pending, and everything bound and not finished (another scheduler's too)
     assert pods == {"team-a/a-train", "team-a/a-huge", "team-a/a-nb", "team-b/b-run-0", "team-b/b-run-1",
@@ -65,14 +72,14 @@ def test_snapshot_keeps_what_scheduling_needs_and_drops_the_rest() -> None:
 def test_snapshot_is_deterministic_whatever_order_the_api_lists_in() -> None:
     objects = cluster_objects()
     shuffled = {kind: random.Random(7).sample(items, len(items)) for kind, items in objects.items()}
-    assert read_cluster(FakeCluster(objects)).to_yaml() == read_cluster(FakeCluster(shuffled)).to_yaml()
+    assert snapshot_yaml(client(objects)) == snapshot_yaml(client(shuffled))
 
 
 def test_missing_crds_are_a_warning_not_a_failure() -> None:
-    objects = {ObjectKind.NODE: cluster_objects()[ObjectKind.NODE],
-               ObjectKind.POD: [pod("kube-system", "dns", node_name="n2", phase="Running", scheduler="x")]}
-    missing = (ObjectKind.QUEUE, ObjectKind.POD_GROUP, ObjectKind.SCHEDULER_CONFIG)
-    snap = read_cluster(FakeCluster(objects, missing=missing))
+    objects = {Kind.NODE: cluster_objects()[Kind.NODE],
+               Kind.POD: [pod("kube-system", "dns", node_name="n2", phase="Running", scheduler="x")]}
+    missing = (Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG)
+    snap = read(client(objects, not_served=missing))
     assert len(snap.warnings) == 3
     assert all("are gpufleet's CRDs installed?" in w for w in snap.warnings)
     assert len(load_snapshot_text(snap.to_yaml(), "snap").nodes) == 3
@@ -80,7 +87,7 @@ def test_missing_crds_are_a_warning_not_a_failure() -> None:
 
 def test_an_unserved_core_kind_is_an_error() -> None:
     with pytest.raises(ClusterAccessError, match="does not serve v1 Node"):
-        read_cluster(FakeCluster(missing=(ObjectKind.NODE,)))
+        read(client(not_served=(Kind.NODE,)))
 
 
 @pytest.mark.parametrize(("phase", "node", "scheduler", "wanted"), [
@@ -105,7 +112,7 @@ def test_stripping_keeps_required_node_affinity_only() -> None:
         },
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
     }
-    spec = strip_object(ObjectKind.POD, obj)["spec"]
+    spec = strip_object(Kind.POD, obj)["spec"]
     assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
 
@@ -114,13 +121,13 @@ def test_stripping_keeps_required_node_affinity_only() -> None:
 
 
 @pytest.fixture()
-def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    cluster = FakeCluster()
-    monkeypatch.setattr(cluster_tools, "reader_factory", lambda kubeconfig, context: cluster)
+def serving(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    cluster = fake_cluster()
+    monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: cluster.client("gpufleet"))
     return cluster
 
 
-def test_cli_snapshot_then_replay(fake_cluster: FakeCluster, tmp_path: Path) -> None:
+def test_cli_snapshot_then_replay(serving: FakeCluster, tmp_path: Path) -> None:
     out = tmp_path / "snap.yaml"
     result = CliRunner().invoke(main, ["snapshot", "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -134,16 +141,16 @@ def test_cli_snapshot_then_replay(fake_cluster: FakeCluster, tmp_path: Path) -> 
     assert decisions["evictions"] == EXPECTED_DECISIONS["evictions"]
 
 
-def test_cli_snapshot_to_stdout(fake_cluster: FakeCluster) -> None:
+def test_cli_snapshot_to_stdout(serving: FakeCluster) -> None:
     result = CliRunner().invoke(main, ["snapshot"])
     assert result.exit_code == 0
-    assert result.stdout == read_cluster(FakeCluster()).to_yaml()
+    assert result.stdout == snapshot_yaml(client())
 
 
 def test_cli_snapshot_warns_when_replay_would_reject_it(monkeypatch: pytest.MonkeyPatch) -> None:
     objects = cluster_objects()
-    objects[ObjectKind.QUEUE] = []  # pods name queue team-a, which no longer exists
-    monkeypatch.setattr(cluster_tools, "reader_factory", lambda kubeconfig, context: FakeCluster(objects))
+    objects[Kind.QUEUE] = []  # pods name queue team-a, which no longer exists
+    monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: client(objects))
     result = CliRunner().invoke(main, ["snapshot"])
     assert result.exit_code == 0
     assert 'warning: gpufleet replay will reject this snapshot: <stdout>: ' in result.stderr
@@ -151,15 +158,16 @@ def test_cli_snapshot_warns_when_replay_would_reject_it(monkeypatch: pytest.Monk
 
 
 def test_cli_snapshot_of_a_broken_cluster_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = FakeCluster(broken="https://10.0.0.1:6443: listing Node objects: cannot reach the API server")
-    monkeypatch.setattr(cluster_tools, "reader_factory", lambda kubeconfig, context: broken)
+    broken = fake_cluster(server="https://10.0.0.1:6443")
+    broken.fail("list", 0, times=10, kind=Kind.NODE, message="")  # no answer from the API server
+    monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: broken.client())
     result = CliRunner().invoke(main, ["snapshot"])
     assert result.exit_code == 1
     assert result.stderr == ("gpufleet snapshot: https://10.0.0.1:6443: listing Node objects: "
                              "cannot reach the API server\n")
 
 
-def test_cli_snapshot_unwritable_output(fake_cluster: FakeCluster, tmp_path: Path) -> None:
+def test_cli_snapshot_unwritable_output(serving: FakeCluster, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["snapshot", "-o", str(tmp_path / "missing-dir" / "snap.yaml")])
     assert result.exit_code == 2
     assert "cannot write" in result.stderr and "Traceback" not in result.output

@@ -1,5 +1,6 @@
 """Contract test: snapshot and explain over HTTP, with the real lightkube client, against kmock's
-in-process Kubernetes API emulator serving the cluster of :mod:`.snapshot_fake`."""
+in-process Kubernetes API emulator serving the cluster of :mod:`.cluster_objects`: the lightkube
+adapter of the one API port reads what the in-memory fake of that port reads."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from gpufleet.adapters.k8s_yaml import load_snapshot_text
 from gpufleet.adapters.output import decisions_to_dict
 from gpufleet.cli import main
 from gpufleet.engine import schedule
-from gpufleet.kube.client.snapshot_lightkube import connect
-from gpufleet.kube.inspect.snapshot import ClusterAccessError, ObjectKind, read_cluster
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import ClusterAccessError, Kind
+from gpufleet.kube.inspect.snapshot import SNAPSHOT_KINDS, ClusterSnapshot, read_cluster
 
-from .snapshot_fake import FakeCluster, cluster_objects
+from .cluster_objects import client, cluster_objects, snapshot_yaml
 from .test_snapshot import EXPECTED_DECISIONS
 
 T = TypeVar("T")
@@ -42,8 +44,8 @@ def write_kubeconfig(path: Path, server: str, namespace: str = "team-a") -> Path
 
 
 def against_emulator(tmp_path: Path, work: Callable[[Path], T],
-                     objects: dict[ObjectKind, list[dict[str, Any]]] | None = None,
-                     served: tuple[ObjectKind, ...] = tuple(ObjectKind)) -> T:
+                     objects: dict[Kind, list[dict[str, Any]]] | None = None,
+                     served: tuple[Kind, ...] = SNAPSHOT_KINDS) -> T:
     """Run the blocking ``work(kubeconfig)`` in a thread while kmock serves ``objects`` over HTTP."""
 
     async def serve() -> T:
@@ -61,12 +63,25 @@ def against_emulator(tmp_path: Path, work: Callable[[Path], T],
     return asyncio.run(serve())
 
 
+def read_over_http(kubeconfig: Path) -> ClusterSnapshot:
+    """The snapshot read through the lightkube adapter of the port (connected, read, closed)."""
+
+    async def read() -> ClusterSnapshot:
+        api = connect(str(kubeconfig), timeout=10.0)
+        try:
+            return await read_cluster(api)
+        finally:
+            await api.close()
+
+    return asyncio.run(read())
+
+
 def test_snapshot_over_http_equals_the_in_memory_one_and_replays_as_expected(tmp_path: Path) -> None:
     def work(kubeconfig: Path) -> str:
-        return read_cluster(connect(str(kubeconfig))).to_yaml()
+        return read_over_http(kubeconfig).to_yaml()
 
     text = against_emulator(tmp_path, work)
-    assert text == read_cluster(FakeCluster()).to_yaml()
+    assert text == snapshot_yaml(client())
     decisions = decisions_to_dict(schedule(load_snapshot_text(text, "snap")))
     assert decisions["bindings"] == EXPECTED_DECISIONS["bindings"]
     assert decisions["evictions"] == EXPECTED_DECISIONS["evictions"]
@@ -108,14 +123,14 @@ def test_context_option(tmp_path: Path) -> None:
 
 
 def test_crds_not_installed_over_http(tmp_path: Path) -> None:
-    objects = {ObjectKind.NODE: cluster_objects()[ObjectKind.NODE]}
+    objects = {Kind.NODE: cluster_objects()[Kind.NODE]}
 
     def work(kubeconfig: Path) -> tuple[int, tuple[str, ...]]:
-        snap = read_cluster(connect(str(kubeconfig)))
+        snap = read_over_http(kubeconfig)
         return len(snap.documents), snap.warnings
 
     count, warnings = against_emulator(tmp_path, work, objects=objects,
-                                       served=(ObjectKind.NODE, ObjectKind.POD, ObjectKind.PRIORITY_CLASS))
+                                       served=(Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS))
     assert count == 3
     assert [w.split(" (")[0] for w in warnings] == [
         "the API server does not serve gpufleet.dev/v1alpha1 SchedulerConfig",
@@ -163,7 +178,7 @@ def test_api_errors_are_one_line(tmp_path: Path) -> None:
 
     async def serve() -> ClusterAccessError:
         async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
-            for kind in ObjectKind:  # served, with no objects
+            for kind in SNAPSHOT_KINDS:  # served, with no objects
                 group, _, version = kind.api_version.rpartition("/")
                 emulator.resources[kmock.resource(group, version, kind.plural)] = {"kind": kind.kind}
             emulator["list", kmock.resource("", "v1", "nodes")] << kmock.KubernetesError(
@@ -172,7 +187,7 @@ def test_api_errors_are_one_line(tmp_path: Path) -> None:
 
             def work() -> ClusterAccessError:
                 with pytest.raises(ClusterAccessError) as caught:
-                    read_cluster(connect(str(kubeconfig)))
+                    read_over_http(kubeconfig)
                 return caught.value
 
             return await asyncio.to_thread(work)

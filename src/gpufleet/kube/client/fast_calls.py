@@ -47,7 +47,7 @@ class Unauthorized(Exception):
 
 def error_from_answer(status: int, content_type: str | None, body: bytes) -> ApiError:
     """The :class:`ApiError` lightkube's path gives for a non-2xx answer (see ``lightkube_api``):
-    a JSON answer is a ``Status``; anything else keeps the HTTP status and the start of the body."""
+    a JSON answer is a ``Status``; anything else keeps the HTTP status (see :func:`body_message`)."""
     if content_type == JSON:
         try:
             answer = _decode(body)
@@ -59,8 +59,19 @@ def error_from_answer(status: int, content_type: str | None, body: bytes) -> Api
             causes = (details.get("causes") if isinstance(details, dict) else None) or []
             extra = " ".join(str(c["message"]) for c in causes if isinstance(c, dict) and c.get("message"))
             return ApiError(int(answer.get("code") or 0), str(answer.get("reason") or ""), f"{message} {extra}".strip())
-    text = body.decode("utf-8", errors="replace")
-    return ApiError(status, httpx2.codes.get_reason_phrase(status), text[:200])
+    return ApiError(status, httpx2.codes.get_reason_phrase(status), body_message(body))
+
+
+def body_message(body: bytes) -> str:
+    """What a non-Status answer says: the ``message`` of a JSON body (a Status sent with a charset in
+    its Content-Type, which lightkube does not read as one), else the start of the body."""
+    try:
+        answer = _decode(body)
+    except msgspec.DecodeError:
+        answer = None
+    if isinstance(answer, dict) and answer.get("message"):
+        return str(answer["message"])
+    return body.decode("utf-8", errors="replace")[:200]
 
 
 class FastCalls:

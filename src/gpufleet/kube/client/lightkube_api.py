@@ -5,7 +5,9 @@ models: the controller hands them to the same converters ``gpufleet replay`` use
 ``pods/binding`` and ``pods/eviction`` (the API server answers both with a ``Status``; a
 ``Failure`` status is turned into an error like any other), and ``status`` of Queues and
 PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpufleet.kube.client.port.ApiError`
-(status 0 when no answer came).
+(status 0 when no answer came). :func:`connect` is the one way in, for the controller and for
+``gpufleet snapshot`` / ``explain``; a configuration it cannot use is a
+:class:`~gpufleet.kube.client.port.ClusterAccessError` with exit code 2.
 
 By default the bytes go through :class:`~gpufleet.kube.client.aiohttp_transport.AiohttpTransport`, and
 the writes made once per pod (merge patches, Bindings, Evictions) skip lightkube's request and
@@ -17,11 +19,14 @@ through that transport's aiohttp session (half the client CPU per binding; see B
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
+import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.client_adapter import verify_cluster
+from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core import resource as lk_resource
 from lightkube.core.exceptions import ApiError as LightkubeApiError
 from lightkube.core.exceptions import ConfigError
@@ -29,8 +34,8 @@ from lightkube.generic_resource import Generic
 from lightkube.types import PatchType
 
 from gpufleet.kube.client.aiohttp_transport import AiohttpTransport
-from gpufleet.kube.client.fast_calls import JSON, MERGE_PATCH, FastCalls, Unauthorized
-from gpufleet.kube.client.port import ApiError, Kind, ObjectList, WatchEvent
+from gpufleet.kube.client.fast_calls import JSON, MERGE_PATCH, FastCalls, Unauthorized, body_message
+from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, ObjectList, WatchEvent
 
 __all__ = ["LightkubeApi", "connect"]
 
@@ -77,7 +82,7 @@ def _api_error(err: BaseException) -> ApiError:
         extra = " ".join(c.message for c in causes if getattr(c, "message", None))
         return ApiError(int(status.code or 0), status.reason or "", f"{message} {extra}".strip())
     if isinstance(err, httpx2.HTTPStatusError):
-        return ApiError(err.response.status_code, err.response.reason_phrase, err.response.text[:200])
+        return ApiError(err.response.status_code, err.response.reason_phrase, body_message(err.response.content))
     return ApiError(0, type(err).__name__, str(err))
 
 
@@ -91,8 +96,10 @@ def _check_status(answer: Any) -> None:
 class LightkubeApi:
     """:class:`~gpufleet.kube.client.port.ClusterApi` over a lightkube :class:`~lightkube.AsyncClient`."""
 
-    def __init__(self, client: AsyncClient, list_chunk_size: int | None = 500, fast: FastCalls | None = None) -> None:
+    def __init__(self, client: AsyncClient, list_chunk_size: int | None = 500, fast: FastCalls | None = None,
+                 server: str = "") -> None:
         self.client = client
+        self.server = server or str(client.config.cluster.server)
         self.list_chunk_size = list_chunk_size
         self.fast = fast  # the hot-path writes without lightkube's models; None: all through lightkube
 
@@ -113,6 +120,10 @@ class LightkubeApi:
             return await make()
         except (LightkubeApiError, httpx2.HTTPError) as err:
             raise _api_error(err) from None
+
+    @property
+    def default_namespace(self) -> str:
+        return str(self.client.namespace or "default")
 
     async def list(self, kind: Kind) -> ObjectList:
         async def run() -> ObjectList:
@@ -209,9 +220,28 @@ class LightkubeApi:
         await self.client.close()
 
 
+def _load_config(kubeconfig: str | None, context: str | None, server: str | None) -> SingleConfig | None:
+    if server is not None:
+        from lightkube.config.models import Cluster, User
+
+        return KubeConfig.from_one(cluster=Cluster(server=server), user=User()).get()
+    if kubeconfig is None:
+        return KubeConfig.from_env().get(context)
+    path = Path(kubeconfig).expanduser()
+    if not path.is_file():
+        raise ClusterAccessError(f"{kubeconfig}: no such kubeconfig file", exit_code=2)
+    try:
+        config = KubeConfig.from_file(path)
+    except (ConfigError, OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, KeyError, TypeError,
+            AttributeError) as err:
+        raise ClusterAccessError(f"{kubeconfig}: not a usable kubeconfig: {err}", exit_code=2) from None
+    return config.get(context)
+
+
 def connect(
     kubeconfig: str | None = None,
     *,
+    context: str | None = None,
     server: str | None = None,
     field_manager: str | None = "gpufleet",
     fast_http: bool = True,
@@ -219,29 +249,34 @@ def connect(
     timeout: float = 30.0,
     list_chunk_size: int | None = 500,
 ) -> LightkubeApi:
-    """A :class:`LightkubeApi` for a kubeconfig file (or the in-cluster service account, or
-    ``$KUBECONFIG``, as lightkube finds them when ``kubeconfig`` is None), or for a plain
-    ``server`` URL without credentials (tests, a local proxy). Raises ``ConfigError``."""
-    if server is not None:
-        from lightkube.config.models import Cluster, User
-
-        config = KubeConfig.from_one(cluster=Cluster(server=server), user=User())
-    elif kubeconfig is not None:
-        config = KubeConfig.from_file(kubeconfig)
-    else:
-        config = KubeConfig.from_env()
-    single = config.get()
-    if single is None:  # pragma: no cover - KubeConfig.get raises instead
-        raise ConfigError("no usable context in the kubeconfig")
-    transport = None
-    if fast_http:
-        ssl_context: Any = True
-        if single.cluster.server.startswith("https") and single.user is not None:
-            ssl_context = verify_cluster(single.cluster, single.user, single.abs_file)
-        transport = AiohttpTransport(ssl_context, limit=concurrency)
-    client = AsyncClient(
-        config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), transport=transport,
-        trust_env=not fast_http,
-    )
+    """A :class:`LightkubeApi` for a kubeconfig file and ``context`` (default: its current one), or
+    the in-cluster service account, or ``$KUBECONFIG`` and ``~/.kube/config``, as lightkube finds
+    them when ``kubeconfig`` is None; or for a plain ``server`` URL without credentials (tests, a
+    local proxy). A configuration that cannot be used raises :class:`ClusterAccessError` (exit 2)."""
+    where = kubeconfig or "the Kubernetes configuration"
+    try:
+        single = _load_config(kubeconfig, context, server)
+        if single is None:  # pragma: no cover - KubeConfig.get raises instead
+            raise ConfigError("no usable context in the kubeconfig")
+        transport = None
+        if fast_http:
+            ssl_context: Any = True
+            if single.cluster.server.startswith("https") and single.user is not None:
+                ssl_context = verify_cluster(single.cluster, single.user, single.abs_file)
+            transport = AiohttpTransport(ssl_context, limit=concurrency)
+        client = AsyncClient(
+            single, field_manager=field_manager, timeout=httpx2.Timeout(timeout), transport=transport,
+            trust_env=not fast_http,
+        )
+    except ConfigError as err:
+        raise ClusterAccessError(f"{where}: {err}", exit_code=2) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ClusterAccessError(f"{where}: not usable: {type(err).__name__}: {err}", exit_code=2) from None
     fast = FastCalls.of_client(client, transport.session) if transport is not None else None
-    return LightkubeApi(client, list_chunk_size, fast)
+    return LightkubeApi(client, list_chunk_size, fast, server=str(single.cluster.server))
+
+
+if TYPE_CHECKING:  # an adapter of the one port: mypy checks it stays one
+
+    def _is_a_port(api: LightkubeApi) -> ClusterApi:
+        return api

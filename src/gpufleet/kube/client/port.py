@@ -21,11 +21,13 @@ from gpufleet.domain import API_GROUP, API_VERSION
 __all__ = [
     "ApiError",
     "Clock",
+    "ClusterAccessError",
     "ClusterApi",
     "Kind",
     "ObjectList",
     "RealClock",
     "WatchEvent",
+    "access_error",
     "object_key",
 ]
 
@@ -87,6 +89,29 @@ class ApiError(Exception):
         return self.status in (0, 409, 429) or self.status >= 500
 
 
+class ClusterAccessError(Exception):
+    """The cluster cannot be used, in one line for the user. ``exit_code`` 2: the user's input is
+    wrong (a bad kubeconfig, a pod that does not exist); 1: the cluster or the network failed."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+        super().__init__(line)
+        self.exit_code = exit_code
+
+
+def access_error(server: str, what: str, err: Exception) -> ClusterAccessError:
+    """``err``, met while doing ``what`` against the API server at ``server``, as one line."""
+    if not isinstance(err, ApiError):  # a reply the client could not decode: still one line
+        return ClusterAccessError(f"{server}: {what}: {type(err).__name__}: {err}")
+    if err.status == 0:
+        if "timeout" in f"{err.reason} {err.message}".lower():
+            return ClusterAccessError(f"{server}: {what}: the API server did not answer in time")
+        detail = f" ({err.message})" if err.message else ""
+        return ClusterAccessError(f"{server}: {what}: cannot reach the API server{detail}")
+    return ClusterAccessError(f"{server}: {what}: HTTP {err.status}: {err.message or err.reason}")
+
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectList:
     items: list[JsonDict]
@@ -108,12 +133,23 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 
 class ClusterApi(Protocol):
-    """The Kubernetes API as the controller uses it (see :mod:`gpufleet.kube.install.rbac` for the verbs).
+    """The Kubernetes API as gpufleet uses it (see :mod:`gpufleet.kube.install.rbac` for the verbs).
 
     Every method raises :class:`ApiError` on failure."""
 
+    @property
+    def server(self) -> str:
+        """The API server's URL, for messages."""
+        ...
+
+    @property
+    def default_namespace(self) -> str:
+        """The namespace of the current context (what ``kubectl`` uses without ``-n``)."""
+        ...
+
     async def list(self, kind: Kind) -> ObjectList:
-        """Every object of ``kind`` (all namespaces) and the list's resourceVersion."""
+        """Every object of ``kind`` (all namespaces) and the list's resourceVersion; 404 when the
+        API server does not serve ``kind`` (a CRD not installed)."""
         ...
 
     def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
@@ -122,7 +158,7 @@ class ClusterApi(Protocol):
         ...
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JsonDict | None:
-        """One object, None when it does not exist."""
+        """One object, None when it does not exist (or its kind is not served)."""
         ...
 
     async def create(self, kind: Kind, obj: JsonDict) -> JsonDict:

@@ -1,8 +1,9 @@
 """``gpufleet explain``: what the scheduler would do with one pod, in plain words.
 
-It snapshots the cluster (:mod:`gpufleet.kube.inspect.snapshot`), loads the snapshot with the replay
-loader and runs the one engine (``gpufleet.engine.schedule``) on it, exactly as ``gpufleet replay``
-of that snapshot would, then reads the decisions that concern the pod: bound where and on which
+It snapshots the cluster (:mod:`gpufleet.kube.inspect.snapshot`) through the one API port, converts
+the snapshot's objects with the replay loader's converters and checks (once: no YAML text in
+between) and runs the one engine (``gpufleet.engine.schedule``) on it, exactly as ``gpufleet
+replay`` of that snapshot would, then reads the decisions that concern the pod: bound where and on which
 GPUs, still pending and why (the engine's own reason), or evicted, by whom and why. A pod that
 would bind by evicting others is told who they are.
 """
@@ -13,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.adapters import InputError, load_snapshot_text
+from gpufleet.adapters import InputError, load_snapshot_documents
 from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.engine import schedule
-from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, ClusterAccessError, ClusterReader, read_cluster
+from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
+from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
 
 __all__ = ["Explanation", "PodFacts", "explain_in_cluster", "explain_pod"]
 
@@ -138,17 +140,20 @@ class Explanation:
     warnings: tuple[str, ...] = ()  # about the snapshot (e.g. gpufleet's CRDs not installed)
 
 
-def explain_in_cluster(reader: ClusterReader, namespace: str, name: str) -> Explanation:
-    """Snapshot the cluster through ``reader``, schedule, explain ``namespace/name``.
+async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
+    """Snapshot the cluster through ``api``, schedule, explain ``namespace/name``.
 
     Raises :class:`ClusterAccessError`: exit code 2 when the pod does not exist, 1 when the cluster
     cannot be read or holds objects the scheduler cannot read."""
-    raw = reader.get_pod(namespace, name)
+    try:
+        raw = await api.get(Kind.POD, namespace, name)
+    except Exception as err:  # ApiError, or a reply the client cannot decode: one line either way
+        raise access_error(api.server, f"reading pod {namespace}/{name}", err) from None
     if raw is None:
         raise ClusterAccessError(f"pod {namespace}/{name} not found", exit_code=2)
-    snap = read_cluster(reader)
+    snap = await read_cluster(api)
     try:
-        snapshot = load_snapshot_text(snap.to_yaml(), SNAPSHOT_SOURCE)
+        snapshot = load_snapshot_documents(snap.documents, SNAPSHOT_SOURCE)
     except InputError as err:
         raise ClusterAccessError(f"the cluster holds an object gpufleet cannot read: {err}") from None
     decisions = schedule(snapshot)

@@ -7,93 +7,35 @@ fields the loader reads (:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields`
 ``kubectl``'s last-applied copies and other annotations that are not gpufleet's do not bloat the
 file. Objects are sorted by kind and name, so two snapshots of the same state are byte-identical.
 
-The API is reached through the small :class:`ClusterReader` protocol: :class:`LightkubeCluster`
-talks to a real API server, tests use an in-memory fake.
+The API is read through the one port, :class:`~gpufleet.kube.client.port.ClusterApi` (the
+controller's): :func:`read_cluster` is a coroutine, run under ``asyncio.run`` by the commands.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
-from gpufleet.domain import API_GROUP_VERSION, LABEL_PREFIX, SCHEDULER_NAME
+from gpufleet.domain import API_GROUP, LABEL_PREFIX, SCHEDULER_NAME
+from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, access_error
 
 __all__ = [
-    "ClusterAccessError",
-    "ClusterReader",
+    "FINISHED_PHASES",
+    "SNAPSHOT_KINDS",
     "ClusterSnapshot",
-    "ObjectKind",
-    "ResourceNotServed",
+    "list_kinds",
     "read_cluster",
+    "snapshot_of",
     "strip_object",
     "wanted_pod",
 ]
 
 FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-class ObjectKind(Enum):
-    """The kinds a snapshot holds, in the order they are written: (apiVersion, kind, plural, namespaced)."""
-
-    SCHEDULER_CONFIG = (API_GROUP_VERSION, "SchedulerConfig", "schedulerconfigs", False)
-    PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False)
-    QUEUE = (API_GROUP_VERSION, "Queue", "queues", False)
-    NODE = ("v1", "Node", "nodes", False)
-    POD_GROUP = (API_GROUP_VERSION, "PodGroup", "podgroups", True)
-    POD = ("v1", "Pod", "pods", True)
-
-    @property
-    def api_version(self) -> str:
-        return self.value[0]
-
-    @property
-    def kind(self) -> str:
-        return self.value[1]
-
-    @property
-    def plural(self) -> str:
-        return self.value[2]
-
-    @property
-    def namespaced(self) -> bool:
-        return self.value[3]
-
-
-class ClusterAccessError(Exception):
-    """The cluster cannot be read, in one line. ``exit_code`` 2: the user's input is wrong (a bad
-    kubeconfig path, a pod that does not exist); 1: the cluster or the network failed."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        super().__init__(line)
-        self.exit_code = exit_code
-
-
-class ResourceNotServed(Exception):
-    """The API server does not serve this kind (gpufleet's CRDs are not installed)."""
-
-
-class ClusterReader(Protocol):
-    """Read access to the Kubernetes API, as much as snapshots and explanations need."""
-
-    @property
-    def default_namespace(self) -> str:
-        """The namespace of the current context (what ``kubectl`` uses without ``-n``)."""
-        ...
-
-    def list_objects(self, kind: ObjectKind) -> Iterable[Mapping[str, Any]]:
-        """All objects of ``kind`` in all namespaces, as plain JSON-like dicts.
-
-        Raises :class:`ResourceNotServed` or :class:`ClusterAccessError`."""
-        ...
-
-    def get_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """One pod (None when it does not exist); raises :class:`ClusterAccessError`."""
-        ...
+# The kinds a snapshot holds, in the order they are written.
+SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD)
 
 
 # --------------------------------------------------------------------------------- stripping
@@ -177,14 +119,14 @@ def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def strip_object(kind: ObjectKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj`` cut down to what the snapshot loader reads, with apiVersion and kind first."""
     head: dict[str, Any] = {"apiVersion": kind.api_version, "kind": kind.kind}
-    if kind is ObjectKind.POD:
+    if kind is Kind.POD:
         return head | _pod(obj)
-    if kind is ObjectKind.NODE:
+    if kind is Kind.NODE:
         return head | _node(obj)
-    if kind is ObjectKind.PRIORITY_CLASS:
+    if kind is Kind.PRIORITY_CLASS:
         return head | {"metadata": _metadata(obj, namespaced=False)} | _pick(obj, ("value", "globalDefault"))
     body: dict[str, Any] = {"metadata": _metadata(obj, namespaced=kind.namespaced)}
     if obj.get("spec") is not None:
@@ -227,22 +169,44 @@ class ClusterSnapshot:
         )
 
 
-def read_cluster(reader: ClusterReader) -> ClusterSnapshot:
-    """Read every kind through ``reader`` (see the module docstring). gpufleet's own kinds may be
-    missing (CRDs not installed): the snapshot goes on without them and says so."""
+async def list_kinds(api: ClusterApi, kinds: Iterable[Kind]) -> dict[Kind, list[dict[str, Any]] | None]:
+    """Every object of each of ``kinds``, listed one kind after the other through ``api``; None for
+    a kind the API server does not serve (404: its CRD is not installed).
+
+    Raises :class:`ClusterAccessError` (exit 1) for any other failure."""
+    listed: dict[Kind, list[dict[str, Any]] | None] = {}
+    for kind in kinds:
+        try:
+            listed[kind] = (await api.list(kind)).items
+        except ApiError as err:
+            if err.status == 404:
+                listed[kind] = None
+                continue
+            raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+        except Exception as err:  # a reply the client cannot decode: still one line, never a traceback
+            raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+    return listed
+
+
+def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> ClusterSnapshot:
+    """The snapshot of the objects :func:`list_kinds` read (see the module docstring). gpufleet's
+    own kinds may be missing (CRDs not installed): the snapshot goes on without them and says so."""
     documents: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for kind in ObjectKind:
-        try:
-            objects = list(reader.list_objects(kind))
-        except ResourceNotServed:
-            if kind.api_version != API_GROUP_VERSION:
-                raise ClusterAccessError(f"the API server does not serve {kind.api_version} {kind.kind}") from None
+    for kind in SNAPSHOT_KINDS:
+        objects = listed.get(kind)
+        if objects is None:
+            if kind.group != API_GROUP:
+                raise ClusterAccessError(f"the API server does not serve {kind.api_version} {kind.kind}")
             warnings.append(f"the API server does not serve {kind.api_version} {kind.kind} "
                             "(are gpufleet's CRDs installed?); the snapshot has none")
             continue
-        if kind is ObjectKind.POD:
+        if kind is Kind.POD:
             objects = [obj for obj in objects if wanted_pod(obj)]
-        stripped = sorted((strip_object(kind, obj) for obj in objects), key=_sort_key)
-        documents.extend(stripped)
+        documents.extend(sorted((strip_object(kind, obj) for obj in objects), key=_sort_key))
     return ClusterSnapshot(documents=tuple(documents), warnings=tuple(warnings))
+
+
+async def read_cluster(api: ClusterApi) -> ClusterSnapshot:
+    """Read every kind of :data:`SNAPSHOT_KINDS` through ``api`` into a snapshot."""
+    return snapshot_of(await list_kinds(api, SNAPSHOT_KINDS))

@@ -1,4 +1,4 @@
-"""An in-memory :class:`~gpufleet.kube.inspect.snapshot.ClusterReader` and a small cluster to read.
+"""A small cluster to read, and the one in-memory fake of the API port serving it.
 
 The cluster, as the API server would return it (managedFields, statuses and foreign annotations
 included, to check that snapshots strip them):
@@ -14,11 +14,13 @@ included, to check that snapshots strip them):
 
 from __future__ import annotations
 
-import copy
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufleet.kube.inspect.snapshot import ClusterAccessError, ObjectKind, ResourceNotServed
+from gpufleet.kube.client.port import Kind
+from gpufleet.kube.inspect.snapshot import read_cluster
+from gpufleet.testing.fake_cluster import FakeClient, FakeCluster
 
 NOISE_META = {
     "uid": "0b7c-...",
@@ -104,18 +106,18 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
             "metadata": {"name": name, **NOISE_META}, "value": value, "preemptionPolicy": "PreemptLowerPriority"}
 
 
-def cluster_objects() -> dict[ObjectKind, list[dict[str, Any]]]:
+def cluster_objects() -> dict[Kind, list[dict[str, Any]]]:
     """The cluster of the module docstring, by kind."""
     return {
-        ObjectKind.NODE: [node("n2"), node("n1"), node("n3", gpus=1)],
-        ObjectKind.QUEUE: [queue("team-b", 8), queue("team-a", 8)],
-        ObjectKind.PRIORITY_CLASS: [priority_class("train", 1000), priority_class("notebook", 10)],
-        ObjectKind.POD_GROUP: [],
-        ObjectKind.SCHEDULER_CONFIG: [{
+        Kind.NODE: [node("n2"), node("n1"), node("n3", gpus=1)],
+        Kind.QUEUE: [queue("team-b", 8), queue("team-a", 8)],
+        Kind.PRIORITY_CLASS: [priority_class("train", 1000), priority_class("notebook", 10)],
+        Kind.POD_GROUP: [],
+        Kind.SCHEDULER_CONFIG: [{
             "apiVersion": "gpufleet.dev/v1alpha1", "kind": "SchedulerConfig",
             "metadata": {"name": "default", **NOISE_META}, "spec": {"defaultQueue": "team-a"},
         }],
-        ObjectKind.POD: [
+        Kind.POD: [
             pod("team-b", "b-run-0", gpus=8, node_name="n1", phase="Running", queue="team-b",
                 annotations={"gpufleet.dev/gpu-index": "0,1,2,3,4,5,6,7"}, created="2025-01-01T00:00:00Z"),
             pod("team-b", "b-run-1", gpus=4, node_name="n2", phase="Running", queue="team-b",
@@ -131,33 +133,24 @@ def cluster_objects() -> dict[ObjectKind, list[dict[str, Any]]]:
     }
 
 
-class FakeCluster:
-    """Serves ``objects``; kinds in ``missing`` are "not served" (no CRD); ``broken`` fails every call."""
+def fake_cluster(objects: Mapping[Kind, list[dict[str, Any]]] | None = None, *, not_served: Iterable[Kind] = (),
+                 server: str = "https://fake-apiserver:6443") -> FakeCluster:
+    """:class:`FakeCluster` holding ``objects`` (default: :func:`cluster_objects`); kinds in
+    ``not_served`` are not served (no CRD); its clients' current namespace is team-a."""
+    cluster = FakeCluster(server=server, default_namespace="team-a", not_served=not_served)
+    for kind, items in (objects if objects is not None else cluster_objects()).items():
+        for obj in items:
+            cluster.put(kind, obj)
+    cluster.calls.clear()
+    return cluster
 
-    def __init__(self, objects: Mapping[ObjectKind, list[dict[str, Any]]] | None = None,
-                 missing: Iterable[ObjectKind] = (), broken: str | None = None) -> None:
-        self.objects = copy.deepcopy(dict(objects if objects is not None else cluster_objects()))
-        self.missing = set(missing)
-        self.broken = broken
-        self.calls: list[str] = []
 
-    @property
-    def default_namespace(self) -> str:
-        return "team-a"
+def client(objects: Mapping[Kind, list[dict[str, Any]]] | None = None, *,
+           not_served: Iterable[Kind] = ()) -> FakeClient:
+    """A client of :func:`fake_cluster`."""
+    return fake_cluster(objects, not_served=not_served).client("gpufleet")
 
-    def list_objects(self, kind: ObjectKind) -> list[dict[str, Any]]:
-        self.calls.append(f"list {kind.kind}")
-        if self.broken:
-            raise ClusterAccessError(self.broken)
-        if kind in self.missing:
-            raise ResourceNotServed(kind.kind)
-        return copy.deepcopy(self.objects.get(kind, []))
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(f"get pod {namespace}/{name}")
-        if self.broken:
-            raise ClusterAccessError(self.broken)
-        for obj in self.objects.get(ObjectKind.POD, []):
-            if obj["metadata"]["namespace"] == namespace and obj["metadata"]["name"] == name:
-                return copy.deepcopy(obj)
-        return None
+def snapshot_yaml(api: Any) -> str:
+    """The snapshot read through ``api``, as YAML."""
+    return asyncio.run(read_cluster(api)).to_yaml()
