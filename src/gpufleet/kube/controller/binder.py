@@ -32,6 +32,7 @@ from gpufleet.domain import (
     PodKey,
 )
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.lifecycle import BINDING, BindEvent, BindStage
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.webhook.annotations import mps_memory_limit
 
@@ -49,7 +50,7 @@ class NotLeader(Exception):
 class InFlight:
     binding: Binding
     gang: str
-    stage: str  # annotating | binding | bound (confirmed, waiting for the informer to show it)
+    stage: BindStage  # see gpufleet.kube.controller.lifecycle.BINDING
     since: float
 
 
@@ -144,11 +145,12 @@ class Binder:
 
     # ------------------------------------------------------------------------------ bindings
 
-    def _mark(self, pod: PodKey, stage: str) -> None:
-        # The entry may be gone: leadership was lost (and the state forgotten) during the call.
+    def _advance(self, pod: PodKey, event: BindEvent) -> None:
+        """Move the pod along :data:`~gpufleet.kube.controller.lifecycle.BINDING`. The entry may be
+        gone: leadership was lost (and the state forgotten) during the call."""
         flight = self.inflight.get(pod)
         if flight is not None:
-            flight.stage = stage
+            flight.stage = BINDING.next(flight.stage, event)
 
     async def bind_gangs(
         self,
@@ -159,7 +161,7 @@ class Binder:
         now = self.clock.now()
         for gang, bindings in gangs:
             for b in bindings:
-                self.inflight[b.pod] = InFlight(b, gang, "annotating", now)
+                self.inflight[b.pod] = InFlight(b, gang, BindStage.ANNOTATING, now)
         results = await asyncio.gather(
             *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
         )
@@ -167,7 +169,7 @@ class Binder:
         for (gang, bindings), result in zip(gangs, results, strict=True):
             if isinstance(result, BaseException):
                 for b in bindings:
-                    if self.inflight.get(b.pod, None) is not None and self.inflight[b.pod].stage != "bound":
+                    if self.inflight.get(b.pod, None) is not None and self.inflight[b.pod].stage != BindStage.BOUND:
                         self.inflight.pop(b.pod, None)
                 why = "lost the leader lease" if isinstance(result, NotLeader) else f"{type(result).__name__}: {result}"
                 if not isinstance(result, NotLeader | ApiError):
@@ -181,14 +183,14 @@ class Binder:
         """A gang of one pod, the common case, without the gathers a real gang needs."""
         try:
             carried = await self._annotate(binding, pod)
-            self._mark(binding.pod, "binding")
+            self._advance(binding.pod, BindEvent.ANNOTATED)
             await self._post_binding(binding, carried)
         except ApiError as err:
             self.inflight.pop(binding.pod, None)
             if self.metrics is not None:
                 self.metrics.bindings.labels("failed").inc()
             return BindOutcome(gang, (), {binding.pod: _why(err)})
-        self._mark(binding.pod, "bound")
+        self._advance(binding.pod, BindEvent.CONFIRMED)
         if self.metrics is not None:
             self.metrics.bindings.labels("bound").inc()
         return BindOutcome(gang, (binding.pod,), {})
@@ -210,7 +212,7 @@ class Binder:
             return BindOutcome(gang, (), {b.pod: problems.get(b.pod, "another pod of its gang failed")
                                           for b in bindings})
         for b in bindings:
-            self._mark(b.pod, "binding")
+            self._advance(b.pod, BindEvent.ANNOTATED)
         posted = await asyncio.gather(
             *(self._post_binding(b, a) for b, a in zip(bindings, annotated, strict=True)), return_exceptions=True
         )
@@ -224,7 +226,7 @@ class Binder:
                 self.inflight.pop(b.pod, None)
             else:
                 bound.append(b.pod)
-                self._mark(b.pod, "bound")
+                self._advance(b.pod, BindEvent.CONFIRMED)
         if self.metrics is not None:
             self.metrics.bindings.labels("bound").inc(len(bound))
             if failed:

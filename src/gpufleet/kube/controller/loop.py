@@ -49,6 +49,7 @@ from gpufleet.kube.controller.convert import (
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
 from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
+from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.controller.reporting import (
     EndState,
@@ -82,12 +83,14 @@ class ControllerConfig:
     # binding: the Binding carries the annotations, which the API server writes with nodeName (one call).
     annotate_via: str = "patch"
 
+_RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
+
 
 @dataclass
 class Victim:
     eviction: Eviction
     node: str
-    state: str  # requested | evicted | blocked | failed
+    state: EvictState  # see gpufleet.kube.controller.lifecycle.EVICTION
     message: str = ""
     next_try: float = 0.0
 
@@ -194,7 +197,7 @@ class Controller:
             if flight is not None:
                 if new is None:
                     self.binder.inflight.pop(key, None)
-                elif _node_of(new) is not None and flight.stage == "bound":
+                elif _node_of(new) is not None and flight.stage == BindStage.BOUND:
                     self.binder.inflight.pop(key, None)
                     return
                 else:
@@ -226,7 +229,7 @@ class Controller:
 
     def _next_timer(self) -> float:
         timers = [self._last_cycle + self.config.resync]
-        timers.extend(v.next_try for v in self.victims.values() if v.state in ("blocked", "failed"))
+        timers.extend(v.next_try for v in self.victims.values() if v.state in _RETRIED)
         timers.extend(p.created + self.config.plan_timeout for p in self.plans.values())
         return min(timers)
 
@@ -342,7 +345,7 @@ class Controller:
             caused.setdefault(gang_key(by, view.groups) if by else eviction.by, set()).add(eviction.pod)
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
-                self.victims[eviction.pod] = Victim(eviction, str(node or ""), "requested")
+                self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
         busy = self._busy_nodes()
         ready: list[tuple[str, Sequence[Binding]]] = []
         for gang, bindings in gangs.items():
@@ -352,7 +355,7 @@ class Controller:
                 ready.append((gang, bindings))
 
         due = [v.eviction for v in self.victims.values()
-               if v.state == "requested" or (v.state in ("blocked", "failed") and v.next_try <= now)]
+               if v.state == EvictState.REQUESTED or (v.state in _RETRIED and v.next_try <= now)]
         evicted = await self.binder.evict(due) if due else []
         for evict_outcome in evicted:
             self._after_eviction(evict_outcome, now)
@@ -391,8 +394,8 @@ class Controller:
         if outcome.result == "gone":
             del self.victims[outcome.pod]
             return
-        victim.state, victim.message = outcome.result, outcome.message
-        if outcome.result in ("blocked", "failed"):
+        victim.state, victim.message = EVICTION.next(victim.state, EvictEvent(outcome.result)), outcome.message
+        if victim.state in _RETRIED:
             victim.next_try = now + self.config.eviction_retry
 
     def _ready_plans(self) -> list[tuple[str, Sequence[Binding]]]:
@@ -402,7 +405,7 @@ class Controller:
             waiting_for = sorted(v for v in plan.victims if v in self.victims)
             on_busy = sorted({b.node for b in plan.bindings if b.node in busy})
             if waiting_for or on_busy:
-                blocked = [self.victims[v] for v in waiting_for if self.victims[v].state in ("blocked", "failed")]
+                blocked = [self.victims[v] for v in waiting_for if self.victims[v].state in _RETRIED]
                 if blocked:
                     plan.waiting = "; ".join(self._blocked_text(v) for v in blocked)
                 else:
@@ -430,7 +433,7 @@ class Controller:
             if (pdb.get("metadata") or {}).get("namespace") == namespace
             and label_selector_matches((pdb.get("spec") or {}).get("selector"), labels)
         )
-        if victim.state == "blocked":
+        if victim.state == EvictState.BLOCKED:
             which = f" ({', '.join(budgets)})" if budgets else ""
             return (f"eviction of {victim.eviction.pod} is blocked by a PodDisruptionBudget{which}: "
                     f"{victim.message}; retrying")
