@@ -31,7 +31,7 @@ def _serve(shape: str, scale: float, conn: Connection) -> None:
     """Child process: the API server emulator with the shape's objects."""
     from gpufleet.adapters.k8s_yaml_writer import snapshot_to_documents
     from gpufleet.bench.shapes import make_shape
-    from gpufleet.kube.client.port import Kind
+    from gpufleet.kube import Kind
     from gpufleet.testing.emulator import ApiServerEmulator
     from gpufleet.testing.fake_cluster import FakeCluster
 
@@ -61,9 +61,7 @@ def _serve(shape: str, scale: float, conn: Connection) -> None:
 async def _control(
     url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str
 ) -> dict[str, Any]:
-    from gpufleet.kube.client.lightkube_api import connect
-    from gpufleet.kube.client.port import Kind, RealClock
-    from gpufleet.kube.controller.loop import Controller, ControllerConfig
+    from gpufleet.kube import Controller, ControllerConfig, Kind, RealClock, connect
 
     api = connect(server=url, field_manager=manager, fast_http=http == "aiohttp", concurrency=concurrency,
                   timeout=60.0, list_chunk_size=None)

@@ -16,9 +16,7 @@ from typing import TypeVar
 import click
 
 from gpufleet.adapters import InputError, load_snapshot_text
-from gpufleet.kube.client.port import ClusterAccessError, ClusterApi
-from gpufleet.kube.inspect.explain import Explanation, explain_in_cluster
-from gpufleet.kube.inspect.snapshot import ClusterSnapshot, read_cluster
+from gpufleet.kube import ClusterAccessError, ClusterApi, ClusterSnapshot, Explanation, explain_in_cluster, read_cluster
 
 T = TypeVar("T")
 
@@ -27,7 +25,7 @@ ApiFactory = Callable[[str | None, str | None], ClusterApi]
 
 
 def _lightkube_api(kubeconfig: str | None, context: str | None) -> ClusterApi:
-    from gpufleet.kube.client.lightkube_api import connect  # lightkube's import cost only for these commands
+    from gpufleet.kube import connect  # lightkube's import cost only for these commands
 
     return connect(kubeconfig, context=context, timeout=10.0)
 

@@ -12,10 +12,15 @@ import sys
 
 import click
 
-from gpufleet.kube.client.port import ClusterAccessError, RealClock
-from gpufleet.kube.controller.leader import LeaseConfig
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics, serve_http
+from gpufleet.kube import (
+    ClusterAccessError,
+    Controller,
+    ControllerConfig,
+    ControllerMetrics,
+    LeaseConfig,
+    RealClock,
+    serve_http,
+)
 
 DEFAULT_LEASE = "gpufleet-controller"
 DEFAULT_NAMESPACE = "gpufleet-system"
@@ -76,7 +81,7 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
 
     See docs/controller.md.
     """
-    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.kube import connect
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if kubeconfig is not None and not os.path.isfile(kubeconfig):

@@ -8,8 +8,7 @@ import sys
 
 import click
 
-from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR, MutationSettings
-from gpufleet.kube.webhook.server import ServerSettings, run_server, tls_context
+from gpufleet.kube import DEFAULT_MPS_HOST_DIR, MutationSettings, ServerSettings, run_server, tls_context
 
 
 def _selector(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -35,7 +35,7 @@ import attrs
 import kmock
 import msgspec
 
-from gpufleet.kube.client.port import ApiError, Kind
+from gpufleet.kube import ApiError, Kind
 from gpufleet.testing.fake_cluster import PDB_MESSAGE, FakeCluster
 
 _BY_PATH: dict[tuple[str | None, str | None, str | None], Kind] = {(k.group, k.version, k.plural): k for k in Kind}

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.adapters import format_time
-from gpufleet.kube.client.port import ApiError, ClusterApi, Kind, ObjectList, WatchEvent
-from gpufleet.kube.controller.convert import label_selector_matches
+from gpufleet.kube import ApiError, ClusterApi, Kind, ObjectList, WatchEvent, label_selector_matches
 
 __all__ = ["Call", "FakeClient", "FakeCluster", "VirtualClock", "merge_patch"]
 
