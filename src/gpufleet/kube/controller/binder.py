@@ -80,7 +80,7 @@ def desired_annotations(pod: Mapping[str, Any] | None, binding: Binding,
     A gpu-blocks annotation set by the user is the pod's request and already says the blocks;
     for a pod sized by gpu-memory the blocks held are written out. A fractional pod also gets
     the MPS memory limit its blocks stand for on that node's GPUs (``gpu_memory_mib``), which the
-    webhook's environment reads (see ``webhook_annotations``)."""
+    webhook's environment reads (see :mod:`gpufleet.kube.webhook.annotations`)."""
     meta = (pod or {}).get("metadata") or {}
     current: Mapping[str, Any] = meta.get("annotations") or {}
     wanted: dict[str, str | None] = {ANNOTATION_GPU_INDEX: ",".join(str(g) for g in binding.gpus) or None}
