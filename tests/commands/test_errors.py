@@ -13,7 +13,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.cli import main
 from gpufleet.commands import COMMANDS, subcommands
 from gpufleet.commands.base import Command, CommandError, Group
-from gpufleet.kube.snapshot import ClusterAccessError
+from gpufleet.kube import ClusterAccessError
 
 # For every sub-command: an unknown option, and a bad value or a missing argument.
 BAD_ARGUMENTS = [

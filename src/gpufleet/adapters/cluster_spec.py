@@ -44,8 +44,24 @@ from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.adapters.traces.records import TraceNode
-from gpufleet.domain import CPU, GPU, MEMORY, MILLI, PODS, Node, NodeName, Taint, TaintEffect
-from gpufleet.domain.model import ANNOTATION_NVLINK_DOMAINS, LABEL_GPU_MEMORY, LABEL_GPU_PRODUCT
+from gpufleet.domain import (
+    ANNOTATION_NVLINK_DOMAINS,
+    CPU,
+    GPU,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    MEMORY,
+    MILLI,
+    PODS,
+    Node,
+    NodeName,
+    Taint,
+    TaintEffect,
+)
+from gpufleet.domain import API_GROUP_VERSION as API_VERSION
+from gpufleet.domain import LABEL_POOL as POOL_LABEL
+from gpufleet.domain import LABEL_RACK as RACK_LABEL
+from gpufleet.domain import LABEL_SPOT as SPOT_LABEL
 from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
 
 __all__ = [
@@ -62,12 +78,8 @@ __all__ = [
     "trace_nodes_to_domain",
 ]
 
-API_VERSION = "gpufleet.dev/v1alpha1"
 KIND = "ClusterSpec"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-POOL_LABEL = "gpufleet.dev/pool"  # informational: lets pods select a pool with a node selector
-SPOT_LABEL = "gpufleet.dev/spot"  # "true" on spot nodes
-RACK_LABEL = "topology.gpufleet.dev/rack"
 DEFAULT_PODS_PER_NODE = 110  # the Kubernetes default
 MAX_NODES = 200_000
 MAX_GPUS_PER_NODE = 64

@@ -12,7 +12,7 @@ file, the document (1-based), the object and the field::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ from gpufleet.adapters._k8s_models import (
 )
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
-from gpufleet.domain import Pod, PodGroup, SchedulerConfig, Snapshot
-from gpufleet.domain.model import LABEL_QUEUE, QueueName
+from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
+from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -44,14 +45,13 @@ __all__ = [
     "Locations",
     "load_config_file",
     "load_config_text",
+    "load_snapshot_documents",
     "load_snapshot_file",
     "load_snapshot_text",
     "reader_for",
     "validate_snapshot",
 ]
 
-GPUFLEET_GROUP = "gpufleet.dev"
-GPUFLEET_VERSION = "v1alpha1"
 _OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",
@@ -128,7 +128,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     return None
 
 
-def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tuple[str, str], list[str]]]:
+def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], dict[tuple[str, str], list[str]]]:
     """Domain objects by kind, in input order, and where each was read."""
     by_kind: dict[str, list[Any]] = {
         "Node": [],
@@ -139,7 +139,7 @@ def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tu
         "SchedulerConfig": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
-    for where, obj in _iter_objects(parse_documents(text, source), source):
+    for where, obj in _iter_objects(docs, source):
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
         label = f"{where} ({kind})" if isinstance(kind, str) and kind else where
@@ -190,8 +190,8 @@ def _check_single_config(
         )
 
 
-def _snapshot(text: str, source: str) -> tuple[Snapshot, dict[tuple[str, str], list[str]]]:
-    by_kind, locations = _read_objects(text, source)
+def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, str], list[str]]]:
+    by_kind, locations = _read_objects(docs, source)
     configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
     _check_single_config(configs, locations, source)
     snapshot = Snapshot(
@@ -214,9 +214,18 @@ def load_snapshot_text(text: str, source: str, *, config: SchedulerConfig | None
     ``config`` (from ``--config``) replaces a SchedulerConfig found in the snapshot; without
     either, the defaults apply. Raises :class:`InputError` on any invalid input.
     """
-    snapshot, locations = _snapshot(text, source)
+    snapshot, locations = _snapshot(parse_documents(text, source), source)
     if config is not None:
         snapshot = dataclasses.replace(snapshot, config=config)
+    validate_snapshot(snapshot, source, locations=locations)
+    return snapshot
+
+
+def load_snapshot_documents(documents: Sequence[Mapping[str, Any]], source: str) -> Snapshot:
+    """:func:`load_snapshot_text` of objects already parsed (as an API client hands them over):
+    the same converters, checks and messages, without a trip through YAML text. "document N" in
+    messages is the object's position in ``documents``, from 1."""
+    snapshot, locations = _snapshot([dict(doc) for doc in documents], source)
     validate_snapshot(snapshot, source, locations=locations)
     return snapshot
 
@@ -237,7 +246,7 @@ def load_snapshot_file(path: str | Path, *, config: SchedulerConfig | None = Non
 
 def load_config_text(text: str, source: str) -> SchedulerConfig:
     """The one SchedulerConfig among the documents of ``text`` (other kinds are read and ignored)."""
-    by_kind, locations = _read_objects(text, source)
+    by_kind, locations = _read_objects(parse_documents(text, source), source)
     configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
     if not configs:
         raise InputError(f"{source}: no SchedulerConfig document found")

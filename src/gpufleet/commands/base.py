@@ -60,7 +60,7 @@ def _as_line(err: Exception, command: str) -> tuple[str, int] | None:
         return str(err), 2
     # Imported here, not at the top: only commands that read a cluster raise it, and the root command
     # must not pay for importing the kube layer at start-up.
-    from gpufleet.kube.snapshot import ClusterAccessError
+    from gpufleet.kube.client.port import ClusterAccessError
 
     if isinstance(err, ClusterAccessError):
         return f"{command}: {err}", err.exit_code

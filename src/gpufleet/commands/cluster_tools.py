@@ -7,30 +7,45 @@ objects the scheduler cannot read). Every failure is one line on stderr (see ``c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
-from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.k8s_yaml import load_snapshot_text
+from gpufleet.adapters import InputError, load_snapshot_text
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.kube.explain import explain_in_cluster
-from gpufleet.kube.snapshot import ClusterReader, read_cluster
+from gpufleet.kube import ClusterApi, ClusterSnapshot, Explanation, explain_in_cluster, read_cluster
 
-__all__ = ["explain", "reader_factory", "snapshot"]
+__all__ = ["api_factory", "explain", "snapshot"]
 
-# Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
-ReaderFactory = Callable[[str | None, str | None], ClusterReader]
+T = TypeVar("T")
 
-
-def _lightkube_reader(kubeconfig: str | None, context: str | None) -> ClusterReader:
-    from gpufleet.kube.snapshot_lightkube import connect  # lightkube's import cost only for these commands
-
-    return connect(kubeconfig, context=context)
+# Tests swap this for a function returning an in-memory client; (kubeconfig, context) -> the API.
+ApiFactory = Callable[[str | None, str | None], ClusterApi]
 
 
-reader_factory: ReaderFactory = _lightkube_reader
+def _lightkube_api(kubeconfig: str | None, context: str | None) -> ClusterApi:
+    from gpufleet.kube import connect  # lightkube's import cost only for these commands
+
+    return connect(kubeconfig, context=context, timeout=10.0)
+
+
+api_factory: ApiFactory = _lightkube_api
+
+
+def _with_api(kubeconfig: str | None, context: str | None, work: Callable[[ClusterApi], Awaitable[T]]) -> T:
+    """``work`` on a client of the cluster, in an event loop of its own; the client is closed after."""
+
+    async def run() -> T:
+        api = api_factory(kubeconfig, context)
+        try:
+            return await work(api)
+        finally:
+            await api.close()
+
+    return asyncio.run(run())
 
 
 _kubeconfig = click.option("--kubeconfig", type=str, default=None,
@@ -45,7 +60,7 @@ _context = click.option("--context", type=str, default=None, help="Kubeconfig co
               help="Write the snapshot here (default: stdout).")
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
-    snap = read_cluster(reader_factory(kubeconfig, context))
+    snap: ClusterSnapshot = _with_api(kubeconfig, context, read_cluster)
     text = snap.to_yaml()
     for warning in snap.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -79,8 +94,9 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
         namespace = prefix
     if not pod or namespace == "":
         raise CommandError("POD must be NAME or NAMESPACE/NAME")
-    reader = reader_factory(kubeconfig, context)
-    explanation = explain_in_cluster(reader, namespace or reader.default_namespace, pod)
+    explanation: Explanation = _with_api(
+        kubeconfig, context, lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod)
+    )
     for warning in explanation.warnings:
         click.echo(f"warning: {warning}", err=True)
     for line in explanation.lines:

@@ -12,10 +12,15 @@ import socket
 import click
 
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.kube.controller import Controller, ControllerConfig
-from gpufleet.kube.leader import LeaseConfig
-from gpufleet.kube.metrics import ControllerMetrics, serve_http
-from gpufleet.kube.ports import RealClock
+from gpufleet.kube import (
+    ClusterAccessError,
+    Controller,
+    ControllerConfig,
+    ControllerMetrics,
+    LeaseConfig,
+    RealClock,
+    serve_http,
+)
 
 __all__ = ["controller"]
 
@@ -78,16 +83,14 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
 
     See docs/controller.md.
     """
-    from lightkube.core.exceptions import ConfigError
-
-    from gpufleet.kube.lightkube_api import connect
+    from gpufleet.kube import connect
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
         raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     try:
         api = connect(kubeconfig, server=server, fast_http=http_engine == "aiohttp", concurrency=concurrency)
-    except (ConfigError, OSError, ValueError, KeyError, TypeError) as err:
+    except ClusterAccessError as err:
         raise CommandError(f"cannot use the cluster configuration: {err}") from None
     name = identity or _default_identity()
     lease = LeaseConfig(namespace=namespace, name=lease_name, identity=name) if leader_elect else None

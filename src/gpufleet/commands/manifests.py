@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.kube.manifests import (
+from gpufleet.kube import (
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     InstallOptions,

@@ -8,8 +8,7 @@ import ssl
 import click
 
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.kube.webhook_mutation import DEFAULT_MPS_HOST_DIR, MutationSettings
-from gpufleet.kube.webhook_server import ServerSettings, run_server, tls_context
+from gpufleet.kube import DEFAULT_MPS_HOST_DIR, MutationSettings, ServerSettings, run_server, tls_context
 
 __all__ = ["webhook"]
 

@@ -12,13 +12,13 @@ from gpufleet.domain import (
     MILLI,
     MILLI_PER_BLOCK,
     PODS,
+    SCHEDULER_NAME,
     Pod,
     PodGroup,
     PodKey,
     QueueName,
     Snapshot,
 )
-from gpufleet.domain.model import SCHEDULER_NAME
 from gpufleet.domain.queues import pod_group_of, resolve_queue
 from gpufleet.domain.units import blocks_for_gpu_memory
 from gpufleet.engine.cluster import ClusterState, IntArray

@@ -24,6 +24,7 @@ from gpufleet.domain import (
     BLOCKS_PER_GPU,
     CPU,
     GPU,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
@@ -31,7 +32,6 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.model import LABEL_GPU_PRODUCT
 from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
 from gpufleet.sim.cluster import SimCluster
 

@@ -29,6 +29,7 @@ from gpufleet.domain import (
     BLOCKS_PER_GPU,
     CPU,
     GPU,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
@@ -37,7 +38,6 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.model import LABEL_GPU_PRODUCT
 from gpufleet.domain.units import mib_to_milli
 from gpufleet.engine import gpu_fit, resources_fit  # the engine's fit test
 from gpufleet.engine.fragmentation import FragmentationModel, TargetShape, TargetWorkload, shape_of
