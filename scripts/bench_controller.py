@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """End-to-end throughput of ``gpufleet controller`` over HTTP, against the API server emulator.
 
-The emulator (tests/kube/emulator.py: kmock's HTTP side over the in-memory store) runs in a child
+The emulator (gpufleet.testing.emulator: kmock's HTTP side over the in-memory store) runs in a child
 process, as an API server runs apart from its clients, loaded with the objects of a bench shape
 (``gpufleet.bench.shapes.make_shape``; ``basic``: 5,000 nodes, 1,000 running and 10,000 pending
 pods). The controller (the real lightkube adapter) then starts cold: lists and watches everything,
@@ -24,20 +24,16 @@ import sys
 import time
 from collections import Counter
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the emulator lives with the tests
 
 
 def _serve(shape: str, scale: float, conn: Connection) -> None:
     """Child process: the API server emulator with the shape's objects."""
     from gpufleet.adapters.k8s_yaml_writer import snapshot_to_documents
     from gpufleet.bench.shapes import make_shape
-    from gpufleet.kube.fake import FakeCluster
-    from gpufleet.kube.ports import Kind
-    from kube.emulator import ApiServerEmulator
+    from gpufleet.kube import Kind
+    from gpufleet.testing.emulator import ApiServerEmulator
+    from gpufleet.testing.fake_cluster import FakeCluster
 
     kinds = {k.kind: k for k in Kind}
 
@@ -65,9 +61,7 @@ def _serve(shape: str, scale: float, conn: Connection) -> None:
 async def _control(
     url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str
 ) -> dict[str, Any]:
-    from gpufleet.kube.controller import Controller, ControllerConfig
-    from gpufleet.kube.lightkube_api import connect
-    from gpufleet.kube.ports import Kind, RealClock
+    from gpufleet.kube import Controller, ControllerConfig, Kind, RealClock, connect
 
     api = connect(server=url, field_manager=manager, fast_http=http == "aiohttp", concurrency=concurrency,
                   timeout=60.0, list_chunk_size=None)

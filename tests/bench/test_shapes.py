@@ -15,13 +15,18 @@ from gpufleet.bench.shapes import (
     make_shape,
     scaled,
 )
-from gpufleet.domain import GPU, MILLI, Pod, PodGroup, Snapshot, WithinQueue
-from gpufleet.domain.model import (
+from gpufleet.domain import (
     ANNOTATION_GPU_INDEX,
+    GPU,
     LABEL_GPU_MEMORY,
     LABEL_GPU_PRODUCT,
     LABEL_POD_GROUP,
     LABEL_QUEUE,
+    MILLI,
+    Pod,
+    PodGroup,
+    Snapshot,
+    WithinQueue,
 )
 
 SMALL = 0.02  # 100 nodes

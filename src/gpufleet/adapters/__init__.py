@@ -1,0 +1,98 @@
+"""Adapters: everything gpufleet reads or writes from outside, turned into the domain model.
+
+The public face of the package, for the simulator, the Kubernetes side and the commands: the
+snapshot loader (Kubernetes YAML) and writer, the loader's errors, the converters of single
+Kubernetes objects, the CRD spec models, quantities, the cluster spec and the trace readers.
+Modules whose names start with ``_`` are this package's own (an import-linter contract says so).
+
+What ``gpufleet replay`` reads anyway (the loader and what it imports) is imported here at once;
+the rest (the writer, the output renderers, the cluster spec, the traces) on first use, so that
+start-up stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpufleet._lazy import lazy_exports
+from gpufleet.adapters._fields import FieldError
+from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
+from gpufleet.adapters._k8s_models import (
+    QUANTITY_JSON_SCHEMA,
+    PodGroupSpec,
+    QueueSpec,
+    SchedulerConfigSpec,
+    pod_group_from_dict,
+    queue_from_dict,
+    scheduler_config_from_dict,
+)
+from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.k8s_yaml import (
+    load_config_file,
+    load_config_text,
+    load_snapshot_documents,
+    load_snapshot_file,
+    load_snapshot_text,
+    reader_for,
+    validate_snapshot,
+)
+from gpufleet.adapters.quantity import to_milli
+
+if TYPE_CHECKING:
+    from gpufleet.adapters.cluster_spec import ClusterLayout, cluster_from_trace_nodes, load_cluster_spec_file
+    from gpufleet.adapters.k8s_yaml_writer import dump_snapshot, format_time, snapshot_to_documents
+    from gpufleet.adapters.output import decisions_to_dict, render_json, render_table
+    from gpufleet.adapters.traces import load_nodes, load_trace
+    from gpufleet.adapters.traces.records import TraceJob, TraceNode
+
+__all__ = [
+    "QUANTITY_JSON_SCHEMA",
+    "ClusterLayout",
+    "FieldError",
+    "InputError",
+    "PodGroupSpec",
+    "QueueSpec",
+    "SchedulerConfigSpec",
+    "TraceJob",
+    "TraceNode",
+    "cluster_from_trace_nodes",
+    "decisions_to_dict",
+    "dump_snapshot",
+    "format_time",
+    "load_cluster_spec_file",
+    "load_config_file",
+    "load_config_text",
+    "load_nodes",
+    "load_snapshot_documents",
+    "load_snapshot_file",
+    "load_snapshot_text",
+    "load_trace",
+    "node_from_dict",
+    "pod_from_dict",
+    "pod_group_from_dict",
+    "priority_class_from_dict",
+    "queue_from_dict",
+    "reader_for",
+    "render_json",
+    "render_table",
+    "scheduler_config_from_dict",
+    "snapshot_to_documents",
+    "to_milli",
+    "validate_snapshot",
+]
+
+__getattr__ = lazy_exports(__name__, {
+    "ClusterLayout": "gpufleet.adapters.cluster_spec",
+    "cluster_from_trace_nodes": "gpufleet.adapters.cluster_spec",
+    "load_cluster_spec_file": "gpufleet.adapters.cluster_spec",
+    "dump_snapshot": "gpufleet.adapters.k8s_yaml_writer",
+    "format_time": "gpufleet.adapters.k8s_yaml_writer",
+    "snapshot_to_documents": "gpufleet.adapters.k8s_yaml_writer",
+    "decisions_to_dict": "gpufleet.adapters.output",
+    "render_json": "gpufleet.adapters.output",
+    "render_table": "gpufleet.adapters.output",
+    "load_nodes": "gpufleet.adapters.traces",
+    "load_trace": "gpufleet.adapters.traces",
+    "TraceJob": "gpufleet.adapters.traces.records",
+    "TraceNode": "gpufleet.adapters.traces.records",
+})

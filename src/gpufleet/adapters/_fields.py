@@ -116,17 +116,6 @@ def quantity(value: object, path: str) -> int:
         raise FieldError(path, str(err)) from None
 
 
-def resource_map(value: object, path: str) -> dict[str, int]:
-    """A resource list (name -> quantity) in milli-units."""
-    raw = mapping(value, path)
-    out: dict[str, int] = {}
-    for key, item in raw.items():
-        if not isinstance(key, str):
-            raise FieldError(path, f"resource names must be strings, got {describe(key)}")
-        out[key] = quantity(item, join(path, key))
-    return out
-
-
 def timestamp(value: object, path: str) -> float | None:
     """An RFC 3339 timestamp as seconds since the epoch (UTC when no offset is given)."""
     if value is None:

@@ -27,8 +27,18 @@ from gpufleet.adapters._fields import (
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.domain import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_NVLINK_DOMAINS,
+    ANNOTATION_UNHEALTHY_GPUS,
     BLOCKS_PER_GPU,
     GPU,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_PREEMPTIBLE,
+    LABEL_QUEUE,
     MILLI,
     PODS,
     Node,
@@ -41,18 +51,6 @@ from gpufleet.domain import (
     Taint,
     TaintEffect,
     Toleration,
-)
-from gpufleet.domain.model import (
-    ANNOTATION_GPU_BLOCKS,
-    ANNOTATION_GPU_INDEX,
-    ANNOTATION_GPU_MEMORY,
-    ANNOTATION_NVLINK_DOMAINS,
-    ANNOTATION_UNHEALTHY_GPUS,
-    LABEL_GPU_MEMORY,
-    LABEL_GPU_PRODUCT,
-    LABEL_POD_GROUP,
-    LABEL_PREEMPTIBLE,
-    LABEL_QUEUE,
 )
 
 __all__ = ["node_from_dict", "pod_from_dict", "priority_class_from_dict"]

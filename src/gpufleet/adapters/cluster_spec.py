@@ -28,7 +28,7 @@ Every problem is one :class:`InputError` line: ``FILE: spec.pools[0].gpuMemory: 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,8 +44,25 @@ from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.adapters.traces.records import TraceNode
-from gpufleet.domain import CPU, GPU, MEMORY, MILLI, PODS, Node, NodeName, Taint, TaintEffect
-from gpufleet.domain.model import ANNOTATION_NVLINK_DOMAINS, LABEL_GPU_MEMORY, LABEL_GPU_PRODUCT
+from gpufleet.domain import (
+    ANNOTATION_NVLINK_DOMAINS,
+    CPU,
+    GPU,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    MEMORY,
+    MILLI,
+    PODS,
+    Node,
+    NodeName,
+    Taint,
+    TaintEffect,
+)
+from gpufleet.domain import API_GROUP_VERSION as API_VERSION
+from gpufleet.domain import LABEL_POOL as POOL_LABEL
+from gpufleet.domain import LABEL_RACK as RACK_LABEL
+from gpufleet.domain import LABEL_SPOT as SPOT_LABEL
+from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
 
 __all__ = [
     "API_VERSION",
@@ -61,16 +78,11 @@ __all__ = [
     "trace_nodes_to_domain",
 ]
 
-API_VERSION = "gpufleet.dev/v1alpha1"
 KIND = "ClusterSpec"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-POOL_LABEL = "gpufleet.dev/pool"  # informational: lets pods select a pool with a node selector
-SPOT_LABEL = "gpufleet.dev/spot"  # "true" on spot nodes
-RACK_LABEL = "topology.gpufleet.dev/rack"
 DEFAULT_PODS_PER_NODE = 110  # the Kubernetes default
 MAX_NODES = 200_000
 MAX_GPUS_PER_NODE = 64
-_MIB_MILLI = MILLI * 2**20  # milli-bytes per MiB
 _RESERVED_LABELS = {
     HOSTNAME_LABEL: "the node name",
     LABEL_GPU_PRODUCT: "gpuModel",
@@ -241,7 +253,7 @@ def _shape(pool: PoolSpec, path: str) -> _PoolShape:
     if pool.gpuMemory is not None:
         if pool.gpusPerNode == 0:
             raise FieldError(f"{path}.gpuMemory", "needs gpusPerNode > 0")
-        gpu_memory = pool.gpuMemory // _MIB_MILLI
+        gpu_memory = pool.gpuMemory // MILLI_PER_MIB
         if gpu_memory < 1:
             got = pool.gpuMemory // MILLI
             raise FieldError(f"{path}.gpuMemory", f"must be at least 1Mi (e.g. 80Gi), got {got} bytes")
@@ -377,9 +389,13 @@ def trace_nodes_to_domain(
     pods_per_node: int = DEFAULT_PODS_PER_NODE,
     rack_size: int | None = None,
     unknown_memory_mib: int | None = None,
+    names: Sequence[str] | None = None,
 ) -> tuple[Node, ...]:
-    """Domain nodes for a trace's node list, in the same order.
+    """Domain nodes for a trace's node list, in the same order: the one TraceNode -> Node
+    conversion (the simulator's runs and its fill experiment both use it).
 
+    ``names`` replaces the trace's node names (same order; the fill experiment names nodes after
+    a seeded tie-break rank). Pod slots: ``pods_per_node``.
     Labels: ``kubernetes.io/hostname``, ``nvidia.com/gpu.product`` (the trace's model name, e.g.
     ``V100M32``, the same names as ``TraceJob.gpu_models``), ``nvidia.com/gpu.memory`` where the
     model's memory is known, ``gpufleet.dev/pool`` (the model, or ``cpu``) and, with ``rack_size``,
@@ -389,14 +405,17 @@ def trace_nodes_to_domain(
     """
     if rack_size is not None and rack_size < 1:
         raise ValueError(f"rack_size must be >= 1, got {rack_size}")
+    listed = list(nodes)
+    if names is not None and len(names) != len(listed):
+        raise ValueError(f"{len(names)} names for {len(listed)} nodes")
     out: list[Node] = []
-    for i, trace_node in enumerate(nodes):
-        name = NodeName(trace_node.name)
+    for i, trace_node in enumerate(listed):
+        name = NodeName(trace_node.name if names is None else names[i])
         memory_mib = trace_node.memory_mib or unknown_memory_mib or 0
         allocatable = {CPU: trace_node.cpu_milli, PODS: pods_per_node * MILLI, GPU: trace_node.gpus * MILLI}
         if memory_mib:
-            allocatable[MEMORY] = memory_mib * _MIB_MILLI
-        labels = {HOSTNAME_LABEL: trace_node.name, POOL_LABEL: trace_node.gpu_model or "cpu"}
+            allocatable[MEMORY] = mib_to_milli(memory_mib)
+        labels = {HOSTNAME_LABEL: name, POOL_LABEL: trace_node.gpu_model or "cpu"}
         if trace_node.gpu_model:
             labels[LABEL_GPU_PRODUCT] = trace_node.gpu_model
         if trace_node.gpu_memory_mib:

@@ -12,7 +12,7 @@ file, the document (1-based), the object and the field::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +25,33 @@ from gpufleet.adapters._k8s_models import (
 )
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
-from gpufleet.domain import Pod, PodGroup, Queue, SchedulerConfig, Snapshot
-from gpufleet.domain.model import LABEL_QUEUE
+from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
+from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot
+from gpufleet.domain.queues import (
+    NotALeaf,
+    QueueCycle,
+    QueueSource,
+    QueueTree,
+    UnknownParent,
+    UnknownQueue,
+    pod_group_of,
+    queue_source,
+    resolve_queue,
+)
 
 __all__ = [
     "InputError",
     "Locations",
     "load_config_file",
     "load_config_text",
+    "load_snapshot_documents",
     "load_snapshot_file",
     "load_snapshot_text",
     "reader_for",
     "validate_snapshot",
 ]
 
-GPUFLEET_GROUP = "gpufleet.dev"
-GPUFLEET_VERSION = "v1alpha1"
 _OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",
@@ -117,7 +128,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     return None
 
 
-def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tuple[str, str], list[str]]]:
+def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], dict[tuple[str, str], list[str]]]:
     """Domain objects by kind, in input order, and where each was read."""
     by_kind: dict[str, list[Any]] = {
         "Node": [],
@@ -128,7 +139,7 @@ def _read_objects(text: str, source: str) -> tuple[dict[str, list[Any]], dict[tu
         "SchedulerConfig": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
-    for where, obj in _iter_objects(parse_documents(text, source), source):
+    for where, obj in _iter_objects(docs, source):
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
         label = f"{where} ({kind})" if isinstance(kind, str) and kind else where
@@ -179,8 +190,8 @@ def _check_single_config(
         )
 
 
-def _snapshot(text: str, source: str) -> tuple[Snapshot, dict[tuple[str, str], list[str]]]:
-    by_kind, locations = _read_objects(text, source)
+def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, str], list[str]]]:
+    by_kind, locations = _read_objects(docs, source)
     configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
     _check_single_config(configs, locations, source)
     snapshot = Snapshot(
@@ -203,9 +214,18 @@ def load_snapshot_text(text: str, source: str, *, config: SchedulerConfig | None
     ``config`` (from ``--config``) replaces a SchedulerConfig found in the snapshot; without
     either, the defaults apply. Raises :class:`InputError` on any invalid input.
     """
-    snapshot, locations = _snapshot(text, source)
+    snapshot, locations = _snapshot(parse_documents(text, source), source)
     if config is not None:
         snapshot = dataclasses.replace(snapshot, config=config)
+    validate_snapshot(snapshot, source, locations=locations)
+    return snapshot
+
+
+def load_snapshot_documents(documents: Sequence[Mapping[str, Any]], source: str) -> Snapshot:
+    """:func:`load_snapshot_text` of objects already parsed (as an API client hands them over):
+    the same converters, checks and messages, without a trip through YAML text. "document N" in
+    messages is the object's position in ``documents``, from 1."""
+    snapshot, locations = _snapshot([dict(doc) for doc in documents], source)
     validate_snapshot(snapshot, source, locations=locations)
     return snapshot
 
@@ -226,7 +246,7 @@ def load_snapshot_file(path: str | Path, *, config: SchedulerConfig | None = Non
 
 def load_config_text(text: str, source: str) -> SchedulerConfig:
     """The one SchedulerConfig among the documents of ``text`` (other kinds are read and ignored)."""
-    by_kind, locations = _read_objects(text, source)
+    by_kind, locations = _read_objects(parse_documents(text, source), source)
     configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
     if not configs:
         raise InputError(f"{source}: no SchedulerConfig document found")
@@ -264,12 +284,8 @@ class _Validator:
         self.snapshot = snapshot
         self.source = source
         self.locations = locations
-        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
-        self.first_child: dict[str, str] = {}
-        for queue in snapshot.queues:
-            if queue.parent is not None:
-                self.first_child.setdefault(queue.parent, queue.name)
-        self.default_queue: str = snapshot.config.default_queue
+        self.tree = QueueTree.of(snapshot.queues)
+        self.default_queue: QueueName = snapshot.config.default_queue
 
     def fail(self, kind: str, name: str, path: str, message: str, occurrence: int = 0) -> InputError:
         entries = self.locations.get((kind, name)) or []
@@ -302,33 +318,23 @@ class _Validator:
                 seen.add(name)
 
     def check_queue_tree(self) -> None:
-        for queue in self.snapshot.queues:
-            if queue.parent is not None and queue.parent not in self.queues:
-                raise self.fail("Queue", queue.name, "spec.parent", f"unknown queue {describe(queue.parent)}")
-        state: dict[str, int] = {}  # 1: on the path being walked, 2: known to reach a root
-        for queue in self.snapshot.queues:
-            path: list[str] = []
-            current: str | None = queue.name
-            while current is not None and current not in state:
-                state[current] = 1
-                path.append(current)
-                current = self.queues[current].parent
-            if current is not None and state[current] == 1:
-                cycle = [*path[path.index(current) :], current]
-                raise self.fail("Queue", current, "spec.parent", "cycle in the queue tree: " + " -> ".join(cycle))
-            for name in path:
-                state[name] = 2
+        broken = self.tree.broken.items()
+        for name, problem in broken:  # a queue's own unknown parent first, in the order given
+            if isinstance(problem, UnknownParent) and problem.queue == name:
+                raise self.fail("Queue", name, "spec.parent", f"unknown queue {describe(problem.parent)}")
+        for _, problem in broken:
+            if isinstance(problem, QueueCycle):
+                loop = problem.loop
+                raise self.fail("Queue", loop[0], "spec.parent", "cycle in the queue tree: " + " -> ".join(loop))
 
-    def queue_problem(self, name: str) -> str | None:
-        """Why pods may not go to queue ``name`` (None: they may)."""
-        if name not in self.queues:
-            if name == self.default_queue:
-                return None  # created implicitly by the engine
-            return f"unknown queue {describe(name)}"
-        child = self.first_child.get(name)
-        if child is not None:
-            return f"queue {describe(name)} is not a leaf (it is the parent of {describe(child)})"
-        return None
+    def queue_problem(self, name: QueueName) -> str | None:
+        """Why pods may not go to queue ``name`` (None: they may), in the loader's words."""
+        problem = self.tree.use_problem(name, self.default_queue)
+        if isinstance(problem, UnknownQueue):
+            return f"unknown queue {describe(problem.queue)}"
+        if isinstance(problem, NotALeaf):
+            return f"queue {describe(problem.queue)} is not a leaf (it is the parent of {describe(problem.child)})"
+        return None  # the tree itself was checked first: no broken ancestry is left here
 
     def check_pod_queues(self) -> None:
         groups: dict[str, PodGroup] = {g.key: g for g in self.snapshot.pod_groups}
@@ -336,27 +342,29 @@ class _Validator:
         for pod in self.snapshot.pods:
             if not pod.ours or pod.finished:
                 continue
-            if pod.queue_label is not None:
-                problem = self.queue_problem(pod.queue_label)
+            group = pod_group_of(pod, groups)
+            source = queue_source(pod, group)
+            queue = resolve_queue(pod, group, self.default_queue)
+            if source is QueueSource.LABEL:
+                problem = self.queue_problem(queue)
                 if problem is not None:
                     raise self.fail("Pod", pod.key, f"metadata.labels.{LABEL_QUEUE}", problem)
-                continue
-            group = groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
-            if group is not None and group.queue is not None:
+            elif source is QueueSource.POD_GROUP:
+                assert group is not None
                 if group.key not in checked_groups:
                     checked_groups.add(group.key)
-                    problem = self.queue_problem(group.queue)
+                    problem = self.queue_problem(queue)
                     if problem is not None:
                         raise self.fail("PodGroup", group.key, "spec.queue", problem)
-                continue
-            problem = self.queue_problem(self.default_queue)
-            if problem is not None:
-                raise self.fail(
-                    "Pod",
-                    pod.key,
-                    f"metadata.labels.{LABEL_QUEUE}",
-                    f"no queue given, and the default queue: {problem}",
-                )
+            else:
+                problem = self.queue_problem(queue)
+                if problem is not None:
+                    raise self.fail(
+                        "Pod",
+                        pod.key,
+                        f"metadata.labels.{LABEL_QUEUE}",
+                        f"no queue given, and the default queue: {problem}",
+                    )
 
     def check_priority_classes(self) -> None:
         first: str | None = None

@@ -16,6 +16,16 @@ from typing import Any
 import yaml
 
 from gpufleet.domain import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_NVLINK_DOMAINS,
+    ANNOTATION_UNHEALTHY_GPUS,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_PREEMPTIBLE,
+    LABEL_QUEUE,
     MILLI,
     Node,
     Pod,
@@ -29,22 +39,10 @@ from gpufleet.domain import (
     Taint,
     Toleration,
 )
-from gpufleet.domain.model import (
-    ANNOTATION_GPU_BLOCKS,
-    ANNOTATION_GPU_INDEX,
-    ANNOTATION_GPU_MEMORY,
-    ANNOTATION_NVLINK_DOMAINS,
-    ANNOTATION_UNHEALTHY_GPUS,
-    LABEL_GPU_MEMORY,
-    LABEL_GPU_PRODUCT,
-    LABEL_POD_GROUP,
-    LABEL_PREEMPTIBLE,
-    LABEL_QUEUE,
-)
+from gpufleet.domain import API_GROUP_VERSION as GPUFLEET_API
 
 __all__ = ["dump_snapshot", "format_quantity", "format_time", "snapshot_to_documents"]
 
-GPUFLEET_API = "gpufleet.dev/v1alpha1"
 CONTAINER_NAME = "main"
 CONTAINER_IMAGE = "trainer:1"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpufleet.adapters.text import text_table
 from gpufleet.domain import Decisions
 
 
@@ -26,13 +27,6 @@ def render_json(decisions: Decisions) -> str:
     return json.dumps(decisions_to_dict(decisions), indent=1) + "\n"
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return out
-
-
 def render_table(decisions: Decisions) -> str:
     """What bound where, who was evicted by whom and why, what waits and why."""
     lines: list[str] = []
@@ -44,19 +38,19 @@ def render_table(decisions: Decisions) -> str:
              (f"{len(b.gpus)} whole" if b.gpus else "no GPU")]
             for b in decisions.bindings
         ]
-        lines += ["  " + r for r in _table(["pod", "node", "gpus", "share"], rows)]
+        lines += ["  " + r for r in text_table(["pod", "node", "gpus", "share"], rows)]
     lines.append("")
     lines.append(f"EVICTED ({len(decisions.evictions)})")
     if decisions.evictions:
         why = {"reclaim": "reclaim: its queue borrows beyond quota; the evictor's queue is within quota",
                "preempt": "preempt: lower priority in the evictor's own queue"}
         rows = [[e.pod, e.by, why[e.reason.value]] for e in decisions.evictions]
-        lines += ["  " + r for r in _table(["pod", "evicted by", "why"], rows)]
+        lines += ["  " + r for r in text_table(["pod", "evicted by", "why"], rows)]
     lines.append("")
     lines.append(f"PENDING ({len(decisions.pending)})")
     if decisions.pending:
         rows = [[p.pod, p.reason] for p in decisions.pending]
-        lines += ["  " + r for r in _table(["pod", "why"], rows)]
+        lines += ["  " + r for r in text_table(["pod", "why"], rows)]
     if decisions.warnings:
         lines.append("")
         lines.append(f"WARNINGS ({len(decisions.warnings)})")

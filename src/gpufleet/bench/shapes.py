@@ -22,8 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gpufleet.domain import (
+    ANNOTATION_GPU_INDEX,
     CPU,
     GPU,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_QUEUE,
     MEMORY,
     MILLI,
     PODS,
@@ -39,13 +44,7 @@ from gpufleet.domain import (
     Snapshot,
     WithinQueue,
 )
-from gpufleet.domain.model import (
-    ANNOTATION_GPU_INDEX,
-    LABEL_GPU_MEMORY,
-    LABEL_GPU_PRODUCT,
-    LABEL_POD_GROUP,
-    LABEL_QUEUE,
-)
+from gpufleet.domain import LABEL_RACK as RACK_LABEL
 
 __all__ = [
     "BASE_TIME",
@@ -62,7 +61,6 @@ __all__ = [
 SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-RACK_LABEL = "topology.gpufleet.dev/rack"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 GPU_MEMORY_MIB = 81920
 GPUS_PER_NODE = 8

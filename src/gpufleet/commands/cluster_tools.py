@@ -2,38 +2,50 @@
 
 Exit status: 0 done; 2 the user's input is wrong (a kubeconfig path that does not exist or does
 not parse, a pod that does not exist); 1 the cluster could not be read (unreachable, an API error,
-objects the scheduler cannot read). Every failure is one line on stderr.
+objects the scheduler cannot read). Every failure is one line on stderr (see ``commands.base``).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
-from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.k8s_yaml import load_snapshot_text
-from gpufleet.kube.explain import explain_in_cluster
-from gpufleet.kube.snapshot import ClusterAccessError, ClusterReader, read_cluster
+from gpufleet.adapters import InputError, load_snapshot_text
+from gpufleet.commands.base import Command, CommandError
+from gpufleet.kube import ClusterApi, ClusterSnapshot, Explanation, explain_in_cluster, read_cluster
 
-# Tests swap this for a function returning an in-memory reader; (kubeconfig, context) -> reader.
-ReaderFactory = Callable[[str | None, str | None], ClusterReader]
+__all__ = ["api_factory", "explain", "snapshot"]
 
+T = TypeVar("T")
 
-def _lightkube_reader(kubeconfig: str | None, context: str | None) -> ClusterReader:
-    from gpufleet.kube.snapshot_lightkube import connect  # lightkube's import cost only for these commands
-
-    return connect(kubeconfig, context=context)
+# Tests swap this for a function returning an in-memory client; (kubeconfig, context) -> the API.
+ApiFactory = Callable[[str | None, str | None], ClusterApi]
 
 
-reader_factory: ReaderFactory = _lightkube_reader
+def _lightkube_api(kubeconfig: str | None, context: str | None) -> ClusterApi:
+    from gpufleet.kube import connect  # lightkube's import cost only for these commands
+
+    return connect(kubeconfig, context=context, timeout=10.0)
 
 
-def _fail(command: str, err: ClusterAccessError) -> None:
-    click.echo(f"gpufleet {command}: {err}", err=True)
-    sys.exit(err.exit_code)
+api_factory: ApiFactory = _lightkube_api
+
+
+def _with_api(kubeconfig: str | None, context: str | None, work: Callable[[ClusterApi], Awaitable[T]]) -> T:
+    """``work`` on a client of the cluster, in an event loop of its own; the client is closed after."""
+
+    async def run() -> T:
+        api = api_factory(kubeconfig, context)
+        try:
+            return await work(api)
+        finally:
+            await api.close()
+
+    return asyncio.run(run())
 
 
 _kubeconfig = click.option("--kubeconfig", type=str, default=None,
@@ -41,18 +53,14 @@ _kubeconfig = click.option("--kubeconfig", type=str, default=None,
 _context = click.option("--context", type=str, default=None, help="Kubeconfig context (default: the current one).")
 
 
-@click.command()
+@click.command(cls=Command)
 @_kubeconfig
 @_context
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the snapshot here (default: stdout).")
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
-    try:
-        snap = read_cluster(reader_factory(kubeconfig, context))
-    except ClusterAccessError as err:
-        _fail("snapshot", err)
-        return
+    snap: ClusterSnapshot = _with_api(kubeconfig, context, read_cluster)
     text = snap.to_yaml()
     for warning in snap.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -66,12 +74,11 @@ def snapshot(kubeconfig: str | None, context: str | None, output: str | None) ->
     try:
         Path(output).write_text(text, encoding="utf-8")
     except OSError as err:
-        click.echo(f"gpufleet snapshot: {output}: cannot write: {err.strerror or err}", err=True)
-        sys.exit(2)
+        raise CommandError(f"{output}: cannot write: {err.strerror or err}") from None
     click.echo(f"wrote {len(snap.documents)} objects to {output}", err=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("pod")
 @click.option("-n", "--namespace", type=str, default=None,
               help="The pod's namespace (default: the context's; POD may also be NAMESPACE/NAME).")
@@ -83,18 +90,13 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
     if "/" in pod:
         prefix, _, pod = pod.partition("/")
         if namespace is not None and namespace != prefix:
-            click.echo(f"gpufleet explain: the pod names namespace {prefix!r} but -n says {namespace!r}", err=True)
-            sys.exit(2)
+            raise CommandError(f"the pod names namespace {prefix!r} but -n says {namespace!r}")
         namespace = prefix
     if not pod or namespace == "":
-        click.echo("gpufleet explain: POD must be NAME or NAMESPACE/NAME", err=True)
-        sys.exit(2)
-    try:
-        reader = reader_factory(kubeconfig, context)
-        explanation = explain_in_cluster(reader, namespace or reader.default_namespace, pod)
-    except ClusterAccessError as err:
-        _fail("explain", err)
-        return
+        raise CommandError("POD must be NAME or NAMESPACE/NAME")
+    explanation: Explanation = _with_api(
+        kubeconfig, context, lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod)
+    )
     for warning in explanation.warnings:
         click.echo(f"warning: {warning}", err=True)
     for line in explanation.lines:

@@ -8,14 +8,21 @@ import logging
 import os
 import signal
 import socket
-import sys
 
 import click
 
-from gpufleet.kube.controller import Controller, ControllerConfig
-from gpufleet.kube.leader import LeaseConfig
-from gpufleet.kube.metrics import ControllerMetrics, serve_http
-from gpufleet.kube.ports import RealClock
+from gpufleet.commands.base import Command, CommandError
+from gpufleet.kube import (
+    ClusterAccessError,
+    Controller,
+    ControllerConfig,
+    ControllerMetrics,
+    LeaseConfig,
+    RealClock,
+    serve_http,
+)
+
+__all__ = ["controller"]
 
 DEFAULT_LEASE = "gpufleet-controller"
 DEFAULT_NAMESPACE = "gpufleet-system"
@@ -43,7 +50,7 @@ async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> N
             await runner.cleanup()
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
               help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, ~/.kube/config.")
 @click.option("--server", default=None, help="A plain API server URL instead of a kubeconfig (kubectl proxy).")
@@ -76,19 +83,15 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
 
     See docs/controller.md.
     """
-    from lightkube.core.exceptions import ConfigError
-
-    from gpufleet.kube.lightkube_api import connect
+    from gpufleet.kube import connect
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
-        click.echo(f"gpufleet controller: --kubeconfig: no such file: {kubeconfig}", err=True)
-        sys.exit(2)
+        raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     try:
         api = connect(kubeconfig, server=server, fast_http=http_engine == "aiohttp", concurrency=concurrency)
-    except (ConfigError, OSError, ValueError, KeyError, TypeError) as err:
-        click.echo(f"gpufleet controller: cannot use the cluster configuration: {err}", err=True)
-        sys.exit(2)
+    except ClusterAccessError as err:
+        raise CommandError(f"cannot use the cluster configuration: {err}") from None
     name = identity or _default_identity()
     lease = LeaseConfig(namespace=namespace, name=lease_name, identity=name) if leader_elect else None
     config = ControllerConfig(identity=name, lease=lease, min_interval=min_interval, concurrency=concurrency,
@@ -97,5 +100,4 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     try:
         asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics()), "0.0.0.0", ports))
     except OSError as err:
-        click.echo(f"gpufleet controller: cannot serve on ports {ports}: {err.strerror or err}", err=True)
-        sys.exit(1)
+        raise CommandError(f"cannot serve on ports {ports}: {err.strerror or err}", exit_code=1) from None

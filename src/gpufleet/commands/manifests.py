@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import click
 
-from gpufleet.kube.manifests import (
+from gpufleet.commands.base import Command, CommandError
+from gpufleet.kube import (
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     InstallOptions,
@@ -18,18 +18,15 @@ from gpufleet.kube.manifests import (
     write_chart_files,
 )
 
+__all__ = ["manifests"]
+
 # A namespace name is an RFC 1123 DNS label.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # An image reference: no whitespace or control characters, nothing YAML could misread.
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 
 
-def _fail(message: str) -> None:
-    click.echo(f"gpufleet manifests: {message}", err=True)
-    sys.exit(2)
-
-
-@click.command()
+@click.command(cls=Command)
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True,
               help="Namespace of the controller (and of its leader-election Lease).")
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Container image of gpufleet.")
@@ -57,13 +54,14 @@ def manifests(
         gpufleet manifests | kubectl apply --server-side -f -
     """
     if not _DNS_LABEL.fullmatch(namespace):
-        _fail(f"--namespace: must be a DNS label (lower-case letters, digits and '-', at most 63), got {namespace!r}")
+        raise CommandError(
+            f"--namespace: must be a DNS label (lower-case letters, digits and '-', at most 63), got {namespace!r}")
     if not _IMAGE.fullmatch(image):
-        _fail(f"--image: not an image reference, got {image!r}")
+        raise CommandError(f"--image: not an image reference, got {image!r}")
     rules = controller_rbac_rules()
     if chart_dir is not None:
         if not (chart_dir / "Chart.yaml").is_file():
-            _fail(f"--update-chart: {chart_dir} has no Chart.yaml")
+            raise CommandError(f"--update-chart: {chart_dir} has no Chart.yaml")
         before = {path: path.read_bytes() for path in chart_dir.glob("files/*/*.yaml")}
         for path in write_chart_files(chart_dir, rules):
             click.echo(f"{'unchanged' if before.get(path) == path.read_bytes() else 'wrote'} {path}", err=True)

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import click
 
+from gpufleet.commands import subcommands
+from gpufleet.commands.base import LazyGroup
 
-@click.group()
+__all__ = ["simulate"]
+
+
+@click.group(cls=LazyGroup, lazy_commands=subcommands("simulate"))
 def simulate() -> None:
     """Simulate a cluster over a workload trace with the same engine the scheduler uses."""
-
-
-# Sub-commands defined in sibling modules register themselves below, one line each.
-# --- registered simulate commands (keep one per line) ---
-from gpufleet.commands.simulate_run import run  # noqa: E402
-
-simulate.add_command(run)
-from gpufleet.commands.simulate_fill import fill  # noqa: E402
-
-simulate.add_command(fill)
-# --- end of registered simulate commands ---

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.text import progress_bar
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
-from gpufleet.commands._errors import OneLineErrors
+from gpufleet.commands.base import Command, CommandError
 from gpufleet.sim.fill import POLICIES, run_fill
 from gpufleet.sim.fill.summary import PaperResults, SeedCurves, parse_seeds, summarize, table
 
@@ -25,11 +23,6 @@ __all__ = ["fill"]
 
 # Where the FGD artifact's summary sits when the shared trace folder is beside the repository (CI).
 PAPER_SUMMARY_CANDIDATES = (Path("../shared/traces/fgd-atc23-results/summary_by_workload_policy.csv"),)
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(message, err=True)
-    sys.exit(2)
 
 
 def _workload_name(pods: str) -> str:
@@ -41,7 +34,7 @@ def _paper(path: str | None) -> PaperResults:
         try:
             return PaperResults.load(Path(path))
         except (OSError, KeyError, UnicodeDecodeError) as err:
-            _fail(f"{path}: cannot read the paper's summary: {err}")
+            raise CommandError(f"{path}: cannot read the paper's summary: {err}") from None
     for candidate in PAPER_SUMMARY_CANDIDATES:
         if candidate.is_file():
             try:
@@ -73,17 +66,7 @@ def _run_in_worker(args: tuple[str, int, float, bool]) -> SeedCurves:
     return _one_run(*args)
 
 
-@contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[int], None] | None]:
-    """A click progress bar on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-        yield bar.update
-
-
-@click.command("fill", cls=OneLineErrors)
+@click.command("fill", cls=Command)
 @click.option("--nodes", "nodes_arg", default="openb", show_default=True,
               help="Node list CSV, or 'openb' (the bundled openb GPU node list: 1213 nodes, 6212 GPUs).")
 @click.option("--pods", "pods_arg", default="openb", show_default=True,
@@ -112,29 +95,26 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
     try:
         seeds = parse_seeds(seeds_arg)
     except ValueError as err:
-        _fail(f"--seeds: {err}")
+        raise CommandError(f"--seeds: {err}") from None
     policies = [policy]
     for name in (compare or "").split(","):
         name = name.strip()
         if not name:
             continue
         if name not in POLICIES:
-            _fail(f"--compare: unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
+            raise CommandError(f"--compare: unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
         if name not in policies:
             policies.append(name)
-    try:
-        nodes, node_report = load_nodes(nodes_arg, skip_bad_rows=skip_bad_rows)
-        tasks, task_report = load_trace(pods_arg, skip_bad_rows=skip_bad_rows)
-    except InputError as err:
-        _fail(str(err))
+    nodes, node_report = load_nodes(nodes_arg, skip_bad_rows=skip_bad_rows)
+    tasks, task_report = load_trace(pods_arg, skip_bad_rows=skip_bad_rows)
     for report in (node_report, task_report):
         if report.skipped:
             click.echo(f"{report.path}: skipped {report.skipped} bad row(s); first: {report.first_errors[0]}",
                        err=True)
     if not any(n.gpus for n in nodes):
-        _fail(f"{nodes_arg}: no node has a GPU")
+        raise CommandError(f"{nodes_arg}: no node has a GPU")
     if not tasks:
-        _fail(f"{pods_arg}: no tasks")
+        raise CommandError(f"{pods_arg}: no tasks")
     paper = _paper(paper_file)
     memory = not no_memory
     _init_worker(nodes, tasks)
@@ -143,19 +123,19 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
     seconds: dict[str, float] = dict.fromkeys(policies, 0.0)
     work = [(p, s) for p in policies for s in seeds]
     if jobs > 1 and len(work) > 1:
-        with _progress(len(work), "runs") as tick, ProcessPoolExecutor(
+        with progress_bar(len(work), "runs") as bar, ProcessPoolExecutor(
                 max_workers=jobs, initializer=_init_worker, initargs=(nodes, tasks)) as pool:
             for (p, _), curves in zip(work, pool.map(_run_in_worker, [(p, s, inflate, memory) for p, s in work]),
                                       strict=True):
                 runs[p].append(curves)
                 seconds[p] += curves.seconds
-                if tick is not None:
-                    tick(1)
+                if bar is not None:
+                    bar.advance()
     else:
         estimate = int(len(tasks) * max(inflate, 1.0) * 1.35) * len(work)
-        with _progress(estimate, "tasks") as tick:
+        with progress_bar(estimate, "tasks") as bar:
             for p, s in work:
-                curves = _one_run(p, s, inflate, memory, tick)
+                curves = _one_run(p, s, inflate, memory, bar.advance if bar else None)
                 runs[p].append(curves)
                 seconds[p] += curves.seconds
     for p in policies:
@@ -172,7 +152,7 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
         try:
             Path(report_file).write_text(fill_report(results, workload, paper), encoding="utf-8")
         except OSError as err:
-            _fail(f"{report_file}: cannot write: {err.strerror or err}")
+            raise CommandError(f"{report_file}: cannot write: {err.strerror or err}") from None
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     total = sum(r.tasks for rs in runs.values() for r in rs)
     click.echo(f"{total:,} tasks in {len(work)} run(s) in {time.perf_counter() - wall:.1f} s, "

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.text import ProgressBar, progress_bar, text_table
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
-from gpufleet.commands._errors import OneLineErrors
+from gpufleet.commands.base import Command, CommandError
 from gpufleet.domain import Placement
 from gpufleet.sim.compare import RunSettings, Variant, apply_variant, parse_compare
 from gpufleet.sim.failures import parse_duration, parse_failures
@@ -35,7 +35,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(err)) from None
 
 
-@click.command(cls=OneLineErrors)
+@click.command(cls=Command)
 @click.option("--trace", default="openb", show_default=True,
               help="Job trace: a CSV file, or 'openb' (the bundled openb default task list).")
 @click.option("--kind", type=click.Choice(sorted(JOB_KINDS)), default=None,
@@ -89,34 +89,28 @@ def run(
         checkpoint_s=checkpoint,
         seed=seed,
     )
-    try:
-        variants = parse_compare(compare) if compare else [Variant("", ())]
-        model = parse_failures(failures)
-        jobs, report = load_trace(trace, kind=kind, skip_bad_rows=skip_bad_rows)
-        if report.skipped:
-            click.echo(f"warning: {report.path}: skipped {report.skipped} bad rows (first: "
-                       f"{report.first_errors[0] if report.first_errors else '?'})", err=True)
-        cluster = load_cluster(cluster_arg, skip_bad_rows=skip_bad_rows)
-        workload = Workload(select_jobs(jobs, until, limit), cluster, model, until)
-        prepared = [prepare(workload, apply_variant(base, v)) for v in variants]
-    except InputError as err:
-        click.echo(str(err), err=True)
-        sys.exit(2)
+    variants = parse_compare(compare) if compare else [Variant("", ())]
+    model = parse_failures(failures)
+    jobs, report = load_trace(trace, kind=kind, skip_bad_rows=skip_bad_rows)
+    if report.skipped:
+        click.echo(f"warning: {report.path}: skipped {report.skipped} bad rows (first: "
+                   f"{report.first_errors[0] if report.first_errors else '?'})", err=True)
+    cluster = load_cluster(cluster_arg, skip_bad_rows=skip_bad_rows)
+    workload = Workload(select_jobs(jobs, until, limit), cluster, model, until)
+    prepared = [prepare(workload, apply_variant(base, v)) for v in variants]
     if not workload.trace:
-        click.echo(f"{trace}: no jobs to simulate (after --until/--limit)", err=True)
-        sys.exit(2)
+        raise CommandError(f"{trace}: no jobs to simulate (after --until/--limit)")
 
     outputs: list[tuple[str, SimResult, dict[str, Any]]] = []
     engine_s = 0.0
     for variant, (setup, options) in zip(variants, prepared, strict=True):
-        with _progress(len(setup.jobs), variant.label) as progress:
-            result = simulate(setup, options, progress=progress)
+        with progress_bar(len(setup.jobs), variant.label or "simulating", show_pos=True) as bar:
+            result = simulate(setup, options, progress=_finished_jobs(bar))
         engine_s += result.engine_seconds
         problems = check_invariants(result)
-        for problem in problems[:5]:
-            click.echo(f"error: simulator invariant broken: {problem}", err=True)
         if problems:
-            sys.exit(1)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CommandError(f"simulator invariant broken: {problems[0]}{more}", exit_code=1)
         for warning in result.warnings:
             click.echo(f"warning: {warning}", err=True)
         outputs.append((variant.label, result, compute_metrics(result, variant.label)))
@@ -141,8 +135,7 @@ def run(
         try:
             Path(report_file).write_text(html, encoding="utf-8")
         except OSError as err:
-            click.echo(f"{report_file}: cannot write: {err.strerror or err}", err=True)
-            sys.exit(2)
+            raise CommandError(f"{report_file}: cannot write: {err.strerror or err}") from None
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     click.echo(
         f"simulated {len(workload.trace):,} jobs x {len(outputs)} run(s) in {time.perf_counter() - wall:.1f} s "
@@ -154,7 +147,7 @@ def run(
 def _table(metrics: Sequence[dict[str, Any]], inputs: dict[str, Any]) -> str:
     lines = [" ".join(f"{k}={v}" for k, v in inputs.items()), ""]
     headers, rows = summary_rows(metrics)
-    lines += _columns(headers, rows)
+    lines += text_table(headers, rows, numbers_right=True)
     for m in metrics:
         lines.append("")
         lines.append(f"QUEUES{' (' + m['label'] + ')' if m['label'] else ''}")
@@ -164,48 +157,18 @@ def _table(metrics: Sequence[dict[str, Any]], inputs: dict[str, Any]) -> str:
              f"{q['gpu_hours']:,.0f}", f"{q['cost']:,.0f}"]
             for name, q in m["queues"].items()
         ]
-        lines += _columns(["queue", "jobs", "quota", "mean gpus", "above quota", "wait p95 s", "gpu-h", "cost"],
-                          q_rows)
+        lines += text_table(["queue", "jobs", "quota", "mean gpus", "above quota", "wait p95 s", "gpu-h", "cost"],
+                            q_rows, numbers_right=True)
     return "\n".join(lines) + "\n"
+
+
+def _finished_jobs(bar: ProgressBar | None) -> Progress | None:
+    """The timeline reports (virtual time, jobs finished so far); the bar counts finished jobs."""
+    if bar is None:
+        return None
+    return lambda _t, finished: bar.reach(finished)
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
-
-def _columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
-                                                                                            strict=True))).rstrip()
-    return [fmt([h.upper() for h in headers])] + [fmt(r) for r in rows]
-
-
-class _progress:
-    """A click progress bar on stderr when it is a terminal; a no-op otherwise."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label = total, label
-        self.bar: Any = None
-        self.done = 0
-
-    def __enter__(self) -> Progress | None:
-        if not sys.stderr.isatty():
-            return None
-        self.bar = click.progressbar(length=self.total, label=self.label or "simulating", file=sys.stderr,
-                                     show_pos=True)
-        self.bar.__enter__()
-        bar = self.bar
-
-        def update(_t: float, finished: int) -> None:
-            if finished > self.done:
-                bar.update(finished - self.done)
-                self.done = finished
-
-        callback: Callable[[float, int], None] = update
-        return callback
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.update(self.total - self.done)
-            self.bar.__exit__(None, None, None)

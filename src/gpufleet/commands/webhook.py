@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import ssl
-import sys
 
 import click
 
-from gpufleet.kube.webhook_mutation import DEFAULT_MPS_HOST_DIR, MutationSettings
-from gpufleet.kube.webhook_server import ServerSettings, run_server, tls_context
+from gpufleet.commands.base import Command, CommandError
+from gpufleet.kube import DEFAULT_MPS_HOST_DIR, MutationSettings, ServerSettings, run_server, tls_context
+
+__all__ = ["webhook"]
 
 
 def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -22,7 +23,7 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
     return selector
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True)
 @click.option("--cert-file", type=click.Path(dir_okay=False), default=None,
@@ -49,22 +50,18 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
     See docs/fractional-gpus.md.
     """
     if bool(cert_file) != bool(key_file):
-        click.echo("gpufleet webhook: --cert-file and --key-file go together", err=True)
-        sys.exit(2)
+        raise CommandError("--cert-file and --key-file go together")
     if not cert_file and not insecure_http:
-        click.echo("gpufleet webhook: --cert-file and --key-file are required (the API server calls webhooks "
-                   "over HTTPS only); --insecure-http serves plain HTTP for local tests", err=True)
-        sys.exit(2)
+        raise CommandError("--cert-file and --key-file are required (the API server calls webhooks over HTTPS "
+                           "only); --insecure-http serves plain HTTP for local tests")
     if not mps_host_dir.startswith("/"):
-        click.echo(f"gpufleet webhook: --mps-host-dir must be an absolute path, got {mps_host_dir!r}", err=True)
-        sys.exit(2)
+        raise CommandError(f"--mps-host-dir must be an absolute path, got {mps_host_dir!r}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if cert_file and key_file:
         try:  # fail here, in one line, rather than inside the server's start-up
             tls_context(cert_file, key_file)
         except (OSError, ssl.SSLError) as err:
-            click.echo(f"gpufleet webhook: cannot load the key pair {cert_file}, {key_file}: {err}", err=True)
-            sys.exit(2)
+            raise CommandError(f"cannot load the key pair {cert_file}, {key_file}: {err}") from None
     settings = MutationSettings(
         mps_host_dir=mps_host_dir,
         gpu_memory_mib=gpu_memory_mib,
@@ -74,5 +71,4 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
     try:
         run_server(ServerSettings(host=host, port=port, cert_file=cert_file, key_file=key_file), settings)
     except OSError as err:  # the port is taken, the address is not ours, ...
-        click.echo(f"gpufleet webhook: cannot serve on {host}:{port}: {err.strerror or err}", err=True)
-        sys.exit(1)
+        raise CommandError(f"cannot serve on {host}:{port}: {err.strerror or err}", exit_code=1) from None

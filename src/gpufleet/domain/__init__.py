@@ -1,8 +1,12 @@
-"""Domain model of gpufleet: cluster objects and scheduling decisions as frozen dataclasses."""
+"""Domain model of gpufleet: cluster objects and scheduling decisions as frozen dataclasses, and
+the wire vocabulary (:mod:`gpufleet.domain.wire`: API group and version, labels, annotations).
+
+Import from here (or from ``gpufleet.domain.wire``), never from ``gpufleet.domain.model``."""
 
 from gpufleet.domain.model import (
     BLOCKS_PER_GPU,
     CPU,
+    DEFAULT_NON_PREEMPTIBLE_PRIORITY,
     GPU,
     MEMORY,
     MILLI,
@@ -33,15 +37,58 @@ from gpufleet.domain.model import (
     Toleration,
     WithinQueue,
 )
+from gpufleet.domain.wire import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_MPS_MEM_LIMIT,
+    ANNOTATION_NVLINK_DOMAINS,
+    ANNOTATION_UNHEALTHY_GPUS,
+    API_GROUP,
+    API_GROUP_VERSION,
+    API_VERSION,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_PRODUCT,
+    LABEL_POD_GROUP,
+    LABEL_POOL,
+    LABEL_PREEMPTIBLE,
+    LABEL_PREFIX,
+    LABEL_QUEUE,
+    LABEL_RACK,
+    LABEL_SPOT,
+    REPORTING_CONTROLLER,
+    SCHEDULER_NAME,
+)
 
 __all__ = [
+    "ANNOTATION_GPU_BLOCKS",
+    "ANNOTATION_GPU_INDEX",
+    "ANNOTATION_GPU_MEMORY",
+    "ANNOTATION_MPS_MEM_LIMIT",
+    "ANNOTATION_NVLINK_DOMAINS",
+    "ANNOTATION_UNHEALTHY_GPUS",
+    "API_GROUP",
+    "API_GROUP_VERSION",
+    "API_VERSION",
     "BLOCKS_PER_GPU",
     "CPU",
+    "DEFAULT_NON_PREEMPTIBLE_PRIORITY",
     "GPU",
+    "LABEL_GPU_MEMORY",
+    "LABEL_GPU_PRODUCT",
+    "LABEL_POD_GROUP",
+    "LABEL_POOL",
+    "LABEL_PREEMPTIBLE",
+    "LABEL_PREFIX",
+    "LABEL_QUEUE",
+    "LABEL_RACK",
+    "LABEL_SPOT",
     "MEMORY",
     "MILLI",
     "MILLI_PER_BLOCK",
     "PODS",
+    "REPORTING_CONTROLLER",
+    "SCHEDULER_NAME",
     "Binding",
     "Decisions",
     "Eviction",

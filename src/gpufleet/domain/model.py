@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NewType
 
+from gpufleet.domain.wire import SCHEDULER_NAME
+
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
 QueueName = NewType("QueueName", str)
@@ -27,18 +29,6 @@ BLOCKS_PER_GPU = 100
 MILLI_PER_BLOCK = MILLI // BLOCKS_PER_GPU  # 10
 
 DEFAULT_NON_PREEMPTIBLE_PRIORITY = 100
-LABEL_PREFIX = "gpufleet.dev/"
-LABEL_QUEUE = "gpufleet.dev/queue"
-LABEL_POD_GROUP = "gpufleet.dev/pod-group"
-LABEL_PREEMPTIBLE = "gpufleet.dev/preemptible"
-ANNOTATION_GPU_BLOCKS = "gpufleet.dev/gpu-blocks"
-ANNOTATION_GPU_MEMORY = "gpufleet.dev/gpu-memory"
-ANNOTATION_GPU_INDEX = "gpufleet.dev/gpu-index"
-ANNOTATION_UNHEALTHY_GPUS = "gpufleet.dev/unhealthy-gpus"
-ANNOTATION_NVLINK_DOMAINS = "gpufleet.dev/nvlink-domains"
-LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
-LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
-SCHEDULER_NAME = "gpufleet"
 
 
 class TaintEffect(str, Enum):

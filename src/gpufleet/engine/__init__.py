@@ -4,13 +4,16 @@
 (bindings, evictions, pending pods with reasons). No I/O, no clock, no randomness.
 
 Besides ``schedule``, the package offers what the simulator's fill experiment builds on: the
-engine's node/GPU state (``ClusterState``), static feasibility, the fragmentation model and its
-target workload, and ``PlacementSession`` (the engine's placement, one pod at a time). Every
-name here is already loaded by ``schedule``'s own imports, so importing the package costs no more.
+engine's node/GPU state (``ClusterState``), static feasibility, the fit test (does a pod fit a
+node now, which GPUs a share may take: the placement's own rule, so that "fits" cannot mean two
+things), the fragmentation model and its target workload, and ``PlacementSession`` (the engine's
+placement, one pod at a time). Every name here is already loaded by ``schedule``'s own imports,
+so importing the package costs no more.
 """
 
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.fit import blocks_for_memory, gpu_fit, node_fit, resources_fit, share_cells
 from gpufleet.engine.fragmentation import (
     ChangedNodes,
     FragmentationModel,
@@ -33,6 +36,11 @@ __all__ = [
     "StaticFeasibility",
     "TargetShape",
     "TargetWorkload",
+    "blocks_for_memory",
+    "gpu_fit",
+    "node_fit",
+    "resources_fit",
     "schedule",
     "shape_of",
+    "share_cells",
 ]

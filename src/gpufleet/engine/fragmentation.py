@@ -29,8 +29,8 @@ import numpy.typing as npt
 from gpufleet.domain import BLOCKS_PER_GPU, CPU, MEMORY, MILLI_PER_BLOCK, Pod
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility, StaticKey, static_key
+from gpufleet.engine.fit import blocks_for_memory, share_cells
 
-MIB = 1024 * 1024
 NO_CONSTRAINTS: StaticKey = ((), (), ())
 DEFAULT_COVERAGE = 0.95
 DEFAULT_MAX_SHAPES = 64
@@ -131,15 +131,6 @@ class TargetWorkload:
             shape = shape_of(pod)
             counts[shape] = counts.get(shape, 0) + 1
         return TargetWorkload.popular(counts, coverage, max_shapes)
-
-
-def blocks_for_memory(memory_bytes: int, gpu_memory_mib: IntArray) -> IntArray:
-    """Blocks a share of ``memory_bytes`` takes on each node's GPUs (0: cannot go there)."""
-    mem = gpu_memory_mib.astype(np.float64) * MIB
-    with np.errstate(divide="ignore", invalid="ignore"):
-        raw = np.ceil(memory_bytes * BLOCKS_PER_GPU / mem)
-    raw = np.where((gpu_memory_mib > 0) & (raw <= BLOCKS_PER_GPU), np.maximum(raw, 1), 0)
-    return raw.astype(np.int64)
 
 
 def constraint_pod(key: StaticKey) -> Pod:
@@ -310,14 +301,6 @@ class FragmentationModel:
         return delta
 
 
-def pod_blocks(cluster: ClusterState, blocks: int | None, gpu_memory_bytes: int | None) -> IntArray:
-    """Blocks a fractional pod takes on each node (0: cannot go there)."""
-    if blocks is not None:
-        return np.full(len(cluster.nodes), blocks, dtype=np.int64)
-    return blocks_for_memory(gpu_memory_bytes or 0, cluster.gpu_memory_mib)
-
-
-
 def lexmin(candidates: IntArray, keys: Sequence[npt.NDArray[np.generic]]) -> int:
     """The candidate with the smallest keys, compared in order (ties: the first candidate)."""
     for key in keys:
@@ -475,7 +458,7 @@ class DefragScorer:
         ``blocks``/``memory`` (the pod's annotation) only name the shape for the cache.
         """
         c = self.cluster
-        ok = (c.gpu_free >= need[:, None]) & ~c.gpu_whole & (fit & (need > 0))[:, None]
+        ok = share_cells(c, need) & fit[:, None]
         flat = np.flatnonzero(ok)
         if not len(flat):
             return None

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.domain import BLOCKS_PER_GPU, CPU, MEMORY, Placement
+from gpufleet.domain import CPU, MEMORY, Placement
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -90,11 +91,7 @@ class Placer:
         """Blocks a fractional pod needs on each node (0: cannot go there)."""
         if info.blocks is not None:
             return np.full(len(self.cluster.nodes), info.blocks, dtype=np.int64)
-        mem = self.cluster.gpu_memory_mib
-        with np.errstate(divide="ignore", invalid="ignore"):
-            raw = np.ceil((info.gpu_mem_bytes or 0) * BLOCKS_PER_GPU / (mem * 1024.0 * 1024.0))
-        raw = np.where((mem > 0) & (raw <= BLOCKS_PER_GPU), np.maximum(raw, 1), 0)
-        return raw.astype(np.int64)
+        return blocks_for_memory(info.gpu_mem_bytes or 0, self.cluster.gpu_memory_mib)
 
     def fit_mask(self, info: PodInfo, within: BoolArray | None = None) -> BoolArray:
         """Nodes where the pod fits now (static feasibility and free capacity)."""
@@ -102,11 +99,7 @@ class Placer:
         mask = self.feasibility.mask(info.pod)
         if within is not None:
             mask = mask & within
-        nz = np.flatnonzero(info.res)
-        mask = mask & (c.free[:, nz] >= info.res[nz]).all(axis=1)
-        if info.whole:
-            mask &= c.free_whole >= info.whole
-        return mask
+        return node_fit(c, mask, info.res, info.whole)
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None) -> Assignment | None:
@@ -116,7 +109,7 @@ class Placer:
         mask = self.fit_mask(info, within)
         if info.fractional:
             need = self._blocks_by_node(info)
-            ok = (c.gpu_free >= need[:, None]) & ~c.gpu_whole & (mask & (need > 0))[:, None]
+            ok = share_cells(c, need) & mask[:, None]
             if not ok.any():
                 return None
             width = c.gpu_free.shape[1] + 1
@@ -203,7 +196,7 @@ class Placer:
             no_mem = left & (need == 0)
             if no_mem.any():
                 causes.append(f"{int(no_mem.sum())} without a GPU memory label or big enough GPU")
-            ok = (c.gpu_free >= need[:, None]) & ~c.gpu_whole & (need > 0)[:, None]
+            ok = share_cells(c, need)
             short = left & ~ok.any(axis=1) & ~no_mem
             if short.any():
                 causes.append(f"{int(short.sum())} without a GPU with {int(need.max())} free blocks")

@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
 
 from gpufleet.domain import (
-    BLOCKS_PER_GPU,
     GPU,
     MILLI,
     MILLI_PER_BLOCK,
     PODS,
+    SCHEDULER_NAME,
     Pod,
     PodGroup,
     PodKey,
     QueueName,
     Snapshot,
 )
-from gpufleet.domain.model import SCHEDULER_NAME
+from gpufleet.domain.queues import pod_group_of, resolve_queue
+from gpufleet.domain.units import blocks_for_gpu_memory
 from gpufleet.engine.cluster import ClusterState, IntArray
-
-MIB = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -54,10 +52,9 @@ class PodInfo:
         """Blocks this pod takes on a GPU of ``gpu_memory_mib`` (None: cannot go there)."""
         if self.blocks is not None:
             return self.blocks
-        if self.gpu_mem_bytes is None or gpu_memory_mib <= 0:
+        if self.gpu_mem_bytes is None:
             return None
-        b = math.ceil(self.gpu_mem_bytes * BLOCKS_PER_GPU / (gpu_memory_mib * MIB))
-        return b if 1 <= b <= BLOCKS_PER_GPU else (1 if b < 1 else None)
+        return blocks_for_gpu_memory(self.gpu_mem_bytes, gpu_memory_mib)
 
 
 @dataclass(slots=True)
@@ -113,8 +110,7 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
     out: list[PodInfo] = []
     append = out.append
     for i, pod in enumerate(pods):
-        label = pod.group_label
-        group = groups.get(f"{pod.namespace}/{label}") if label and groups else None
+        group = pod_group_of(pod, groups) if groups else None  # no call per pod in the common case
         pcn = pod.priority_class_name
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
@@ -127,8 +123,7 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
         preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
         queue = -1
         if pod.scheduler_name == SCHEDULER_NAME:
-            qname = pod.queue_label or (group.queue if group is not None else None) or default_queue
-            queue = queue_of.get(qname, -1)
+            queue = queue_of.get(resolve_queue(pod, group, default_queue), -1)
         blocks = pod.gpu_blocks
         append(PodInfo(
             i, pod, keys[i], matrix[i], pod.requests.get(GPU, 0) // MILLI, blocks,

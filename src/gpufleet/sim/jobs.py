@@ -24,6 +24,7 @@ from gpufleet.domain import (
     BLOCKS_PER_GPU,
     CPU,
     GPU,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
@@ -31,10 +32,9 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.model import LABEL_GPU_PRODUCT
+from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
 from gpufleet.sim.cluster import SimCluster
 
-MIB_MILLI = 1024 * 1024 * MILLI  # one MiB of memory in the domain's milli-bytes
 NAMESPACE = "sim"
 
 
@@ -103,7 +103,7 @@ def _split(total: int, parts: Sequence[int]) -> list[int]:
 
 
 def _shapes(job: TraceJob, largest: int) -> tuple[PodShape, ...]:
-    cpu, memory = job.cpu_milli, job.memory_mib * MIB_MILLI
+    cpu, memory = job.cpu_milli, mib_to_milli(job.memory_mib)
     if job.num_gpu <= 0 or job.gpu_milli <= 0:
         return (pod_shape(0, None, cpu, memory),)
     if job.fractional:
@@ -216,7 +216,7 @@ class JobBuilder:
         for p in pods:
             need = max(p.whole, 1 if p.blocks else 0)
             if not any(k.gpus >= need and k.cpu >= p.cpu and k.memory >= p.memory for k in allowed):
-                cpus, mib = p.cpu // MILLI, p.memory // MIB_MILLI
+                cpus, mib = p.cpu // MILLI, p.memory // MILLI_PER_MIB
                 return f"a pod of {need} GPUs, {cpus} CPUs, {mib} MiB fits no node of {where}"
         return ""
 

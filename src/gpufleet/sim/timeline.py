@@ -36,6 +36,8 @@ from enum import Enum
 import numpy as np
 
 from gpufleet.domain import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
     MILLI,
     Decisions,
     EvictionReason,
@@ -50,7 +52,6 @@ from gpufleet.domain import (
     SchedulerConfig,
     Snapshot,
 )
-from gpufleet.domain.model import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX
 from gpufleet.engine import schedule
 from gpufleet.sim.clock import VirtualClock
 from gpufleet.sim.cluster import Occupancy, SimCluster, Typical

@@ -21,6 +21,7 @@ from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.adapters.traces._csv import RowError, Rows, req_int, req_number, timestamp_s
 from gpufleet.adapters.traces.openb import gpu_models, gpu_request
 from gpufleet.adapters.traces.records import LoadReport, TraceJob
+from gpufleet.domain.units import MILLI_PER_MIB
 
 __all__ = ["ATTR_COLUMNS", "ATTR_PREFIX", "COLUMNS", "dump_generic_csv", "is_generic_header", "parse_generic"]
 
@@ -47,7 +48,6 @@ REQUIRED = ("submit_time", "gpus")
 _EXCLUSIVE = (("cpu", "cpu_milli"), ("memory", "memory_mib"), ("duration", "end_time"))
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _SECONDS = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?\s*")
-_BYTES_PER_MIB_MILLI = 1000 * 2**20
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -141,7 +141,7 @@ def _row_parser(rows: Rows, index: Mapping[str, int]) -> Callable[[int, list[str
             cpu_milli = req_int(cell(row, "cpu_milli"), "cpu_milli") if cell(row, "cpu_milli") else 0
         if "memory" in index:
             memory = _quantity(cell(row, "memory"), "memory") if cell(row, "memory") else 0
-            memory_mib = -(-memory // _BYTES_PER_MIB_MILLI)  # rounded up to whole MiB
+            memory_mib = -(-memory // MILLI_PER_MIB)  # rounded up to whole MiB
         else:
             memory_mib = req_int(cell(row, "memory_mib"), "memory_mib") if cell(row, "memory_mib") else 0
         priority = req_int(cell(row, "priority"), "priority", INT32_MIN, INT32_MAX) if cell(row, "priority") else None

@@ -23,29 +23,35 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.adapters.cluster_spec import trace_nodes_to_domain
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
 from gpufleet.domain import (
     BLOCKS_PER_GPU,
     CPU,
     GPU,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
-    PODS,
     Node,
-    NodeName,
     Pod,
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.model import LABEL_GPU_MEMORY, LABEL_GPU_PRODUCT
-from gpufleet.engine import FragmentationModel, TargetShape, TargetWorkload, shape_of
+from gpufleet.domain.units import mib_to_milli
+from gpufleet.engine import (  # gpu_fit, resources_fit: the engine's fit test
+    FragmentationModel,
+    TargetShape,
+    TargetWorkload,
+    gpu_fit,
+    resources_fit,
+    shape_of,
+)
 from gpufleet.sim.fill.policies import Choice, FillPolicy, Request, make_policy
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-MIB_MILLI = 1024 * 1024 * MILLI  # one MiB in the domain's milli-bytes
 NODE_PODS = 256  # pod slots per node: the openb lists give none, and none of them binds
 NAMESPACE = "fill"
 DEFAULT_INFLATE = 1.3
@@ -56,29 +62,18 @@ FAILURE_KINDS = ("gpu_model", "gpu_full", "gpu_fragmented", "cpu", "memory", "ot
 # -- inputs -------------------------------------------------------------------------------------
 
 def fill_nodes(nodes: Sequence[TraceNode], ranks: Sequence[int]) -> list[Node]:
-    """Domain nodes named ``<rank>-<name>`` (rank: position in the seeded tie-break order)."""
+    """Domain nodes named ``<rank>-<name>`` (rank: position in the seeded tie-break order), with
+    ``NODE_PODS`` pod slots; otherwise as every trace node list is converted."""
     width = max(4, len(str(len(nodes))))
-    out: list[Node] = []
-    for node, rank in zip(nodes, ranks, strict=True):
-        labels = {LABEL_GPU_PRODUCT: node.gpu_model} if node.gpu_model else {}
-        if node.gpu_memory_mib:
-            labels[LABEL_GPU_MEMORY] = str(node.gpu_memory_mib)
-        out.append(Node(
-            name=NodeName(f"{rank:0{width}d}-{node.name}"),
-            labels=labels,
-            allocatable={CPU: node.cpu_milli, MEMORY: node.memory_mib * MIB_MILLI, PODS: NODE_PODS * MILLI,
-                         GPU: node.gpus * MILLI},
-            gpu_memory_mib=node.gpu_memory_mib or None,
-            gpu_product=node.gpu_model or None,
-        ))
-    return out
+    names = [f"{rank:0{width}d}-{node.name}" for node, rank in zip(nodes, ranks, strict=True)]
+    return list(trace_nodes_to_domain(nodes, pods_per_node=NODE_PODS, names=names))
 
 
 def task_pod(job: TraceJob, memory: bool) -> Pod:
     """A task as a pod: CPU, memory (when ``memory``), whole GPUs or blocks of one, GPU models."""
     requests = {CPU: job.cpu_milli}
     if memory and job.memory_mib:
-        requests[MEMORY] = job.memory_mib * MIB_MILLI
+        requests[MEMORY] = mib_to_milli(job.memory_mib)
     blocks: int | None = None
     if job.fractional:
         blocks = min(BLOCKS_PER_GPU, max(1, -(-job.gpu_milli // MILLI_PER_BLOCK)))
@@ -205,20 +200,15 @@ def failure_kind(policy: FillPolicy, req: Request) -> str:
         free_gpu = np.maximum(c.gpu_free, 0) * MILLI_PER_BLOCK
         if int(free_gpu[static].sum()) < req.gpu_milli:
             return "gpu_full"
-        if req.whole:
-            gpu_fit = static & (c.free_whole >= req.whole)
-        else:
-            gpu_fit = static & ((c.gpu_free >= req.blocks) & ~c.gpu_whole).any(axis=1)
-        if not gpu_fit.any():
+        gpus_fit = static & gpu_fit(c, req.whole, req.share)
+        if not gpus_fit.any():
             return "gpu_fragmented"
     else:
-        gpu_fit = static
-    cpu_j = c.res_index[CPU]
-    cpu_fit = gpu_fit & (c.free[:, cpu_j] >= req.res[cpu_j])
+        gpus_fit = static
+    cpu_fit = gpus_fit & resources_fit(c, req.res, [c.res_index[CPU]])
     if not cpu_fit.any():
         return "cpu"
-    mem_j = c.res_index[MEMORY]
-    if not (cpu_fit & (c.free[:, mem_j] >= req.res[mem_j])).any():
+    if not (cpu_fit & resources_fit(c, req.res, [c.res_index[MEMORY]])).any():
         return "memory"
     return "other"
 

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.domain import BLOCKS_PER_GPU, CPU, GPU, MILLI, MILLI_PER_BLOCK, Node, Placement, Pod, SchedulerConfig
-from gpufleet.engine import (
+from gpufleet.engine import (  # node_fit, share_cells: the engine's fit test
     BoolArray,
     ChangedNodes,
     ClusterState,
@@ -31,6 +31,8 @@ from gpufleet.engine import (
     PlacementSession,
     StaticFeasibility,
     TargetWorkload,
+    node_fit,
+    share_cells,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -59,6 +61,11 @@ class Request:
     @property
     def gpus(self) -> int:
         return self.whole or (1 if self.blocks else 0)
+
+    @property
+    def share(self) -> int | None:
+        """Blocks of one GPU for the engine's fit test (None: not a share)."""
+        return self.blocks or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +115,9 @@ class ArrayPolicy(FillPolicy):
         self.cpu_j = self.cluster.res_index[CPU]
 
     def fits(self, req: Request) -> BoolArray:
-        """Nodes where the task fits now: node constraints (GPU model), resources and GPUs."""
-        c = self.cluster
-        mask = self.feasibility.mask(req.pod)
-        nz = np.flatnonzero(req.res)
-        mask = mask & (c.free[:, nz] >= req.res[nz]).all(axis=1)
-        if req.whole:
-            mask &= c.free_whole >= req.whole
-        elif req.blocks:
-            mask &= ((c.gpu_free >= req.blocks) & ~c.gpu_whole).any(axis=1)
-        return mask
+        """Nodes where the task fits now: node constraints (GPU model), resources and GPUs, by the
+        engine's fit test."""
+        return node_fit(self.cluster, self.feasibility.mask(req.pod), req.res, req.whole, req.share)
 
     def free_milli(self) -> IntArray:
         """Free GPU per node in milli-GPU."""
@@ -263,7 +263,7 @@ class GpuPackingPolicy(ArrayPolicy):
         idle = free_whole == c.gpu_count
         idle_score = np.maximum(MAX_SCORE // 3 - free_whole, free_whole)
         if req.blocks:
-            ok = (c.gpu_free >= req.blocks) & ~c.gpu_whole
+            ok = share_cells(c, req.blocks)
             tightest = np.min(np.where(ok, c.gpu_free, np.iinfo(np.int64).max), axis=1)
             uses_free = tightest == BLOCKS_PER_GPU
             ratio = (tightest * MILLI_PER_BLOCK) * 100 // MILLI

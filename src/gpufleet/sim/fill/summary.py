@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufleet.adapters.text import text_table
 from gpufleet.sim.fill.experiment import FAILURE_KINDS, FillRun, bucket_means
 
 __all__ = [
@@ -209,7 +210,7 @@ def table(results: Sequence[Mapping[str, Any]], workload: str, paper: PaperResul
         alloc = r["alloc_pct_at"]
         rows.append([r["policy"], *[_num(alloc.get(str(p))) for p in SUMMARY_POINTS],
                      _num(r["unallocated_gpus_at_100"], 0), _num(r["failed_tasks"]["mean"], 0)])
-    lines += _columns(headers, rows)
+    lines += text_table(headers, rows, numbers_right=True)
     if paper is not None:
         paper_rows = []
         for r in results:
@@ -223,14 +224,15 @@ def table(results: Sequence[Mapping[str, Any]], workload: str, paper: PaperResul
             paper_rows.append([name, f"{ours:.2f}", f"{ref:.2f}", f"{ours - ref:+.2f}", label])
         if paper_rows:
             lines += ["", f"VS THE PAPER AT 100 % ARRIVED ({paper.source})"]
-            lines += _columns(["policy", "ours", "paper", "diff", "compared with"], paper_rows)
+            lines += text_table(["policy", "ours", "paper", "diff", "compared with"], paper_rows, numbers_right=True)
     for key, title in (("by_100_by_kind_mean", "FAILED TASKS BY CAUSE UP TO 100 % ARRIVED (mean per run)"),
                        ("by_kind_mean", "FAILED TASKS BY CAUSE, WHOLE RUN (mean per run)")):
         failures = [(r["policy"], r["failed_tasks"][key]) for r in results]
         if any(f for _, f in failures):
             lines += ["", title]
             kinds = [k for k in FAILURE_KINDS if any(k in f for _, f in failures)]
-            lines += _columns(["policy", *kinds], [[p, *[_num(f.get(k, 0), 1) for k in kinds]] for p, f in failures])
+            lines += text_table(["policy", *kinds], [[p, *[_num(f.get(k, 0), 1) for k in kinds]] for p, f in failures],
+                                numbers_right=True)
     return "\n".join(lines) + "\n"
 
 
@@ -242,13 +244,3 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    out = ["  ".join((h.upper().ljust(w) if i == 0 else h.upper().rjust(w)) for i, (h, w) in
-                     enumerate(zip(headers, widths, strict=True))).rstrip()]
-    for r in rows:
-        out.append("  ".join((c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in
-                             enumerate(zip(r, widths, strict=True))).rstrip())
-    return out

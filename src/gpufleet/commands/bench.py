@@ -1,0 +1,29 @@
+"""``gpufleet bench``: time the engine on a synthetic cluster shape (mirrors Kubernetes' scheduler_perf)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpufleet.commands.base import Command
+
+__all__ = ["bench"]
+
+
+@click.command(cls=Command)
+@click.option("--shape", type=click.Choice(["basic", "gang-small", "gang-large", "preemption", "topology"]),
+              required=True)
+@click.option("--scale", type=float, default=1.0, show_default=True, help="Shrink the shape (tests).")
+@click.option("--repeat", type=int, default=1, show_default=True, help="Runs; the median is reported.")
+@click.option("--format", "fmt", type=click.Choice(["json"]), default="json")
+@click.option("--replay-cost", is_flag=True,
+              help="Instead: compare the full replay of the shape written as YAML with bare YAML parsing.")
+def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) -> None:
+    """Time the engine on a synthetic cluster shape (mirrors Kubernetes' scheduler_perf)."""
+    from gpufleet.bench.runner import replay_vs_parse, run_bench
+
+    if replay_cost:
+        click.echo(json.dumps(replay_vs_parse(scale=scale, repeat=repeat)))
+        return
+    click.echo(json.dumps(run_bench(shape, scale=scale, repeat=repeat)))

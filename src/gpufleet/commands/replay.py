@@ -1,0 +1,30 @@
+"""``gpufleet replay``: scheduling cycles over a saved cluster state, decisions as JSON or a table."""
+
+from __future__ import annotations
+
+import click
+
+from gpufleet.adapters.k8s_yaml import load_config_file, load_snapshot_file
+from gpufleet.adapters.output import render_json, render_table
+from gpufleet.commands.base import Command
+from gpufleet.engine import schedule
+
+__all__ = ["replay"]
+
+
+@click.command(cls=Command)
+@click.argument("snapshot", type=click.Path(dir_okay=False))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="A SchedulerConfig YAML document (wins over one inside the snapshot).")
+@click.option("--format", "fmt", type=click.Choice(["json", "table"]), default="json", show_default=True)
+def replay(snapshot: str, config_path: str | None, fmt: str) -> None:
+    """Run scheduling cycles over a saved cluster state until nothing changes."""
+    config = load_config_file(config_path) if config_path else None
+    snap = load_snapshot_file(snapshot, config=config)
+    decisions = schedule(snap)
+    if fmt == "json":
+        for warning in decisions.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        click.echo(render_json(decisions), nl=False)
+    else:
+        click.echo(render_table(decisions), nl=False)

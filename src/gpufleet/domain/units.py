@@ -1,0 +1,42 @@
+"""Unit rules every layer shares: memory sizes in the domain's milli-units, and GPU memory as blocks.
+
+Kept here, as pure scalar functions, so that the loader, the engine, the simulator and the
+webhook cannot disagree on an edge case; the engine's vector form
+(:func:`gpufleet.engine.cluster.blocks_for_memory`) is defined against
+:func:`blocks_for_gpu_memory` and a property test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from gpufleet.domain.model import BLOCKS_PER_GPU, MILLI
+
+__all__ = ["BYTES_PER_MIB", "MILLI_PER_MIB", "blocks_for_gpu_memory", "mib_to_milli"]
+
+BYTES_PER_MIB = 1024 * 1024
+MILLI_PER_MIB = BYTES_PER_MIB * MILLI  # one MiB of memory in the domain's milli-bytes
+
+
+def mib_to_milli(mib: int) -> int:
+    """``mib`` MiB of memory in the domain's milli-bytes (the unit of every memory quantity)."""
+    return mib * MILLI_PER_MIB
+
+
+def blocks_for_gpu_memory(memory_bytes: int, gpu_memory_mib: int | None) -> int | None:
+    """Blocks a ``gpu-memory`` request of ``memory_bytes`` takes on one GPU of ``gpu_memory_mib`` MiB.
+
+    The spec (api.md) turns such a request into blocks "by rounding up against the GPU's memory";
+    the edges are:
+
+    - rounded up, in exact integer arithmetic (no float: 100 blocks of a GPU are exactly its memory);
+    - at least 1 block: a share always holds a block, so a request of 0 bytes (which the loader and
+      the webhook refuse anyway) counts as 1;
+    - more than one GPU's memory: None (a share is a part of ONE GPU, it cannot go there);
+    - unknown GPU memory (no ``nvidia.com/gpu.memory`` label: None, or not positive): None, as
+      docs/semantics-notes.md says a ``gpu-memory`` pod only goes to nodes that carry the label.
+    """
+    if gpu_memory_mib is None or gpu_memory_mib <= 0:
+        return None
+    gpu_bytes = gpu_memory_mib * BYTES_PER_MIB
+    if memory_bytes > gpu_bytes:
+        return None
+    return max(1, -(-memory_bytes * BLOCKS_PER_GPU // gpu_bytes))

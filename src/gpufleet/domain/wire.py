@@ -1,0 +1,63 @@
+"""gpufleet's wire vocabulary: every name another program sees, spelled once.
+
+The API group and version of gpufleet's custom resources, the labels and annotations it reads
+and writes on Kubernetes objects, the schedulerName pods ask for, the name its Events report.
+They are part of gpufleet's public contract (users write them in YAML, Helm charts select on
+them, kubectl users grep for them), so a change here is a breaking change: keeping them in one
+module makes that visible, and keeps the loader, the controller, the webhook, the manifests and
+the simulator from drifting apart. Resource names (``nvidia.com/gpu``, ``cpu``) stay with the
+domain model, whose quantities are keyed by them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ANNOTATION_GPU_BLOCKS",
+    "ANNOTATION_GPU_INDEX",
+    "ANNOTATION_GPU_MEMORY",
+    "ANNOTATION_MPS_MEM_LIMIT",
+    "ANNOTATION_NVLINK_DOMAINS",
+    "ANNOTATION_UNHEALTHY_GPUS",
+    "API_GROUP",
+    "API_GROUP_VERSION",
+    "API_VERSION",
+    "LABEL_GPU_MEMORY",
+    "LABEL_GPU_PRODUCT",
+    "LABEL_POD_GROUP",
+    "LABEL_POOL",
+    "LABEL_PREEMPTIBLE",
+    "LABEL_PREFIX",
+    "LABEL_QUEUE",
+    "LABEL_RACK",
+    "LABEL_SPOT",
+    "REPORTING_CONTROLLER",
+    "SCHEDULER_NAME",
+]
+
+# The custom resources (Queue, PodGroup, SchedulerConfig, and the ClusterSpec of the simulator).
+API_GROUP = "gpufleet.dev"
+API_VERSION = "v1alpha1"
+API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"  # the apiVersion field
+
+# Pods ask for gpufleet with spec.schedulerName; its Events name it as their reporting controller.
+SCHEDULER_NAME = "gpufleet"
+REPORTING_CONTROLLER = f"{API_GROUP}/scheduler"
+
+# Labels and annotations of gpufleet's own (snapshots keep every key with this prefix).
+LABEL_PREFIX = f"{API_GROUP}/"
+LABEL_QUEUE = f"{LABEL_PREFIX}queue"
+LABEL_POD_GROUP = f"{LABEL_PREFIX}pod-group"
+LABEL_PREEMPTIBLE = f"{LABEL_PREFIX}preemptible"
+LABEL_POOL = f"{LABEL_PREFIX}pool"  # informational: lets pods select a node pool with a node selector
+LABEL_SPOT = f"{LABEL_PREFIX}spot"  # "true" on spot nodes
+LABEL_RACK = f"topology.{API_GROUP}/rack"
+ANNOTATION_GPU_BLOCKS = f"{LABEL_PREFIX}gpu-blocks"
+ANNOTATION_GPU_MEMORY = f"{LABEL_PREFIX}gpu-memory"
+ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
+ANNOTATION_MPS_MEM_LIMIT = f"{LABEL_PREFIX}mps-mem-limit"
+ANNOTATION_UNHEALTHY_GPUS = f"{LABEL_PREFIX}unhealthy-gpus"
+ANNOTATION_NVLINK_DOMAINS = f"{LABEL_PREFIX}nvlink-domains"
+
+# Node labels of NVIDIA's GPU feature discovery, read for a node's GPU model and memory (MiB).
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"

@@ -1,0 +1,282 @@
+"""The :class:`~gpufleet.kube.client.port.ClusterApi` port over HTTP, with lightkube's asyncio client.
+
+Objects are read as plain dicts (lightkube's dict-backed generic resources), never as typed
+models: the controller hands them to the same converters ``gpufleet replay`` uses. Subresources:
+``pods/binding`` and ``pods/eviction`` (the API server answers both with a ``Status``; a
+``Failure`` status is turned into an error like any other), and ``status`` of Queues and
+PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpufleet.kube.client.port.ApiError`
+(status 0 when no answer came). :func:`connect` is the one way in, for the controller and for
+``gpufleet snapshot`` / ``explain``; a configuration it cannot use is a
+:class:`~gpufleet.kube.client.port.ClusterAccessError` with exit code 2.
+
+By default the bytes go through :class:`~gpufleet.kube.client.aiohttp_transport.AiohttpTransport`, and
+the writes made once per pod (merge patches, Bindings, Evictions) skip lightkube's request and
+response models: :class:`~gpufleet.kube.client.fast_calls.FastCalls` sends the same requests straight
+through that transport's aiohttp session (half the client CPU per binding; see BENCHMARKS.md).
+``fast_http=False`` keeps lightkube's own httpx2 transport for everything (use it behind an HTTP proxy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx2
+import yaml
+from lightkube import AsyncClient, KubeConfig
+from lightkube.config.client_adapter import verify_cluster
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.core import resource as lk_resource
+from lightkube.core.exceptions import ApiError as LightkubeApiError
+from lightkube.core.exceptions import ConfigError
+from lightkube.generic_resource import Generic
+from lightkube.types import PatchType
+
+from gpufleet.kube.client.aiohttp_transport import AiohttpTransport
+from gpufleet.kube.client.fast_calls import JSON, MERGE_PATCH, FastCalls, Unauthorized, body_message
+from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, ObjectList, WatchEvent
+
+__all__ = ["LightkubeApi", "connect"]
+
+JsonDict = dict[str, Any]
+T = TypeVar("T")
+
+_VERBS = ["get", "list", "global_list", "watch", "global_watch", "post", "put", "patch", "delete"]
+
+
+def _resource_class(kind: Kind) -> Any:
+    base = lk_resource.NamespacedResourceG if kind.namespaced else lk_resource.GlobalResource
+    info = lk_resource.ApiInfo(
+        resource=lk_resource.ResourceDef(kind.group, kind.version, kind.kind), plural=kind.plural, verbs=_VERBS
+    )
+    return type(f"Raw{kind.kind}", (base, Generic), {"_api_info": info})
+
+
+def _subresource_class(kind: Kind, action: str, group: str, version: str, sub_kind: str, verbs: list[str]) -> Any:
+    base = lk_resource.NamespacedSubResource if kind.namespaced else lk_resource.GlobalSubResource
+    info = lk_resource.ApiInfo(
+        resource=lk_resource.ResourceDef(group, version, sub_kind),
+        parent=lk_resource.ResourceDef(kind.group, kind.version, kind.kind),
+        plural=kind.plural,
+        verbs=verbs,
+        action=action,
+    )
+    return type(f"Raw{kind.kind}{action.capitalize()}", (base, Generic), {"_api_info": info})
+
+
+_RESOURCES: dict[Kind, Any] = {kind: _resource_class(kind) for kind in Kind}
+_STATUS: dict[Kind, Any] = {
+    kind: _subresource_class(kind, "status", kind.group, kind.version, kind.kind, ["patch"])
+    for kind in (Kind.QUEUE, Kind.POD_GROUP)
+}
+_BINDING = _subresource_class(Kind.POD, "binding", "", "v1", "Binding", ["post"])
+_EVICTION = _subresource_class(Kind.POD, "eviction", "policy", "v1", "Eviction", ["post"])
+
+
+def _api_error(err: BaseException) -> ApiError:
+    if isinstance(err, LightkubeApiError):
+        status = err.status
+        message = status.message or ""
+        causes = getattr(getattr(status, "details", None), "causes", None) or []
+        extra = " ".join(c.message for c in causes if getattr(c, "message", None))
+        return ApiError(int(status.code or 0), status.reason or "", f"{message} {extra}".strip())
+    if isinstance(err, httpx2.HTTPStatusError):
+        return ApiError(err.response.status_code, err.response.reason_phrase, body_message(err.response.content))
+    return ApiError(0, type(err).__name__, str(err))
+
+
+def _check_status(answer: Any) -> None:
+    """Binding and Eviction answer with a Status object: a Failure is an error."""
+    if isinstance(answer, dict) and answer.get("kind") == "Status" and answer.get("status") == "Failure":
+        code = int(answer.get("code") or 500)
+        raise ApiError(code, str(answer.get("reason") or ""), str(answer.get("message") or ""))
+
+
+class LightkubeApi:
+    """:class:`~gpufleet.kube.client.port.ClusterApi` over a lightkube :class:`~lightkube.AsyncClient`."""
+
+    def __init__(self, client: AsyncClient, list_chunk_size: int | None = 500, fast: FastCalls | None = None,
+                 server: str = "") -> None:
+        self.client = client
+        self.server = server or str(client.config.cluster.server)
+        self.list_chunk_size = list_chunk_size
+        self.fast = fast  # the hot-path writes without lightkube's models; None: all through lightkube
+
+    async def _fast_or_slow(self, fast: Callable[[FastCalls], Awaitable[Any]],
+                            slow: Callable[[], Awaitable[T]], use_fast: bool = True) -> Any:
+        """The call through :attr:`fast` when there is one; through lightkube without it, or when the
+        credentials were refused (lightkube's auth flow re-reads a rotated token, then the fast path
+        takes the new one)."""
+        if self.fast is not None and use_fast:
+            try:
+                return await fast(self.fast)
+            except Unauthorized:
+                self.fast.forget_credentials()
+        return await self._guard(slow)
+
+    async def _guard(self, make: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await make()
+        except (LightkubeApiError, httpx2.HTTPError) as err:
+            raise _api_error(err) from None
+
+    @property
+    def default_namespace(self) -> str:
+        return str(self.client.namespace or "default")
+
+    async def list(self, kind: Kind) -> ObjectList:
+        async def run() -> ObjectList:
+            iterable = self.client.list(
+                _RESOURCES[kind], namespace="*" if kind.namespaced else None, chunk_size=self.list_chunk_size
+            )
+            items = [dict(obj) async for obj in iterable]
+            try:
+                version = iterable.resourceVersion
+            except Exception:  # an empty list never started: no version known
+                version = ""
+            return ObjectList(items, str(version or ""))
+
+        return await self._guard(run)
+
+    async def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
+        stream = self.client.watch(
+            _RESOURCES[kind], namespace="*" if kind.namespaced else None, resource_version=resource_version or None
+        )
+        try:
+            async for event_type, obj in stream:
+                yield WatchEvent(str(event_type), dict(obj))
+        except (LightkubeApiError, httpx2.HTTPError) as err:
+            raise _api_error(err) from None
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> JsonDict | None:
+        try:
+            obj = await self.client.get(_RESOURCES[kind], name, namespace=namespace or None)
+        except (LightkubeApiError, httpx2.HTTPError) as err:
+            error = _api_error(err)
+            if error.status == 404:
+                return None
+            raise error from None
+        return dict(obj)
+
+    async def create(self, kind: Kind, obj: JsonDict) -> JsonDict:
+        return dict(await self._guard(lambda: self.client.create(_RESOURCES[kind](obj))))
+
+    async def replace(self, kind: Kind, obj: JsonDict) -> JsonDict:
+        return dict(await self._guard(lambda: self.client.replace(_RESOURCES[kind](obj))))
+
+    async def patch(self, kind: Kind, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        def slow() -> Awaitable[Any]:
+            return self.client.patch(
+                _RESOURCES[kind], name, patch, namespace=namespace or None, patch_type=PatchType.MERGE
+            )
+
+        answer = await self._fast_or_slow(
+            lambda fast: fast.send("PATCH", fast.url(kind.group, kind.version, kind.plural,
+                                                     namespace if kind.namespaced else None, name), patch, MERGE_PATCH),
+            slow,
+            use_fast=bool(namespace) or not kind.namespaced,  # lightkube's default namespace: left to lightkube
+        )
+        return dict(answer)
+
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status: JsonDict) -> None:
+        await self._guard(lambda: self.client.patch(
+            _STATUS[kind], name, {"status": status}, namespace=namespace or None, patch_type=PatchType.MERGE
+        ))
+
+    async def bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        meta: JsonDict = {"name": name, "namespace": namespace}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self._post_subresource(name, namespace, "binding", body, _BINDING)
+
+    async def evict(self, namespace: str, name: str) -> None:
+        meta = {"name": name, "namespace": namespace}
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+        await self._post_subresource(name, namespace, "eviction", body, _EVICTION)
+
+    async def _post_subresource(self, name: str, namespace: str, action: str, body: JsonDict, resource: Any) -> None:
+        """POST to pods/<action>, whose answer is a Status (a Failure is an error)."""
+        pods = Kind.POD
+        answer = await self._fast_or_slow(
+            lambda fast: fast.send("POST", fast.url(pods.group, pods.version, pods.plural, namespace, name, action),
+                                   body, JSON),
+            lambda: self.client.create(resource(body), name, namespace=namespace),
+            use_fast=bool(namespace),
+        )
+        _check_status(answer)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _load_config(kubeconfig: str | None, context: str | None, server: str | None) -> SingleConfig | None:
+    if server is not None:
+        from lightkube.config.models import Cluster, User
+
+        return KubeConfig.from_one(cluster=Cluster(server=server), user=User()).get()
+    if kubeconfig is None:
+        return KubeConfig.from_env().get(context)
+    path = Path(kubeconfig).expanduser()
+    if not path.is_file():
+        raise ClusterAccessError(f"{kubeconfig}: no such kubeconfig file", exit_code=2)
+    try:
+        config = KubeConfig.from_file(path)
+    except (ConfigError, OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, KeyError, TypeError,
+            AttributeError) as err:
+        raise ClusterAccessError(f"{kubeconfig}: not a usable kubeconfig: {err}", exit_code=2) from None
+    return config.get(context)
+
+
+def connect(
+    kubeconfig: str | None = None,
+    *,
+    context: str | None = None,
+    server: str | None = None,
+    field_manager: str | None = "gpufleet",
+    fast_http: bool = True,
+    concurrency: int = 64,
+    timeout: float = 30.0,
+    list_chunk_size: int | None = 500,
+) -> LightkubeApi:
+    """A :class:`LightkubeApi` for a kubeconfig file and ``context`` (default: its current one), or
+    the in-cluster service account, or ``$KUBECONFIG`` and ``~/.kube/config``, as lightkube finds
+    them when ``kubeconfig`` is None; or for a plain ``server`` URL without credentials (tests, a
+    local proxy). A configuration that cannot be used raises :class:`ClusterAccessError` (exit 2)."""
+    where = kubeconfig or "the Kubernetes configuration"
+    try:
+        single = _load_config(kubeconfig, context, server)
+        if single is None:  # pragma: no cover - KubeConfig.get raises instead
+            raise ConfigError("no usable context in the kubeconfig")
+        transport = None
+        if fast_http:
+            ssl_context: Any = True
+            if single.cluster.server.startswith("https") and single.user is not None:
+                ssl_context = verify_cluster(single.cluster, single.user, single.abs_file)
+            transport = AiohttpTransport(ssl_context, limit=concurrency)
+        client = AsyncClient(
+            single, field_manager=field_manager, timeout=httpx2.Timeout(timeout), transport=transport,
+            trust_env=not fast_http,
+        )
+    except ConfigError as err:
+        raise ClusterAccessError(f"{where}: {err}", exit_code=2) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ClusterAccessError(f"{where}: not usable: {type(err).__name__}: {err}", exit_code=2) from None
+    fast = FastCalls.of_client(client, transport.session) if transport is not None else None
+    return LightkubeApi(client, list_chunk_size, fast, server=str(single.cluster.server))
+
+
+if TYPE_CHECKING:  # an adapter of the one port: mypy checks it stays one
+
+    def _is_a_port(api: LightkubeApi) -> ClusterApi:
+        return api

@@ -1,0 +1,1 @@
+"""The controller: its loop, informers, binder, events, statuses, leader election, conversion, metrics."""

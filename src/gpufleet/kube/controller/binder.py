@@ -1,0 +1,322 @@
+"""Carrying decisions out through the API: bindings (annotate, then bind) and evictions.
+
+A gang is bound in two phases: first every pod gets its ``gpufleet.dev/gpu-index`` (and, for a
+fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A
+gang whose annotation phase fails is not bound at all. Between the patch and the confirmed
+Binding a pod is *in flight* (:attr:`Binder.inflight`): the controller's next snapshot shows it on
+its node, so that no cycle decides it again. A Binding answered 409 is looked up: already on our
+node (an earlier attempt went through but its answer was lost, as when the API server restarts)
+counts as bound; on another node, the pod is someone else's now.
+
+Calls run concurrently (at most ``concurrency`` at a time, over one kept-alive connection pool);
+retryable failures (no answer, 409 on a patch, 429, 5xx) are retried with exponential backoff on
+the injected clock. Before every call the leader check runs again: a replica that lost its lease
+stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gpufleet.domain import (
+    ANNOTATION_GPU_BLOCKS,
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
+    ANNOTATION_MPS_MEM_LIMIT,
+    Binding,
+    Eviction,
+    PodKey,
+)
+from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.lifecycle import BINDING, BindEvent, BindStage
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.webhook.annotations import mps_memory_limit
+
+__all__ = ["BindOutcome", "Binder", "EvictOutcome", "InFlight", "NotLeader", "desired_annotations"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class NotLeader(Exception):
+    """This replica lost its lease: stop writing."""
+
+
+@dataclass
+class InFlight:
+    binding: Binding
+    gang: str
+    stage: BindStage  # see gpufleet.kube.controller.lifecycle.BINDING
+    since: float
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    gang: str
+    bound: tuple[PodKey, ...]
+    failed: Mapping[PodKey, str]  # pods not bound, and why
+
+
+@dataclass(frozen=True)
+class EvictOutcome:
+    pod: PodKey
+    result: str  # evicted | gone | blocked | failed
+    message: str = ""
+
+
+def _split(key: PodKey) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def desired_annotations(pod: Mapping[str, Any] | None, binding: Binding,
+                        gpu_memory_mib: int | None = None) -> dict[str, str | None]:
+    """The annotation changes the pod needs for ``binding`` (empty: it already says so).
+
+    A gpu-blocks annotation set by the user is the pod's request and already says the blocks;
+    for a pod sized by gpu-memory the blocks held are written out. A fractional pod also gets
+    the MPS memory limit its blocks stand for on that node's GPUs (``gpu_memory_mib``), which the
+    webhook's environment reads (see :mod:`gpufleet.kube.webhook.annotations`)."""
+    meta = (pod or {}).get("metadata") or {}
+    current: Mapping[str, Any] = meta.get("annotations") or {}
+    wanted: dict[str, str | None] = {ANNOTATION_GPU_INDEX: ",".join(str(g) for g in binding.gpus) or None}
+    if binding.gpu_blocks is not None:
+        wanted[ANNOTATION_GPU_BLOCKS] = str(binding.gpu_blocks)
+        if gpu_memory_mib:
+            wanted[ANNOTATION_MPS_MEM_LIMIT] = mps_memory_limit(binding.gpu_blocks, gpu_memory_mib)
+    elif ANNOTATION_GPU_MEMORY in current and ANNOTATION_GPU_BLOCKS in current:
+        wanted[ANNOTATION_GPU_BLOCKS] = None  # a leftover of an earlier fractional binding
+    if binding.gpu_blocks is None and ANNOTATION_MPS_MEM_LIMIT in current:
+        wanted[ANNOTATION_MPS_MEM_LIMIT] = None
+    return {k: v for k, v in wanted.items() if current.get(k) != v}
+
+
+class Binder:
+    def __init__(
+        self,
+        api: ClusterApi,
+        clock: Clock,
+        is_leader: Callable[[], bool],
+        metrics: ControllerMetrics | None = None,
+        concurrency: int = 64,
+        retries: int = 6,
+        backoff: float = 0.05,
+        annotate_via: str = "patch",
+        gpu_memory_of: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.api = api
+        self.gpu_memory_of = gpu_memory_of  # node name -> MiB per GPU, for the MPS memory limit
+        self.clock = clock
+        self.is_leader = is_leader
+        self.metrics = metrics
+        self.retries = retries
+        self.backoff = backoff
+        if annotate_via not in ("patch", "binding"):
+            raise ValueError(f"annotate_via: patch or binding, not {annotate_via!r}")
+        self.annotate_via = annotate_via
+        self._slots = asyncio.Semaphore(concurrency)
+        self.inflight: dict[PodKey, InFlight] = {}
+        self.calls = 0  # API calls made (for API-calls-per-binding figures)
+
+    async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
+        """One API call with the leader check, the concurrency limit and retries."""
+        delay = self.backoff
+        attempt = 0
+        while True:
+            if not self.is_leader():
+                raise NotLeader()
+            try:
+                async with self._slots:
+                    self.calls += 1
+                    return await make()
+            except ApiError as err:
+                if self.metrics is not None:
+                    self.metrics.api_error(operation, err.status)
+                attempt += 1
+                if not err.retryable or (err.status == 409 and not retry_conflict) or attempt > self.retries:
+                    raise
+                log.info("%s: %s; retry %d in %.2fs", operation, err, attempt, delay)
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    # ------------------------------------------------------------------------------ bindings
+
+    def _advance(self, pod: PodKey, event: BindEvent) -> None:
+        """Move the pod along :data:`~gpufleet.kube.controller.lifecycle.BINDING`. The entry may be
+        gone: leadership was lost (and the state forgotten) during the call."""
+        flight = self.inflight.get(pod)
+        if flight is not None:
+            flight.stage = BINDING.next(flight.stage, event)
+
+    async def bind_gangs(
+        self,
+        gangs: Sequence[tuple[str, Sequence[Binding]]],
+        pods: Callable[[PodKey], Mapping[str, Any] | None],
+    ) -> list[BindOutcome]:
+        """Bind every gang (all concurrently); ``pods`` gives a pod's object as last seen."""
+        now = self.clock.now()
+        for gang, bindings in gangs:
+            for b in bindings:
+                self.inflight[b.pod] = InFlight(b, gang, BindStage.ANNOTATING, now)
+        results = await asyncio.gather(
+            *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
+        )
+        outcomes: list[BindOutcome] = []
+        for (gang, bindings), result in zip(gangs, results, strict=True):
+            if isinstance(result, BaseException):
+                for b in bindings:
+                    if self.inflight.get(b.pod, None) is not None and self.inflight[b.pod].stage != BindStage.BOUND:
+                        self.inflight.pop(b.pod, None)
+                why = "lost the leader lease" if isinstance(result, NotLeader) else f"{type(result).__name__}: {result}"
+                if not isinstance(result, NotLeader | ApiError):
+                    log.error("binding gang %s failed", gang, exc_info=result)
+                outcomes.append(BindOutcome(gang, (), {b.pod: why for b in bindings}))
+            else:
+                outcomes.append(result)
+        return outcomes
+
+    async def _bind_one(self, gang: str, binding: Binding, pod: Mapping[str, Any] | None) -> BindOutcome:
+        """A gang of one pod, the common case, without the gathers a real gang needs."""
+        try:
+            carried = await self._annotate(binding, pod)
+            self._advance(binding.pod, BindEvent.ANNOTATED)
+            await self._post_binding(binding, carried)
+        except ApiError as err:
+            self.inflight.pop(binding.pod, None)
+            if self.metrics is not None:
+                self.metrics.bindings.labels("failed").inc()
+            return BindOutcome(gang, (), {binding.pod: _why(err)})
+        self._advance(binding.pod, BindEvent.CONFIRMED)
+        if self.metrics is not None:
+            self.metrics.bindings.labels("bound").inc()
+        return BindOutcome(gang, (binding.pod,), {})
+
+    async def _bind_gang(
+        self, gang: str, bindings: Sequence[Binding], pods: Callable[[PodKey], Mapping[str, Any] | None]
+    ) -> BindOutcome:
+        if len(bindings) == 1:
+            return await self._bind_one(gang, bindings[0], pods(bindings[0].pod))
+        annotated: list[Any] = await asyncio.gather(
+            *(self._annotate(b, pods(b.pod)) for b in bindings), return_exceptions=True
+        )
+        problems = {b.pod: _why(r) for b, r in zip(bindings, annotated, strict=True) if isinstance(r, BaseException)}
+        if any(isinstance(r, NotLeader) for r in annotated):
+            raise NotLeader()
+        if problems:  # all or nothing: no pod of the gang is bound
+            for b in bindings:
+                self.inflight.pop(b.pod, None)
+            return BindOutcome(gang, (), {b.pod: problems.get(b.pod, "another pod of its gang failed")
+                                          for b in bindings})
+        for b in bindings:
+            self._advance(b.pod, BindEvent.ANNOTATED)
+        posted = await asyncio.gather(
+            *(self._post_binding(b, a) for b, a in zip(bindings, annotated, strict=True)), return_exceptions=True
+        )
+        if any(isinstance(r, NotLeader) for r in posted):
+            raise NotLeader()
+        bound: list[PodKey] = []
+        failed: dict[PodKey, str] = {}
+        for b, r in zip(bindings, posted, strict=True):
+            if isinstance(r, BaseException):
+                failed[b.pod] = _why(r)
+                self.inflight.pop(b.pod, None)
+            else:
+                bound.append(b.pod)
+                self._advance(b.pod, BindEvent.CONFIRMED)
+        if self.metrics is not None:
+            self.metrics.bindings.labels("bound").inc(len(bound))
+            if failed:
+                self.metrics.bindings.labels("failed").inc(len(failed))
+        return BindOutcome(gang, tuple(bound), failed)
+
+    async def _annotate(self, binding: Binding, pod: Mapping[str, Any] | None) -> dict[str, str]:
+        """Write the pod's annotations (patch mode), or return those the Binding is to carry
+        (binding mode; an annotation to remove still needs a patch: a Binding only sets)."""
+        memory = self.gpu_memory_of(binding.node) if self.gpu_memory_of is not None else None
+        patch = desired_annotations(pod, binding, memory)
+        if not patch:
+            return {}
+        if self.annotate_via == "binding" and all(v is not None for v in patch.values()):
+            return {k: v for k, v in patch.items() if v is not None}
+        namespace, name = _split(binding.pod)
+        await self._call(
+            "patch pods", lambda: self.api.patch(Kind.POD, namespace, name, {"metadata": {"annotations": patch}})
+        )
+        return {}
+
+    async def _post_binding(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None:
+        namespace, name = _split(binding.pod)
+        try:
+            await self._call("create pods/binding",
+                             lambda: self.api.bind(namespace, name, binding.node, annotations or None),
+                             retry_conflict=False)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            # Already bound: by an earlier attempt of ours whose answer was lost, or by someone else.
+            current = await self._call("get pods", lambda: self.api.get(Kind.POD, namespace, name))
+            node = ((current or {}).get("spec") or {}).get("nodeName")
+            if node != binding.node:
+                raise ApiError(409, "Conflict", f"bound to {node!r} by someone else" if node else err.message) from None
+
+    # ----------------------------------------------------------------------------- evictions
+
+    async def evict(self, evictions: Sequence[Eviction]) -> list[EvictOutcome]:
+        results = await asyncio.gather(*(self._evict(e) for e in evictions), return_exceptions=True)
+        outcomes: list[EvictOutcome] = []
+        for eviction, result in zip(evictions, results, strict=True):
+            if isinstance(result, NotLeader):
+                raise result
+            if isinstance(result, BaseException):
+                outcomes.append(EvictOutcome(eviction.pod, "failed", _why(result)))
+            else:
+                outcomes.append(result)
+            if self.metrics is not None:
+                self.metrics.evictions.labels(eviction.reason.value, outcomes[-1].result).inc()
+        return outcomes
+
+    async def _evict(self, eviction: Eviction) -> EvictOutcome:
+        namespace, name = _split(eviction.pod)
+        try:
+            # 429 is how a PodDisruptionBudget says no: not retried here (the preemptor waits and
+            # the controller asks again later), so it is raised at once.
+            await self._call("create pods/eviction", lambda: self._evict_once(namespace, name))
+        except ApiError as err:
+            if err.status == 404:
+                return EvictOutcome(eviction.pod, "gone")
+            if err.status == 429:
+                return EvictOutcome(eviction.pod, "blocked", err.message or err.reason)
+            return EvictOutcome(eviction.pod, "failed", str(err))
+        return EvictOutcome(eviction.pod, "evicted")
+
+    async def _evict_once(self, namespace: str, name: str) -> None:
+        try:
+            await self.api.evict(namespace, name)
+        except ApiError as err:
+            if err.status == 429:
+                raise _Blocked(err) from None
+            raise
+
+    def forget(self) -> None:
+        self.inflight.clear()
+
+
+class _Blocked(ApiError):
+    """A 429 that must not be retried (a PodDisruptionBudget)."""
+
+    def __init__(self, err: ApiError) -> None:
+        super().__init__(429, err.reason, err.message)
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, ApiError):
+        return f"{error.status} {error.reason}: {error.message}".strip(": ")
+    return f"{type(error).__name__}: {error}"

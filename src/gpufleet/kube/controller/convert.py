@@ -1,0 +1,277 @@
+"""Kubernetes objects (as the API server sends them) -> the engine's :class:`~gpufleet.domain.Snapshot`.
+
+Each object goes through the converter ``gpufleet replay`` uses for the same kind in a YAML file
+(:mod:`gpufleet.adapters.k8s_yaml`), and pods are filtered with the rule ``gpufleet snapshot``
+uses (:func:`gpufleet.kube.inspect.snapshot.wanted_pod`): a replay of a snapshot of the cluster and the
+controller see the same objects the same way.
+
+Unlike the replay loader, which refuses a whole file for one bad object, a controller must keep
+scheduling everything else: an object that cannot be read is left out (and reported), and so is a
+pod of ours whose queue does not exist or is not a leaf. :func:`build_snapshot` also applies the
+controller's own knowledge on top of what the API server says (:class:`Overlay`): pods it has
+decided to bind (bindings in flight, or waiting for victims to go) hold their place, and pods it
+has evicted count as gone at once, as they do in ``replay``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.adapters import FieldError, InputError, reader_for, validate_snapshot
+from gpufleet.domain import (
+    LABEL_PREFIX,
+    Binding,
+    Node,
+    NodeName,
+    Pod,
+    PodGroup,
+    PodKey,
+    PriorityClass,
+    Queue,
+    SchedulerConfig,
+    Snapshot,
+)
+from gpufleet.domain.queues import (
+    NotALeaf,
+    QueueProblem,
+    QueueTree,
+    UnknownParent,
+    UnknownQueue,
+    pod_group_of,
+    resolve_queue,
+)
+from gpufleet.kube.client.port import Kind
+from gpufleet.kube.inspect.snapshot import wanted_pod
+
+__all__ = [
+    "CONVERTED_KINDS",
+    "ConversionError",
+    "Overlay",
+    "SnapshotView",
+    "build_snapshot",
+    "convert_object",
+    "gang_key",
+    "label_selector_matches",
+    "relevant_change",
+]
+
+# The kinds that make up a snapshot (PodDisruptionBudgets, Leases and Events do not).
+CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG)
+NOT_OURS = "default-scheduler"
+
+
+class ConversionError(Exception):
+    """An object the loader would refuse, in one line: ``Pod ml/a: metadata.labels...: message``."""
+
+
+def _describe(kind: Kind, obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name = str(meta.get("name") or "?")
+    if kind.namespaced:
+        name = f"{meta.get('namespace') or 'default'}/{name}"
+    return f"{kind.kind} {name}"
+
+
+def convert_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
+    """The domain object for ``obj`` of ``kind``, read exactly as ``gpufleet replay`` reads it.
+
+    List items from the API server carry no apiVersion/kind: ``kind`` says what they are."""
+    reader = reader_for(kind.api_version, kind.kind)
+    if reader is None:  # pragma: no cover - CONVERTED_KINDS are all readable
+        raise ConversionError(f"{kind.kind}: not a kind gpufleet reads")
+    try:
+        return reader(dict(obj))
+    except FieldError as err:
+        where = f"{err.path}: " if err.path else ""
+        raise ConversionError(f"{_describe(kind, obj)}: {where}{err.message}") from None
+    except Exception as err:  # the loader's safety net: never let a bad object stop the controller
+        raise ConversionError(f"{_describe(kind, obj)}: invalid object ({type(err).__name__}: {err})") from None
+
+
+def gang_key(pod: Pod, groups: Mapping[str, PodGroup]) -> str:
+    """The gang a pod belongs to, as the engine forms them: its PodGroup when one of that name
+    exists in its namespace, else the pod alone."""
+    if pod.group_label:
+        key = f"{pod.namespace}/{pod.group_label}"
+        if key in groups:
+            return key
+    return pod.key
+
+
+def label_selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels and matchExpressions) against ``labels``; a missing or
+    malformed selector matches nothing (as for a PodDisruptionBudget)."""
+    if not isinstance(selector, Mapping):
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        if not isinstance(expr, Mapping):
+            return False
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        value = labels.get(key) if isinstance(key, str) else None
+        if (op == "In" and value not in values) or (op == "NotIn" and present and value in values):
+            return False
+        if (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """What the controller knows that the API server does not show yet."""
+
+    placed: Mapping[PodKey, Binding] = field(default_factory=dict)  # binding in flight or planned
+    gone: frozenset[PodKey] = frozenset()  # evicted, still terminating
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """One cycle's input and what was left out of it."""
+
+    snapshot: Snapshot
+    pods: Mapping[PodKey, Pod]  # every pod of the snapshot (ours and others'), overlay applied
+    groups: Mapping[str, PodGroup]
+    queue_of: Mapping[PodKey, str]  # leaf queue of each of our pods in the snapshot
+    rejected: Mapping[PodKey, str]  # our pending pods left out, and why
+    problems: tuple[str, ...]  # objects that could not be read
+
+
+def _queue_problem_text(problem: QueueProblem) -> str:
+    """The controller's wording of a queue problem (events and status conditions show it)."""
+    if isinstance(problem, UnknownQueue):
+        return f"queue {problem.queue!r} does not exist"
+    if isinstance(problem, NotALeaf):
+        return f"queue {problem.queue!r} is not a leaf"
+    if isinstance(problem, UnknownParent):
+        return f"queue {problem.queue!r} names an unknown parent {problem.parent!r}"
+    return "cycle in the queue tree: " + " -> ".join(problem.path)
+
+
+def _placed(pod: Pod, binding: Binding) -> Pod:
+    blocks = binding.gpu_blocks if binding.gpu_blocks is not None else pod.gpu_blocks
+    return dataclasses.replace(pod, node_name=NodeName(binding.node), gpu_index=binding.gpus, gpu_blocks=blocks)
+
+
+def build_snapshot(
+    objects: Mapping[Kind, Iterable[Any]],
+    overlay: Overlay | None = None,
+    problems: Iterable[str] = (),
+) -> SnapshotView:
+    """The engine's input from converted objects (:func:`convert_object`) of every kind.
+
+    Pods of ours whose queue is unusable are left out while pending (``rejected``) and, when
+    bound, kept as capacity held outside every queue."""
+    overlay = overlay or Overlay()
+    nodes: list[Node] = list(objects.get(Kind.NODE, ()))
+    queues: list[Queue] = list(objects.get(Kind.QUEUE, ()))
+    groups_list: list[PodGroup] = list(objects.get(Kind.POD_GROUP, ()))
+    classes: list[PriorityClass] = list(objects.get(Kind.PRIORITY_CLASS, ()))
+    configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
+    config = configs[0] if configs else SchedulerConfig()
+    groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
+    tree = QueueTree.of(queues)
+    broken = tree.broken
+    out_problems = list(problems)
+    if broken:
+        out_problems.extend(f"Queue {name}: {_queue_problem_text(why)}" for name, why in sorted(broken.items()))
+
+    pods: dict[PodKey, Pod] = {}
+    queue_of: dict[PodKey, str] = {}
+    rejected: dict[PodKey, str] = {}
+    for pod in objects.get(Kind.POD, ()):
+        key = pod.key
+        if key in overlay.gone:
+            continue
+        placed = overlay.placed.get(key)
+        if placed is not None and pod.node_name is None:
+            pod = _placed(pod, placed)
+        if pod.ours and not pod.finished:
+            queue = resolve_queue(pod, pod_group_of(pod, groups), config.default_queue)
+            problem = tree.use_problem(queue, config.default_queue)
+            if problem is not None:
+                if pod.node_name is None:
+                    rejected[key] = _queue_problem_text(problem)
+                    continue
+                pod = dataclasses.replace(pod, scheduler_name=NOT_OURS)  # holds capacity, in no queue
+            else:
+                queue_of[key] = queue
+        pods[key] = pod
+    snapshot = Snapshot(
+        nodes=tuple(nodes),
+        pods=tuple(pods.values()),
+        priority_classes=tuple(classes),
+        queues=tuple(q for q in queues if q.name not in broken),
+        pod_groups=tuple(groups_list),
+        config=config,
+    )
+    return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
+
+
+def check_snapshot(view: SnapshotView) -> str | None:
+    """The replay loader's cross-object checks as a last safety net: None, or the problem."""
+    try:
+        validate_snapshot(view.snapshot, "cluster")
+    except InputError as err:
+        return str(err)
+    return None
+
+
+# ------------------------------------------------------------------------ change relevance
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _ours(annotations: Any) -> dict[str, Any]:
+    if not isinstance(annotations, Mapping):
+        return {}
+    return {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(LABEL_PREFIX)}
+
+
+def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
+    """The part of an object a scheduling decision can depend on."""
+    if obj is None:
+        return None
+    meta = _meta(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    assert isinstance(spec, Mapping) and isinstance(status, Mapping)
+    if kind is Kind.POD:
+        return (
+            wanted_pod(obj), spec.get("nodeName"), status.get("phase"), status.get("startTime"),
+            meta.get("labels"), _ours(meta.get("annotations")), meta.get("deletionTimestamp"),
+        )
+    if kind is Kind.NODE:
+        return (
+            meta.get("labels"), _ours(meta.get("annotations")), spec.get("unschedulable"), spec.get("taints"),
+            status.get("allocatable"),
+        )
+    if kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG):
+        return (meta.get("labels"), spec)  # status is ours: writing it must not start a cycle
+    if kind is Kind.PRIORITY_CLASS:
+        return (obj.get("value"), obj.get("globalDefault"))
+    return None  # PodDisruptionBudgets: read for messages only
+
+
+def relevant_change(kind: Kind, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether a change of an object may change a scheduling decision (and so needs a cycle).
+
+    Node heartbeats, status writes of our own resources and pods of other schedulers that are
+    not on a node do not."""
+    if kind not in CONVERTED_KINDS:
+        return False
+    before, after = _projection(kind, old), _projection(kind, new)
+    if kind is Kind.POD and not (before and before[0]) and not (after and after[0]):
+        return False  # a pod no snapshot holds, before or after
+    return bool(before != after)

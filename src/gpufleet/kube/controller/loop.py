@@ -1,0 +1,557 @@
+"""The scheduler controller: informers feed the engine, the engine's decisions go back to the API.
+
+One **cycle** takes a snapshot of the informers' cache (converted as ``gpufleet replay`` converts a
+file, see :mod:`gpufleet.kube.controller.convert`), calls the one engine (:func:`gpufleet.engine.schedule`)
+and carries its decisions out (:mod:`gpufleet.kube.controller.binder`). Cycles run when something that can
+change a decision changed (batched: at most one per ``min_interval``), when a timer is due, and
+every ``resync`` seconds. Only the leader (:mod:`gpufleet.kube.controller.leader`) runs them.
+
+Preemption. The engine decides evictions and the bindings they make room for in one call, as a
+replay does. The API cannot do that at once: an evicted pod terminates in its own time, or a
+PodDisruptionBudget refuses its eviction (429). So the gang that caused evictions, and any gang
+placed on a node where a victim still runs, becomes a **plan**: its placement is kept (the next
+snapshots show its pods on their nodes and its victims as gone, exactly the replay's view, so
+no other cycle gives that room away) and it is bound once its victims are gone. A refused
+eviction is asked again every ``eviction_retry`` seconds, and the preemptor's Event says why it
+waits. A plan not carried out within ``plan_timeout`` is dropped, and the engine decides afresh.
+
+Restarts. Nothing is kept outside the API server: the informers rebuild the cache; a pod whose
+annotations were written but whose Binding never went through is simply pending again (the
+engine decides it anew and the annotations are rewritten before its Binding); a Binding whose
+answer was lost is recognised by its 409 (already on that node). Plans and refused evictions
+are re-derived by the next cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, Binding, Decisions, Eviction, PendingPod, PodKey
+from gpufleet.engine import schedule
+from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
+from gpufleet.kube.controller.convert import (
+    CONVERTED_KINDS,
+    Overlay,
+    SnapshotView,
+    build_snapshot,
+    check_snapshot,
+    gang_key,
+    label_selector_matches,
+    relevant_change,
+)
+from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
+from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache
+from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
+from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.controller.reporting import (
+    EndState,
+    GroupFacts,
+    end_state,
+    group_status,
+    queue_reports,
+    queue_status,
+    same_status,
+)
+from gpufleet.kube.controller.status import PodGroupStatus, QueueStatus
+
+__all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
+
+log = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    identity: str
+    lease: LeaseConfig | None = None  # None: no leader election (a single replica)
+    min_interval: float = 1.0  # at least this long between the starts of two cycles
+    resync: float = 60.0  # a cycle at least this often, changes or not
+    concurrency: int = 64  # API calls in flight at once
+    plan_timeout: float = 120.0
+    eviction_retry: float = 10.0
+    engine_in_thread: bool = True  # keep the event loop (watches, lease renewals) alive meanwhile
+    # patch: annotate each pod, then post its Binding (two calls, the pod is "in flight" between);
+    # binding: the Binding carries the annotations, which the API server writes with nodeName (one call).
+    annotate_via: str = "patch"
+
+_RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
+
+
+@dataclass
+class Victim:
+    eviction: Eviction
+    node: str
+    state: EvictState  # see gpufleet.kube.controller.lifecycle.EVICTION
+    message: str = ""
+    next_try: float = 0.0
+
+
+@dataclass
+class Plan:
+    gang: str
+    bindings: tuple[Binding, ...]
+    victims: frozenset[PodKey]  # the evictions this gang caused
+    created: float
+    waiting: str = ""  # what it waits for, for its Event
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    decisions: Decisions
+    bound: tuple[PodKey, ...] = ()
+    failed: Mapping[PodKey, str] = field(default_factory=dict)
+    evicted: tuple[EvictOutcome, ...] = ()
+    planned: tuple[str, ...] = ()
+    skipped: str = ""  # why nothing was decided (not leader, invalid snapshot)
+
+
+def _pod_key(obj: Mapping[str, Any]) -> PodKey:
+    meta = obj.get("metadata") or {}
+    return PodKey(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+
+
+def _node_of(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return None
+    node = (obj.get("spec") or {}).get("nodeName")
+    return str(node) if node else None
+
+
+class Controller:
+    def __init__(
+        self,
+        api: ClusterApi,
+        clock: Clock,
+        config: ControllerConfig,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
+        self.cache = ObjectCache(INFORMED_KINDS)
+        self.cache.hooks.append(self._on_change)
+        self.elector = (
+            LeaderElector(api, clock, config.lease, self._on_leadership, self.metrics) if config.lease else None
+        )
+        if self.elector is None:
+            self.metrics.leader.set(1)
+        self.binder = Binder(api, clock, self.is_leader, self.metrics, config.concurrency,
+                             annotate_via=config.annotate_via, gpu_memory_of=self._gpu_memory_of)
+        self.events = EventRecorder(api, clock, config.identity, self.metrics)
+        self.plans: dict[str, Plan] = {}
+        self.victims: dict[PodKey, Victim] = {}
+        self.cycles = 0
+        self.last: CycleResult | None = None
+        self._dirty = asyncio.Event()
+        self._last_cycle = float("-inf")
+
+    # --------------------------------------------------------------------------- lifecycle
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    @property
+    def ready(self) -> bool:
+        """Informers have listed every kind (leader or follower)."""
+        return self.cache.synced
+
+    async def run(self) -> None:
+        """Informers, leader election and the cycle loop, until cancelled."""
+        tasks = [asyncio.create_task(Informer(self.api, kind, self.cache, self.clock, self.metrics).run(),
+                                     name=f"informer-{kind.plural}") for kind in INFORMED_KINDS]
+        if self.elector is not None:
+            tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        tasks.append(asyncio.create_task(self._loop(), name="cycles"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.elector is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.elector.release())
+
+    def _on_leadership(self, leading: bool) -> None:
+        # A new term starts from what the API server says, not from a previous term's plans.
+        self.plans.clear()
+        self.victims.clear()
+        self.binder.forget()
+        if leading:
+            self._dirty.set()
+
+    def _on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
+        if kind is Kind.POD:
+            key = _pod_key(new if new is not None else old or {})
+            flight = self.binder.inflight.get(key)
+            if flight is not None:
+                if new is None:
+                    self.binder.inflight.pop(key, None)
+                elif _node_of(new) is not None and flight.stage == BindStage.BOUND:
+                    self.binder.inflight.pop(key, None)
+                    return
+                else:
+                    return  # our own annotation patch or binding coming back
+            if new is None:
+                self.victims.pop(key, None)
+        if relevant_change(kind, old, new):
+            self._dirty.set()
+
+    def poke(self) -> None:
+        """Ask for a cycle (tests, and after failures that need another try)."""
+        self._dirty.set()
+
+    async def _loop(self) -> None:
+        await self.cache.all_synced.wait()
+        self._dirty.set()
+        while True:
+            await self._wait_for_work()
+            if not self.is_leader():
+                self._last_cycle = self.clock.now()  # a follower only paces its wake-ups
+                continue
+            try:
+                await self.cycle()
+            except Exception:  # a bug or an unexpected answer must not stop scheduling for good
+                log.exception("cycle failed; trying again after %.1fs", self.config.min_interval)
+                self.metrics.api_error("cycle", -1)
+                self._dirty.set()
+                await self.clock.sleep(max(self.config.min_interval, 1.0))
+
+    def _next_timer(self) -> float:
+        timers = [self._last_cycle + self.config.resync]
+        timers.extend(v.next_try for v in self.victims.values() if v.state in _RETRIED)
+        timers.extend(p.created + self.config.plan_timeout for p in self.plans.values())
+        return min(timers)
+
+    async def _wait_for_work(self) -> None:
+        while True:
+            now = self.clock.now()
+            if self._dirty.is_set():
+                gap = self._last_cycle + self.config.min_interval - now
+                if gap <= 0:
+                    break
+                await self.clock.sleep(gap)
+                continue
+            timer = self._next_timer()
+            if timer <= now:
+                break
+            waiter = asyncio.ensure_future(self._dirty.wait())
+            sleeper = asyncio.ensure_future(self.clock.sleep(timer - now))
+            _, pending = await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+        self._dirty.clear()
+
+    # ------------------------------------------------------------------------------- cycle
+
+    def snapshot(self) -> SnapshotView:
+        """The engine's input now: the cache, with in-flight and planned pods on their nodes and
+        evicted pods gone."""
+        objects: dict[Kind, list[Any]] = {}
+        problems: list[str] = []
+        for kind in CONVERTED_KINDS:
+            values, bad = self.cache.converted(kind)
+            objects[kind] = values
+            problems.extend(bad)
+        placed: dict[PodKey, Binding] = {k: f.binding for k, f in self.binder.inflight.items()}
+        for plan in self.plans.values():
+            placed.update((b.pod, b) for b in plan.bindings)
+        overlay = Overlay(placed=placed, gone=frozenset(self.victims))
+        return build_snapshot(objects, overlay, problems)
+
+    def _reconcile(self, now: float) -> None:
+        """Forget what the API server has caught up with, and plans that waited too long."""
+        for key in list(self.binder.inflight):
+            namespace, _, name = key.partition("/")
+            pod = self.cache.get(Kind.POD, namespace, name)
+            if pod is None or _node_of(pod) is not None:
+                del self.binder.inflight[key]
+        for key in list(self.victims):
+            namespace, _, name = key.partition("/")
+            if self.cache.get(Kind.POD, namespace, name) is None:
+                del self.victims[key]
+        for gang, plan in list(self.plans.items()):
+            if now >= plan.created + self.config.plan_timeout:
+                log.warning("gang %s: gave up waiting for %s; deciding again", gang, plan.waiting or "its victims")
+                for victim in plan.victims:
+                    self.victims.pop(victim, None)
+                del self.plans[gang]
+
+    async def _decide(self, view: SnapshotView) -> Decisions:
+        pending = any(p.ours and p.node_name is None for p in view.pods.values())
+        if not pending:
+            return Decisions()
+        started = time.perf_counter()
+        if self.config.engine_in_thread:
+            decisions = await asyncio.to_thread(schedule, view.snapshot)
+        else:
+            decisions = schedule(view.snapshot)
+        self.metrics.engine_duration.observe(time.perf_counter() - started)
+        return decisions
+
+    async def cycle(self) -> CycleResult:
+        """One cycle (see the module docstring); returns what it did."""
+        started = time.perf_counter()
+        now = self.clock.now()
+        self._last_cycle = now
+        self.cycles += 1
+        self._reconcile(now)
+        view = self.snapshot()
+        for problem in view.problems:
+            log.warning("left out: %s", problem)
+        invalid = check_snapshot(view)
+        if invalid is not None:
+            log.error("no cycle: %s", invalid)
+            self.last = CycleResult(Decisions(), skipped=invalid)
+            return self.last
+        decisions = await self._decide(view)
+        for warning in decisions.warnings:
+            log.warning("%s", warning)
+        self.metrics.decisions.labels("binding").inc(len(decisions.bindings))
+        self.metrics.decisions.labels("eviction").inc(len(decisions.evictions))
+        self.metrics.decisions.labels("pending").inc(len(decisions.pending))
+        if not self.is_leader():
+            self.last = CycleResult(decisions, skipped="not the leader")
+            return self.last
+        try:
+            result = await self._act(view, decisions, now)
+            await self._report(view, result, now)
+        except NotLeader:
+            result = CycleResult(decisions, skipped="lost the leader lease during the cycle")
+        self.metrics.cycle_duration.observe(time.perf_counter() - started)
+        self.last = result
+        return result
+
+    # ------------------------------------------------------------------------------- acting
+
+    async def _act(self, view: SnapshotView, decisions: Decisions, now: float) -> CycleResult:
+        gangs: dict[str, list[Binding]] = {}
+        for binding in decisions.bindings:
+            pod = view.pods[binding.pod]
+            gangs.setdefault(gang_key(pod, view.groups), []).append(binding)
+        caused: dict[str, set[PodKey]] = {}
+        for eviction in decisions.evictions:
+            by = view.pods.get(eviction.by)
+            caused.setdefault(gang_key(by, view.groups) if by else eviction.by, set()).add(eviction.pod)
+            if eviction.pod not in self.victims:
+                node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
+                self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
+        busy = self._busy_nodes()
+        ready: list[tuple[str, Sequence[Binding]]] = []
+        for gang, bindings in gangs.items():
+            if caused.get(gang) or any(b.node in busy for b in bindings):
+                self.plans[gang] = Plan(gang, tuple(bindings), frozenset(caused.get(gang, ())), now)
+            else:
+                ready.append((gang, bindings))
+
+        due = [v.eviction for v in self.victims.values()
+               if v.state == EvictState.REQUESTED or (v.state in _RETRIED and v.next_try <= now)]
+        evicted = await self.binder.evict(due) if due else []
+        for evict_outcome in evicted:
+            self._after_eviction(evict_outcome, now)
+        await self._victim_events(evicted)
+
+        ready.extend(self._ready_plans())
+        outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
+        bound: list[PodKey] = []
+        failed: dict[PodKey, str] = {}
+        for outcome in outcomes:
+            bound.extend(outcome.bound)
+            failed.update(outcome.failed)
+        if failed:
+            self._dirty.set()  # the engine decides the failed ones again
+        await self._binding_failure_events(outcomes)
+        return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
+
+    def _gpu_memory_of(self, node: str) -> int | None:
+        """MiB per GPU of ``node`` from its ``nvidia.com/gpu.memory`` label (None: unknown)."""
+        obj = self.cache.get(Kind.NODE, "", node) or {}
+        text = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_MEMORY)
+        return int(text) if isinstance(text, str) and text.isdigit() and int(text) > 0 else None
+
+    def _pod_object(self, key: PodKey) -> JsonDict | None:
+        namespace, _, name = key.partition("/")
+        return self.cache.get(Kind.POD, namespace, name)
+
+    def _busy_nodes(self) -> set[str]:
+        """Nodes where a pod we evicted still holds its place."""
+        return {v.node for key, v in self.victims.items() if v.node and self._pod_object(key) is not None}
+
+    def _after_eviction(self, outcome: EvictOutcome, now: float) -> None:
+        victim = self.victims.get(outcome.pod)
+        if victim is None:
+            return
+        if outcome.result == "gone":
+            del self.victims[outcome.pod]
+            return
+        victim.state, victim.message = EVICTION.next(victim.state, EvictEvent(outcome.result)), outcome.message
+        if victim.state in _RETRIED:
+            victim.next_try = now + self.config.eviction_retry
+
+    def _ready_plans(self) -> list[tuple[str, Sequence[Binding]]]:
+        busy = self._busy_nodes()
+        ready: list[tuple[str, Sequence[Binding]]] = []
+        for gang, plan in list(self.plans.items()):
+            waiting_for = sorted(v for v in plan.victims if v in self.victims)
+            on_busy = sorted({b.node for b in plan.bindings if b.node in busy})
+            if waiting_for or on_busy:
+                blocked = [self.victims[v] for v in waiting_for if self.victims[v].state in _RETRIED]
+                if blocked:
+                    plan.waiting = "; ".join(self._blocked_text(v) for v in blocked)
+                else:
+                    what: list[str] = [str(v) for v in waiting_for] or [f"pods on node {n}" for n in on_busy]
+                    plan.waiting = f"waiting for {len(what)} evicted pods to terminate: {', '.join(what[:5])}"
+                continue
+            del self.plans[gang]
+            if all(self._still_pending(b.pod) for b in plan.bindings):
+                ready.append((gang, plan.bindings))
+            else:
+                self._dirty.set()  # a pod of the plan went away or was bound elsewhere: decide again
+        return ready
+
+    def _still_pending(self, key: PodKey) -> bool:
+        pod = self._pod_object(key)
+        return pod is not None and _node_of(pod) is None and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+    def _blocked_text(self, victim: Victim) -> str:
+        pod = self._pod_object(victim.eviction.pod)
+        labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
+        namespace = victim.eviction.pod.partition("/")[0]
+        budgets = sorted(
+            str((pdb.get("metadata") or {}).get("name"))
+            for pdb in self.cache.objects(Kind.PDB)
+            if (pdb.get("metadata") or {}).get("namespace") == namespace
+            and label_selector_matches((pdb.get("spec") or {}).get("selector"), labels)
+        )
+        if victim.state == EvictState.BLOCKED:
+            which = f" ({', '.join(budgets)})" if budgets else ""
+            return (f"eviction of {victim.eviction.pod} is blocked by a PodDisruptionBudget{which}: "
+                    f"{victim.message}; retrying")
+        return f"eviction of {victim.eviction.pod} failed: {victim.message}; retrying"
+
+    # ---------------------------------------------------------------------------- reporting
+
+    async def _emit_all(self, events: Iterable[tuple[PodEvent, bool]]) -> None:
+        async def one(event: PodEvent, force: bool) -> None:
+            if self.is_leader():
+                await self.events.emit(event, force=force)
+
+        await asyncio.gather(*(one(e, f) for e, f in events))
+
+    def _event(
+        self, key: PodKey, reason: str, note: str, kind: str = "Warning", action: str = "Scheduling"
+    ) -> PodEvent:
+        namespace, _, name = key.partition("/")
+        return PodEvent(namespace, name, pod_uid(self._pod_object(key)), reason, note, kind, action)
+
+    async def _victim_events(self, outcomes: Sequence[EvictOutcome]) -> None:
+        events: list[tuple[PodEvent, bool]] = []
+        for outcome in outcomes:
+            victim = self.victims.get(outcome.pod)
+            if victim is None:
+                continue
+            e = victim.eviction
+            if outcome.result == "evicted":
+                note = f"Evicted by gpufleet ({e.reason.value}) to make room for {e.by}"
+                events.append((self._event(e.pod, "Preempted", note, "Normal", "Preempting"), True))
+            elif outcome.result in ("blocked", "failed"):
+                events.append((self._event(e.by, "EvictionBlocked", f"waiting: {self._blocked_text(victim)}",
+                                           "Warning", "Preempting"), False))
+        await self._emit_all(events)
+
+    async def _binding_failure_events(self, outcomes: Sequence[BindOutcome]) -> None:
+        await self._emit_all(
+            (self._event(pod, "BindingFailed", f"binding failed: {why}"), False)
+            for outcome in outcomes for pod, why in sorted(outcome.failed.items())
+        )
+
+    async def _report(self, view: SnapshotView, result: CycleResult, now: float) -> None:
+        decisions = result.decisions
+        if result.failed:
+            kept = tuple(b for b in decisions.bindings if b.pod not in result.failed)
+            more = tuple(PendingPod(k, f"binding failed: {why}") for k, why in result.failed.items())
+            decisions = replace(decisions, bindings=kept, pending=decisions.pending + more)
+        waiting: dict[PodKey, str] = {}
+        for plan in self.plans.values():
+            for b in plan.bindings:
+                waiting[b.pod] = plan.waiting
+        state = end_state(view, decisions, waiting)
+        await self._pending_events(view, state, waiting)
+        await self._write_statuses(view, state, now)
+
+    async def _pending_events(self, view: SnapshotView, state: EndState, waiting: Mapping[PodKey, str]) -> None:
+        events: list[tuple[PodEvent, bool]] = [
+            (self._event(key, "FailedScheduling", reason), False) for key, reason in sorted(state.pending.items())
+        ]
+        for plan in self.plans.values():
+            if plan.waiting and plan.bindings:
+                first = min(b.pod for b in plan.bindings)
+                blocked = "blocked" in plan.waiting or "failed" in plan.waiting
+                events.append((self._event(first, "EvictionBlocked" if blocked else "WaitingForVictims",
+                                           plan.waiting, "Warning" if blocked else "Normal", "Preempting"), False))
+        self.events.forget_older_than(2 * self.events.repeat_after)
+        await self._emit_all(events)
+
+    async def _write_statuses(self, view: SnapshotView, state: EndState, now: float) -> None:
+        queues = list(view.snapshot.queues)
+        reports = queue_reports(queues, view, state)
+        self.metrics.set_queues(
+            pending={q: r.pending for q, r in reports.items()},
+            admitted={q: r.admitted for q, r in reports.items()},
+            usage={q: {res: v / 1000 for res, v in r.usage.items()} for q, r in reports.items()},
+            quota={q: {res: v / 1000 for res, v in r.quota.items()} for q, r in reports.items()},
+        )
+        writes: list[tuple[Kind, str, str, JsonDict]] = []
+        for name, report in sorted(reports.items()):
+            current = (self.cache.get(Kind.QUEUE, "", name) or {}).get("status")
+            wanted = queue_status(report, current, now)
+            if not same_status(QueueStatus, current, wanted):
+                writes.append((Kind.QUEUE, "", name, wanted))
+        for facts in self._group_facts(view, state):
+            group = facts.group
+            current = (self.cache.get(Kind.POD_GROUP, group.namespace, group.name) or {}).get("status")
+            wanted = group_status(facts, current, now)
+            if not same_status(PodGroupStatus, current, wanted):
+                writes.append((Kind.POD_GROUP, group.namespace, group.name, wanted))
+
+        async def write(kind: Kind, namespace: str, name: str, status: JsonDict) -> None:
+            try:
+                await self.binder._call(f"patch {kind.plural}/status",
+                                        lambda: self.api.patch_status(kind, namespace, name, status))
+            except ApiError as err:
+                log.warning("status of %s %s not written: %s", kind.kind, name, err)
+
+        await asyncio.gather(*(write(*w) for w in writes))
+
+    def _group_facts(self, view: SnapshotView, state: EndState) -> list[GroupFacts]:
+        members: dict[str, list[JsonDict]] = {}
+        for pod in self.cache.objects(Kind.POD):
+            meta = pod.get("metadata") or {}
+            label = (meta.get("labels") or {}).get(LABEL_POD_GROUP)
+            if label:
+                members.setdefault(f"{meta.get('namespace') or 'default'}/{label}", []).append(pod)
+        facts: list[GroupFacts] = []
+        for key, group in sorted(view.groups.items()):
+            pods = members.get(key, [])
+            phases = [(p.get("status") or {}).get("phase") for p in pods]
+            keys = sorted(_pod_key(p) for p in pods)
+            reason = next((state.pending[k] for k in keys if k in state.pending), "")
+            facts.append(GroupFacts(
+                group=group,
+                bound=sum(1 for k in keys if k in state.bound),
+                running=sum(1 for p, ph in zip(pods, phases, strict=True) if ph == "Running" and _node_of(p)),
+                failed=sum(1 for ph in phases if ph == "Failed"),
+                alive=sum(1 for ph in phases if ph not in ("Succeeded", "Failed")),
+                reason=reason,
+            ))
+        return facts

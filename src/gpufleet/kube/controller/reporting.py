@@ -1,0 +1,239 @@
+"""What the controller reports after a cycle: Queue and PodGroup statuses, per-queue metrics.
+
+Figures describe the cluster once the cycle's decisions are carried out (the engine's end state:
+bound pods, plus this cycle's bindings, minus its evictions), in the units of ``semantics.md``:
+a whole GPU counts 1, a fractional pod blocks/100. The status shapes are K1's
+(:mod:`gpufleet.kube.controller.status`), so what is written always validates against the CRDs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Decisions, Pod, PodGroup, PodKey, Queue
+from gpufleet.kube.controller.convert import SnapshotView, gang_key
+from gpufleet.kube.controller.status import (
+    Condition,
+    ConditionStatus,
+    PodGroupPhase,
+    PodGroupStatus,
+    QueueStatus,
+    format_quantity,
+)
+
+__all__ = [
+    "EndState",
+    "GroupFacts",
+    "QueueReport",
+    "end_state",
+    "group_status",
+    "queue_reports",
+    "queue_status",
+    "same_status",
+]
+
+
+@dataclass(frozen=True)
+class EndState:
+    bound: Mapping[PodKey, Pod]  # our pods holding a place once the decisions are carried out
+    pending: Mapping[PodKey, str]  # our pods left pending, with the reason
+
+
+def end_state(view: SnapshotView, decisions: Decisions, waiting: Mapping[PodKey, str] | None = None) -> EndState:
+    """``waiting``: pods the engine placed whose binding waits (victims still terminating); they
+    hold their place like bound pods."""
+    bound: dict[PodKey, Pod] = {k: p for k, p in view.pods.items() if p.ours and p.node_name is not None}
+    for binding in decisions.bindings:
+        pod = view.pods.get(binding.pod)
+        if pod is not None:
+            bound[binding.pod] = pod
+    for eviction in decisions.evictions:
+        bound.pop(eviction.pod, None)
+    pending = {p.pod: p.reason for p in decisions.pending}
+    pending.update(view.rejected)
+    for key in waiting or {}:
+        pending.pop(key, None)
+    return EndState(bound, pending)
+
+
+def usage_of(pod: Pod, resources: Sequence[str]) -> list[int]:
+    """What a pod counts against quota, in milli-units, over ``resources``."""
+    out: list[int] = []
+    for r in resources:
+        if r == GPU:
+            if pod.is_fractional:
+                out.append((pod.gpu_blocks or 0) * MILLI_PER_BLOCK)
+            else:
+                out.append(pod.whole_gpus * MILLI)
+        else:
+            out.append(pod.requests.get(r, 0))
+    return out
+
+
+@dataclass
+class QueueReport:
+    usage: dict[str, int] = field(default_factory=dict)
+    guaranteed: dict[str, int] = field(default_factory=dict)
+    borrowed: dict[str, int] = field(default_factory=dict)
+    quota: dict[str, int] = field(default_factory=dict)
+    admitted: int = 0
+    pending: int = 0
+    overcommitted: str = ""  # why this queue's children promise more than its quota, or ""
+
+
+def queue_reports(queues: Sequence[Queue], view: SnapshotView, state: EndState) -> dict[str, QueueReport]:
+    """Usage, guaranteed usage, borrowed amount and gang counts of every queue (subtrees summed)."""
+    resources = sorted({GPU} | {r for q in queues for r, spec in q.resources.items()
+                                if spec.quota is not None or spec.limit is not None or spec.lending_limit is not None})
+    names: list[str] = [str(q.name) for q in queues]
+    children: dict[str, list[str]] = {n: [] for n in names}
+    for q in queues:
+        if q.parent in children:
+            children[q.parent].append(q.name)
+    reports: dict[str, QueueReport] = {n: QueueReport(usage=dict.fromkeys(resources, 0)) for n in names}
+    admitted: dict[str, set[str]] = {n: set() for n in names}
+    pending: dict[str, set[str]] = {n: set() for n in names}
+    for key, pod in state.bound.items():
+        queue = view.queue_of.get(key)
+        if queue not in reports:
+            continue
+        assert queue is not None
+        for r, amount in zip(resources, usage_of(pod, resources), strict=True):
+            reports[queue].usage[r] += amount
+        admitted[queue].add(gang_key(pod, view.groups))
+    for key in state.pending:
+        queue = view.queue_of.get(key)
+        pending_pod = view.pods.get(key)
+        if queue in pending and pending_pod is not None:
+            assert queue is not None
+            gang = gang_key(pending_pod, view.groups)
+            if gang not in admitted[queue]:
+                pending[queue].add(gang)
+    by_name: dict[str, Queue] = {str(q.name): q for q in queues}
+    for name in _post_order(names, children):
+        report = reports[name]
+        for child in children[name]:
+            for r in resources:
+                report.usage[r] += reports[child].usage[r]
+            admitted[name] |= admitted[child]
+            pending[name] |= pending[child]
+        report.admitted, report.pending = len(admitted[name]), len(pending[name])
+        spec_of = by_name[name].resources
+        for r in resources:
+            spec = spec_of.get(r)
+            children_quota = sum(reports[c].quota.get(r, 0) for c in children[name])
+            if spec is not None and spec.quota is not None:
+                report.quota[r] = spec.quota
+                if children[name] and children_quota > spec.quota:
+                    report.overcommitted = (
+                        f"the quotas of its children add up to {format_quantity(children_quota)} {r}, "
+                        f"more than its quota of {format_quantity(spec.quota)}"
+                    )
+            else:
+                report.quota[r] = children_quota
+            if children[name]:
+                report.guaranteed[r] = sum(
+                    min(reports[c].guaranteed[r], reports[c].quota.get(r, 0)) for c in children[name]
+                )
+            else:
+                report.guaranteed[r] = report.usage[r]
+            report.borrowed[r] = max(0, report.usage[r] - report.quota[r])
+    return reports
+
+
+def _post_order(names: Iterable[str], children: Mapping[str, list[str]]) -> list[str]:
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for child in children[name]:
+            visit(child)
+        order.append(name)
+
+    for name in names:
+        visit(name)
+    return order
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {r: format_quantity(max(0, amount)) for r, amount in sorted(amounts.items())}
+
+
+def _time(seconds: float) -> datetime:
+    return datetime.fromtimestamp(int(seconds), tz=UTC)
+
+
+def _existing_condition(existing: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | None:
+    for condition in (existing or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
+    over = bool(report.overcommitted)
+    status = ConditionStatus.TRUE if over else ConditionStatus.FALSE
+    previous = _existing_condition(existing, "OverCommitted")
+    since: Any = _time(now)
+    if previous is not None and previous.get("status") == status.value and previous.get("lastTransitionTime"):
+        since = previous["lastTransitionTime"]
+    condition = Condition(
+        type="OverCommitted",
+        status=status,
+        reason="ChildQuotasExceedQuota" if over else "WithinQuota",
+        message=report.overcommitted,
+        lastTransitionTime=since,
+    )
+    return QueueStatus(
+        usage=_quantities(report.usage),
+        guaranteedUsage=_quantities(report.guaranteed),
+        borrowed=_quantities(report.borrowed),
+        admittedGangs=report.admitted,
+        pendingGangs=report.pending,
+        conditions=[condition],
+    ).to_api()
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """What is known of one PodGroup's pods."""
+
+    group: PodGroup
+    bound: int  # pods holding a node once the cycle's decisions are carried out
+    running: int  # pods bound and reported Running by the kubelet
+    failed: int  # pods in phase Failed
+    alive: int  # pods not finished
+    reason: str  # why it is pending (a member's reason), or ""
+
+
+def group_status(facts: GroupFacts, existing: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
+    need = facts.group.min_member
+    if facts.failed and facts.alive < need:
+        phase, reason = PodGroupPhase.FAILED, f"{facts.failed} pods failed; {facts.alive} of {need} left"
+    elif facts.running >= need:
+        phase, reason = PodGroupPhase.RUNNING, f"{facts.running} pods running"
+    elif facts.bound >= need:
+        phase, reason = PodGroupPhase.ADMITTED, f"{facts.bound} pods bound"
+    else:
+        phase = PodGroupPhase.PENDING
+        reason = facts.reason or f"{facts.alive} of {need} pods exist"
+    since: Any = _time(now)
+    if existing and existing.get("phase") == phase.value and existing.get("lastTransitionTime"):
+        since = existing["lastTransitionTime"]
+    return PodGroupStatus(phase=phase, boundPods=facts.bound, lastReason=reason, lastTransitionTime=since).to_api()
+
+
+def same_status(model: type[QueueStatus] | type[PodGroupStatus], current: Any, wanted: Mapping[str, Any]) -> bool:
+    """Whether the status already stored says what ``wanted`` says (normalised through the model)."""
+    if not isinstance(current, Mapping):
+        return False
+    try:
+        return bool(model.model_validate(dict(current)).to_api() == wanted)
+    except ValueError:
+        return False

@@ -1,0 +1,1 @@
+"""Reading a live cluster for people: ``gpufleet snapshot`` and ``gpufleet explain``."""

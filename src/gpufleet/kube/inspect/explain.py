@@ -1,0 +1,161 @@
+"""``gpufleet explain``: what the scheduler would do with one pod, in plain words.
+
+It snapshots the cluster (:mod:`gpufleet.kube.inspect.snapshot`) through the one API port, converts
+the snapshot's objects with the replay loader's converters and checks (once: no YAML text in
+between) and runs the one engine (``gpufleet.engine.schedule``) on it, exactly as ``gpufleet
+replay`` of that snapshot would, then reads the decisions that concern the pod: bound where and on which
+GPUs, still pending and why (the engine's own reason), or evicted, by whom and why. A pod that
+would bind by evicting others is told who they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.adapters import InputError, load_snapshot_documents
+from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, Snapshot
+from gpufleet.engine import schedule
+from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
+from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
+
+__all__ = ["Explanation", "PodFacts", "explain_in_cluster", "explain_pod"]
+
+SNAPSHOT_SOURCE = "cluster snapshot"
+
+_WHY = {
+    EvictionReason.RECLAIM: "reclaim: its queue uses more than its quota, and the queue of {by} is within its own",
+    EvictionReason.PREEMPT: "preempt: {by} has a higher priority in the same queue",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What the API says about the pod itself (it may be outside the snapshot: finished, or
+    pending for another scheduler)."""
+
+    namespace: str
+    name: str
+    phase: str = "Pending"
+    scheduler_name: str = "default-scheduler"
+    node_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], namespace: str, name: str) -> PodFacts:
+        raw_spec, raw_status = obj.get("spec"), obj.get("status")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
+        return cls(
+            namespace=namespace,
+            name=name,
+            phase=str(status.get("phase") or "Pending"),
+            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+            node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
+        )
+
+
+def _gpus(gpus: tuple[int, ...], blocks: int | None) -> str:
+    if blocks is not None and gpus:
+        return f"{blocks}/100 of GPU {gpus[0]}"
+    if not gpus:
+        return "no GPU"
+    return f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}"
+
+
+def _asks(pod: Pod) -> str:
+    if pod.gpu_blocks is not None:
+        return f"{pod.gpu_blocks}/100 of one GPU"
+    if pod.gpu_memory_bytes is not None:
+        return f"{pod.gpu_memory_bytes / 2**30:g} GiB of one GPU's memory"
+    if pod.whole_gpus:
+        return f"{pod.whole_gpus} whole GPU{'s' if pod.whole_gpus > 1 else ''}"
+    return "no GPU"
+
+
+def _gang_keys(pod: Pod, snapshot: Snapshot) -> set[str]:
+    if pod.group_label is None:
+        return {pod.key}
+    return {p.key for p in snapshot.pods if p.namespace == pod.namespace and p.group_label == pod.group_label}
+
+
+def _eviction_line(eviction: Eviction) -> str:
+    return f"{eviction.pod} ({_WHY[eviction.reason].format(by=eviction.by)})"
+
+
+def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> list[str]:
+    """Plain-language lines about what the decisions mean for the pod."""
+    key = facts.key
+    if facts.phase in FINISHED_PHASES:
+        return [f"{key} has finished (phase {facts.phase}): it holds nothing and the scheduler ignores it."]
+    pod = next((p for p in snapshot.pods if p.key == key), None)
+    if pod is None:
+        if facts.scheduler_name != SCHEDULER_NAME and facts.node_name is None:
+            return [f"{key} is pending for another scheduler (schedulerName: {facts.scheduler_name}); gpufleet "
+                    "leaves it alone and only counts what it holds once it runs on a node."]
+        return [f"{key} is not in the snapshot of the cluster (phase {facts.phase}); there is nothing to explain."]
+
+    lines: list[str] = []
+    owner = "gpufleet" if pod.ours else f"another scheduler ({pod.scheduler_name})"
+    gang = f", in gang {pod.namespace}/{pod.group_label}" if pod.group_label is not None else ""
+    eviction = next((e for e in decisions.evictions if e.pod == key), None)
+    binding = next((b for b in decisions.bindings if b.pod == key), None)
+    pending = next((p for p in decisions.pending if p.pod == key), None)
+
+    if pod.bound:
+        lines.append(f"{key} runs on node {pod.node_name} ({_gpus(pod.gpu_index, pod.gpu_blocks)}), "
+                     f"scheduled by {owner}{gang}.")
+        if eviction is not None:
+            lines.append(f"gpufleet would evict it to make room for {eviction.by}: "
+                         f"{_WHY[eviction.reason].format(by=eviction.by)}.")
+        else:
+            lines.append("It would keep running: nothing in the current state preempts it.")
+        return lines
+
+    lines.append(f"{key} is pending; it asks for {_asks(pod)}{gang}.")
+    if binding is not None:
+        lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}).")
+        members = _gang_keys(pod, snapshot)
+        victims = [e for e in decisions.evictions if e.by in members]
+        if victims:
+            lines.append("To make room it would evict:" if len(members) == 1 else "To make room its gang would evict:")
+            lines.extend(f"  - {_eviction_line(e)}" for e in victims)
+    elif eviction is not None:
+        lines.append(f"gpufleet would bind it, then evict it for {eviction.by}: "
+                     f"{_WHY[eviction.reason].format(by=eviction.by)}.")
+    elif pending is not None:
+        lines.append(f"It would stay pending: {pending.reason}.")
+    else:  # every pending pod of ours is in bindings or pending; say so if that ever breaks
+        lines.append("The scheduler made no decision about it.")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    lines: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # about the snapshot (e.g. gpufleet's CRDs not installed)
+
+
+async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
+    """Snapshot the cluster through ``api``, schedule, explain ``namespace/name``.
+
+    Raises :class:`ClusterAccessError`: exit code 2 when the pod does not exist, 1 when the cluster
+    cannot be read or holds objects the scheduler cannot read."""
+    try:
+        raw = await api.get(Kind.POD, namespace, name)
+    except Exception as err:  # ApiError, or a reply the client cannot decode: one line either way
+        raise access_error(api.server, f"reading pod {namespace}/{name}", err) from None
+    if raw is None:
+        raise ClusterAccessError(f"pod {namespace}/{name} not found", exit_code=2)
+    snap = await read_cluster(api)
+    try:
+        snapshot = load_snapshot_documents(snap.documents, SNAPSHOT_SOURCE)
+    except InputError as err:
+        raise ClusterAccessError(f"the cluster holds an object gpufleet cannot read: {err}") from None
+    decisions = schedule(snapshot)
+    lines = explain_pod(PodFacts.from_dict(raw, namespace, name), snapshot, decisions)
+    return Explanation(lines=tuple(lines), warnings=snap.warnings)

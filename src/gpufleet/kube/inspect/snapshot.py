@@ -1,0 +1,212 @@
+"""A live cluster's state as a replay snapshot (the multi-document YAML ``gpufleet replay`` reads).
+
+What is read: Nodes, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, and the
+Pods that matter to a scheduling pass: gpufleet's pending pods, and every pod bound to a node that
+has not finished (those hold capacity, whoever scheduled them). Each object is cut down to the
+fields the loader reads (:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields``, statuses,
+``kubectl``'s last-applied copies and other annotations that are not gpufleet's do not bloat the
+file. Objects are sorted by kind and name, so two snapshots of the same state are byte-identical.
+
+The API is read through the one port, :class:`~gpufleet.kube.client.port.ClusterApi` (the
+controller's): :func:`read_cluster` is a coroutine, run under ``asyncio.run`` by the commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gpufleet.domain import API_GROUP, LABEL_PREFIX, SCHEDULER_NAME
+from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, access_error
+
+__all__ = [
+    "FINISHED_PHASES",
+    "SNAPSHOT_KINDS",
+    "ClusterSnapshot",
+    "list_kinds",
+    "read_cluster",
+    "snapshot_of",
+    "strip_object",
+    "wanted_pod",
+]
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+# The kinds a snapshot holds, in the order they are written.
+SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD)
+
+
+# --------------------------------------------------------------------------------- stripping
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every mapping's keys sorted: clients and API servers order fields differently,
+    and a snapshot should not change when only the order did."""
+    if isinstance(value, Mapping):
+        return {key: _canonical(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def _pick(source: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The ``keys`` of ``source`` that are set, in the order of ``keys``, their values canonical."""
+    return {key: _canonical(source[key]) for key in keys if source.get(key) is not None}
+
+
+def _metadata(obj: Mapping[str, Any], namespaced: bool, timestamps: bool = False) -> dict[str, Any]:
+    raw = obj.get("metadata")
+    meta: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    out = _pick(meta, ("name", "namespace") if namespaced else ("name",))
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping) and labels:
+        out["labels"] = _canonical(labels)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping):
+        ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(LABEL_PREFIX)}
+        if ours:
+            out["annotations"] = _canonical(ours)
+    if timestamps and meta.get("creationTimestamp") is not None:
+        out["creationTimestamp"] = meta["creationTimestamp"]
+    return out
+
+
+_CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
+_POD_SPEC_FIELDS = (
+    "schedulerName", "priority", "priorityClassName", "nodeName", "nodeSelector", "tolerations", "overhead",
+)
+
+
+def _containers(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        return []
+    return [_pick(c, _CONTAINER_FIELDS) if isinstance(c, Mapping) else c for c in value]
+
+
+def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
+    raw_spec = obj.get("spec")
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+    out_spec: dict[str, Any] = {"containers": _containers(spec.get("containers"))}
+    if spec.get("initContainers"):
+        out_spec["initContainers"] = _containers(spec.get("initContainers"))
+    out_spec.update(_pick(spec, _POD_SPEC_FIELDS))
+    affinity = spec.get("affinity")
+    if isinstance(affinity, Mapping):
+        node_affinity = affinity.get("nodeAffinity")
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") \
+            if isinstance(node_affinity, Mapping) else None
+        if required is not None:
+            out_spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": _canonical(required)}
+            }
+    raw_status = obj.get("status")
+    status = _pick(raw_status, ("phase", "startTime")) if isinstance(raw_status, Mapping) else {}
+    doc: dict[str, Any] = {"metadata": _metadata(obj, namespaced=True, timestamps=True), "spec": out_spec}
+    if status:
+        doc["status"] = status
+    return doc
+
+
+def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    raw_spec = obj.get("spec")
+    raw_status = obj.get("status")
+    return {
+        "metadata": _metadata(obj, namespaced=False),
+        "spec": _pick(raw_spec, ("unschedulable", "taints")) if isinstance(raw_spec, Mapping) else {},
+        "status": _pick(raw_status, ("allocatable", "capacity")) if isinstance(raw_status, Mapping) else {},
+    }
+
+
+def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` cut down to what the snapshot loader reads, with apiVersion and kind first."""
+    head: dict[str, Any] = {"apiVersion": kind.api_version, "kind": kind.kind}
+    if kind is Kind.POD:
+        return head | _pod(obj)
+    if kind is Kind.NODE:
+        return head | _node(obj)
+    if kind is Kind.PRIORITY_CLASS:
+        return head | {"metadata": _metadata(obj, namespaced=False)} | _pick(obj, ("value", "globalDefault"))
+    body: dict[str, Any] = {"metadata": _metadata(obj, namespaced=kind.namespaced)}
+    if obj.get("spec") is not None:
+        body["spec"] = _canonical(obj["spec"])
+    return head | body
+
+
+def wanted_pod(obj: Mapping[str, Any]) -> bool:
+    """Pods a scheduling pass needs: gpufleet's pending ones, and all that hold a node."""
+    raw_spec = obj.get("spec")
+    raw_status = obj.get("status")
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+    phase = raw_status.get("phase") if isinstance(raw_status, Mapping) else None
+    if phase in FINISHED_PHASES:
+        return False
+    if spec.get("nodeName"):
+        return True
+    return spec.get("schedulerName") == SCHEDULER_NAME
+
+
+# --------------------------------------------------------------------------------- snapshot
+
+
+def _sort_key(doc: Mapping[str, Any]) -> tuple[str, str]:
+    meta = doc.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The stripped objects, in writing order, and lines worth telling the user."""
+
+    documents: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...] = ()
+
+    def to_yaml(self) -> str:
+        header = "# A gpufleet snapshot of a live cluster; replay it with: gpufleet replay FILE\n"
+        return header + yaml.safe_dump_all(
+            self.documents, sort_keys=False, default_flow_style=False, allow_unicode=True, explicit_start=True
+        )
+
+
+async def list_kinds(api: ClusterApi, kinds: Iterable[Kind]) -> dict[Kind, list[dict[str, Any]] | None]:
+    """Every object of each of ``kinds``, listed one kind after the other through ``api``; None for
+    a kind the API server does not serve (404: its CRD is not installed).
+
+    Raises :class:`ClusterAccessError` (exit 1) for any other failure."""
+    listed: dict[Kind, list[dict[str, Any]] | None] = {}
+    for kind in kinds:
+        try:
+            listed[kind] = (await api.list(kind)).items
+        except ApiError as err:
+            if err.status == 404:
+                listed[kind] = None
+                continue
+            raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+        except Exception as err:  # a reply the client cannot decode: still one line, never a traceback
+            raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+    return listed
+
+
+def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> ClusterSnapshot:
+    """The snapshot of the objects :func:`list_kinds` read (see the module docstring). gpufleet's
+    own kinds may be missing (CRDs not installed): the snapshot goes on without them and says so."""
+    documents: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for kind in SNAPSHOT_KINDS:
+        objects = listed.get(kind)
+        if objects is None:
+            if kind.group != API_GROUP:
+                raise ClusterAccessError(f"the API server does not serve {kind.api_version} {kind.kind}")
+            warnings.append(f"the API server does not serve {kind.api_version} {kind.kind} "
+                            "(are gpufleet's CRDs installed?); the snapshot has none")
+            continue
+        if kind is Kind.POD:
+            objects = [obj for obj in objects if wanted_pod(obj)]
+        documents.extend(sorted((strip_object(kind, obj) for obj in objects), key=_sort_key))
+    return ClusterSnapshot(documents=tuple(documents), warnings=tuple(warnings))
+
+
+async def read_cluster(api: ClusterApi) -> ClusterSnapshot:
+    """Read every kind of :data:`SNAPSHOT_KINDS` through ``api`` into a snapshot."""
+    return snapshot_of(await list_kinds(api, SNAPSHOT_KINDS))

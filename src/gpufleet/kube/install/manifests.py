@@ -1,0 +1,413 @@
+"""Everything needed to install gpufleet without Helm, as Kubernetes objects.
+
+``gpufleet manifests | kubectl apply -f -`` installs what the Helm chart in ``deploy/helm/gpufleet``
+installs with its default values (a test renders the chart and compares the two object by object),
+so the two ways cannot drift apart:
+
+- the CRDs (:mod:`gpufleet.kube.install.crds`), printed byte for byte as the chart stores them;
+- a Namespace, the controller's ServiceAccount, a least-privilege ClusterRole (the API rules the
+  controller uses, from :mod:`gpufleet.kube.install.rbac`) and its binding, a Role for the leader-election
+  Lease in the install namespace;
+- the controller Deployment (two replicas, one leader) and a Service for its ``/metrics``;
+- with ``webhook=True``, the fractional-GPU admission webhook of :mod:`gpufleet.kube.webhook.review`
+  (Deployment, Service, PodDisruptionBudget, MutatingWebhookConfiguration) with its certificate
+  from cert-manager, as the chart makes them with ``webhook.enabled=true`` and
+  ``webhook.certificates.mode=certManager`` (a plain install cannot generate certificates the way
+  Helm templates do);
+- example PriorityClasses (train 50, build 100, inference 125) and example Queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet import __version__
+from gpufleet.domain import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_MEMORY
+from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, crd_file_name, crd_yaml
+from gpufleet.kube.install.rbac import RULES
+from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "DEFAULT_NAMESPACE",
+    "InstallOptions",
+    "RbacRules",
+    "controller_rbac_rules",
+    "install_objects",
+    "render_crds",
+    "render_manifests",
+    "write_chart_files",
+]
+
+DEFAULT_NAMESPACE = "gpufleet-system"
+DEFAULT_IMAGE = f"ghcr.io/gpufleet/gpufleet:{__version__}"
+
+NAME = "gpufleet"  # app.kubernetes.io/name, and the release name the chart comparison uses
+CONTROLLER = f"{NAME}-controller"
+WEBHOOK = f"{NAME}-webhook"
+LEADER_ELECTION_LEASE = CONTROLLER
+_LEADER_ELECTION_ROLE = f"{CONTROLLER}-leader-election"
+METRICS_PORT = 8080
+HEALTH_PORT = 8081
+WEBHOOK_PORT = 8443
+WEBHOOK_TLS_DIR = "/etc/gpufleet/webhook-tls"
+# Only fractional pods of gpufleet's reach the webhook (Kubernetes >= 1.28), so its failurePolicy
+# Fail holds back only them while it is down.
+WEBHOOK_MATCH = (
+    "has(object.spec.schedulerName) && object.spec.schedulerName == 'gpufleet'"
+    " && has(object.metadata.annotations)"
+    f" && ('{ANNOTATION_GPU_BLOCKS}' in object.metadata.annotations"
+    f" || '{ANNOTATION_GPU_MEMORY}' in object.metadata.annotations)"
+)
+
+# The priorities of the examples in the docs: train is preemptible; build and inference are at or
+# above the default nonPreemptiblePriority (100), so not preemptible unless labelled.
+PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
+    ("train", 50, "Preemptible training jobs."),
+    ("build", 100, "Builds and CI jobs; at the default nonPreemptiblePriority, not preemptible."),
+    ("inference", 125, "Serving; not preemptible."),
+)
+
+# Example quota tree: two research teams under one parent, serving apart, and the default queue.
+EXAMPLE_QUEUES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("default", {}),
+    ("research", {"resources": {"nvidia.com/gpu": {"quota": "16"}}}),
+    ("team-a", {"parent": "research", "resources": {"nvidia.com/gpu": {"quota": "8", "limit": "16"}}}),
+    ("team-b", {"parent": "research", "resources": {"nvidia.com/gpu": {"quota": "8", "lendingLimit": "4"}}}),
+    ("inference", {"resources": {"nvidia.com/gpu": {"quota": "4", "lendingLimit": "0"}},
+                   "preemption": {"withinQueue": "Never"}}),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = DEFAULT_IMAGE
+    examples: bool = True  # example PriorityClasses and Queues
+    webhook: bool = False  # the fractional-GPU webhook (needs cert-manager for its certificate)
+
+
+@dataclass(frozen=True)
+class RbacRules:
+    cluster: tuple[dict[str, Any], ...]  # ClusterRole rules
+    leader_election: tuple[dict[str, Any], ...]  # Role rules in the install namespace (Leases)
+
+
+def controller_rbac_rules() -> RbacRules:
+    """The controller's RBAC rules, :data:`gpufleet.kube.install.rbac.RULES` (kept next to the calls).
+
+    Rules on Leases (leader election) go into a Role in the install namespace instead of the
+    ClusterRole: the controller needs them only there.
+    """
+    keys: tuple[str, ...] = ("apiGroups", "resources", "resourceNames", "verbs")
+    rules: list[dict[str, Any]] = [{key: list(rule[key]) for key in keys if key in rule} for rule in RULES]
+    return RbacRules(
+        cluster=tuple(rule for rule in rules if rule["resources"] != ["leases"]),
+        leader_election=tuple(rule for rule in rules if rule["resources"] == ["leases"]),
+    )
+
+
+# --- objects ------------------------------------------------------------------------------------
+
+
+def _labels(component: str | None = None) -> dict[str, str]:
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": NAME}
+    if component:
+        labels["app.kubernetes.io/component"] = component
+    return labels
+
+
+def _meta(name: str, namespace: str | None, component: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = _labels(component)
+    return meta
+
+
+def _restricted_container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _pod_security() -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _spread(component: str) -> dict[str, Any]:
+    """Prefer replicas on different nodes: losing one node must not take both."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": _labels(component)},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def controller_args() -> list[str]:
+    return [
+        "controller",
+        "--leader-elect",
+        "--leader-election-namespace=$(POD_NAMESPACE)",
+        f"--leader-election-id={LEADER_ELECTION_LEASE}",
+        f"--metrics-port={METRICS_PORT}",
+        f"--health-port={HEALTH_PORT}",
+        "--log-level=info",
+    ]
+
+
+def _controller_deployment(options: InstallOptions) -> dict[str, Any]:
+    container = {
+        "name": "controller",
+        "image": options.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["gpufleet"],
+        "args": controller_args(),
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "ports": [
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+        ],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}, "initialDelaySeconds": 10,
+                          "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 5,
+                           "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        "securityContext": _restricted_container_security(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }  # fmt: skip
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(CONTROLLER, options.namespace, "controller"),
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": _labels("controller")},
+            "template": {
+                "metadata": {"labels": _labels("controller")},
+                "spec": {
+                    "serviceAccountName": CONTROLLER,
+                    "securityContext": _pod_security(),
+                    "affinity": _spread("controller"),
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def _controller_objects(options: InstallOptions, rules: RbacRules) -> list[dict[str, Any]]:
+    ns = options.namespace
+    subject = [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(CONTROLLER, ns, "controller")},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(CONTROLLER, None, "controller"),
+            "rules": [dict(rule) for rule in rules.cluster],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(CONTROLLER, None, "controller"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER},
+            "subjects": subject,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(_LEADER_ELECTION_ROLE, ns, "controller"),
+            "rules": [dict(rule) for rule in rules.leader_election],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(_LEADER_ELECTION_ROLE, ns, "controller"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": _LEADER_ELECTION_ROLE},
+            "subjects": subject,
+        },
+        _controller_deployment(options),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(f"{CONTROLLER}-metrics", ns, "controller"),
+            "spec": {
+                "type": "ClusterIP",
+                "selector": _labels("controller"),
+                "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+            },
+        },
+    ]
+
+
+def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"}}
+    container = {
+        "name": "webhook",
+        "image": options.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["gpufleet"],
+        "args": ["webhook", f"--port={WEBHOOK_PORT}", f"--cert-file={WEBHOOK_TLS_DIR}/tls.crt",
+                 f"--key-file={WEBHOOK_TLS_DIR}/tls.key", f"--mps-host-dir={DEFAULT_MPS_HOST_DIR}", "--log-level=info"],
+        "ports": [{"name": "https", "containerPort": WEBHOOK_PORT, "protocol": "TCP"}],
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 2},
+        "resources": {"limits": {"memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "128Mi"}},
+        "securityContext": _restricted_container_security(),
+        "volumeMounts": [{"name": "tls", "mountPath": WEBHOOK_TLS_DIR, "readOnly": True}],
+    }  # fmt: skip
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(WEBHOOK, options.namespace, "webhook"),
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": _labels("webhook")},
+            "template": {
+                "metadata": {"labels": _labels("webhook")},
+                "spec": {
+                    "automountServiceAccountToken": False,  # the webhook never calls the API server
+                    "securityContext": _pod_security(),
+                    "affinity": _spread("webhook"),
+                    "containers": [container],
+                    "volumes": [{"name": "tls", "secret": {"secretName": f"{WEBHOOK}-tls"}}],
+                },
+            },
+        },
+    }
+
+
+def _webhook_objects(options: InstallOptions) -> list[dict[str, Any]]:
+    ns = options.namespace
+    service = f"{WEBHOOK}.{ns}.svc"
+    issuer = f"{WEBHOOK}-selfsigned"
+    webhook = {
+        "name": f"fractional-gpus.{GROUP}",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "reinvocationPolicy": "IfNeeded",
+        "timeoutSeconds": 5,
+        "clientConfig": {"service": {"name": WEBHOOK, "namespace": ns, "path": "/mutate", "port": 443}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+                   "scope": "Namespaced"}],
+        "namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", ns]}]},
+        "matchConditions": [{"name": "gpufleet-fractional-pod", "expression": WEBHOOK_MATCH}],
+    }  # fmt: skip
+    return [
+        {"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": _meta(issuer, ns, "webhook"),
+         "spec": {"selfSigned": {}}},
+        {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": _meta(WEBHOOK, ns, "webhook"),
+         "spec": {"secretName": f"{WEBHOOK}-tls", "duration": "87600h", "commonName": service,
+                  "dnsNames": [WEBHOOK, f"{WEBHOOK}.{ns}", service, f"{service}.cluster.local"],
+                  "issuerRef": {"kind": "Issuer", "name": issuer}}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {**_meta(WEBHOOK, None, "webhook"),
+                      "annotations": {"cert-manager.io/inject-ca-from": f"{ns}/{WEBHOOK}"}},
+         "webhooks": [webhook]},
+        _webhook_deployment(options),
+        {"apiVersion": "v1", "kind": "Service", "metadata": _meta(WEBHOOK, ns, "webhook"),
+         "spec": {"type": "ClusterIP", "selector": _labels("webhook"),
+                  "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(WEBHOOK, ns, "webhook"),
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": _labels("webhook")}}},
+    ]  # fmt: skip
+
+
+def _example_objects() -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": _meta(name, None, "examples"),
+            "value": value,
+            "globalDefault": False,
+            "description": description,
+        }
+        for name, value, description in PRIORITY_CLASSES
+    ]
+    objects += [
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": _meta(name, None, "examples"), "spec": spec}
+        for name, spec in EXAMPLE_QUEUES
+    ]
+    return objects
+
+
+def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> list[dict[str, Any]]:
+    """Every object to install, CRDs excluded (they are printed verbatim), in apply order."""
+    rules = rules or controller_rbac_rules()
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace, "labels": _labels()}}
+    ]
+    objects += _controller_objects(options, rules)
+    if options.webhook:
+        objects += _webhook_objects(options)
+    if options.examples:
+        objects += _example_objects()
+    return objects
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _dump(obj: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(obj), sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
+
+
+def _documents(texts: Iterable[str]) -> str:
+    return "".join(f"---\n{text}" for text in texts)
+
+
+def render_crds() -> str:
+    """The CRDs alone, as multi-document YAML (each document exactly the chart's file)."""
+    return _documents(crd_yaml(kind) for kind in CRD_KINDS)
+
+
+def render_manifests(options: InstallOptions, rules: RbacRules | None = None) -> str:
+    """The whole install as multi-document YAML: CRDs first, so that the Queues after them apply."""
+    return render_crds() + _documents(_dump(obj) for obj in install_objects(options, rules))
+
+
+def write_chart_files(chart_dir: Path, rules: RbacRules | None = None) -> list[Path]:
+    """(Re)write the chart's generated files (``files/crds/*.yaml``, ``files/rbac/*.yaml``).
+
+    Returns every generated path; files already up to date are left untouched."""
+    rules = rules or controller_rbac_rules()
+    generated = {chart_dir / "files" / "crds" / crd_file_name(kind): crd_yaml(kind) for kind in CRD_KINDS}
+    header = "# Generated by `gpufleet manifests --update-chart` from gpufleet.kube.install.rbac.RULES: do not edit.\n"
+    generated[chart_dir / "files" / "rbac" / "cluster-rules.yaml"] = header + _dump_list(rules.cluster)
+    generated[chart_dir / "files" / "rbac" / "leader-election-rules.yaml"] = header + _dump_list(rules.leader_election)
+    written = []
+    for path, text in generated.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _dump_list(rules: Iterable[Mapping[str, Any]]) -> str:
+    return yaml.safe_dump([dict(rule) for rule in rules], sort_keys=False, default_flow_style=False, width=100)

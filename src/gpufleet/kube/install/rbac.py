@@ -1,0 +1,58 @@
+"""The Kubernetes API permissions the controller uses: exactly the calls its code makes.
+
+One rule per call site family, so that a change of the code and of this list go together (a test
+checks every :class:`~gpufleet.kube.client.port.ClusterApi` call the controller makes against it). The
+install manifests and the Helm chart build the controller's ClusterRole from :data:`RULES`, with
+the Lease rule in a namespaced Role (:mod:`gpufleet.kube.install.manifests`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.domain import API_GROUP
+from gpufleet.kube.client.port import Kind
+
+__all__ = ["RULES", "allowed", "verb_of"]
+
+RULES: tuple[dict[str, Any], ...] = (
+    # Informers (list + watch) of everything a snapshot holds, and PDBs for eviction messages.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+    # Pods: informer; the annotation patch before a binding; a get when a binding answers 409.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs"],
+     "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    # Leader election (a Role in the controller's namespace).
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+)  # fmt: skip
+
+# ClusterApi method -> (Kubernetes verb, subresource)
+_VERBS: dict[str, tuple[str, str]] = {
+    "list": ("list", ""),
+    "watch": ("watch", ""),
+    "get": ("get", ""),
+    "create": ("create", ""),
+    "replace": ("update", ""),
+    "patch": ("patch", ""),
+    "patch_status": ("patch", "status"),
+    "bind": ("create", "binding"),
+    "evict": ("create", "eviction"),
+}
+
+
+def verb_of(operation: str, kind: Kind) -> tuple[str, str, str]:
+    """(apiGroup, resource[/subresource], verb) of a ClusterApi call."""
+    verb, sub = _VERBS[operation]
+    resource = f"{kind.plural}/{sub}" if sub else kind.plural
+    return kind.group, resource, verb
+
+
+def allowed(operation: str, kind: Kind) -> bool:
+    group, resource, verb = verb_of(operation, kind)
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in RULES)

@@ -1,0 +1,199 @@
+"""The hot-path writes of :mod:`gpufleet.kube.client.fast_calls` against lightkube's own path.
+
+One recording HTTP server answers both: :class:`LightkubeApi` with its fast path, and the same
+client with ``fast=None`` (every call through lightkube). Each pair of requests must be the same
+(method, path and query, the headers that matter, body bytes) and each answer must give the same
+result or the same :class:`ApiError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import pytest
+import pytest_asyncio
+
+from gpufleet.kube.client.lightkube_api import LightkubeApi, connect
+from gpufleet.kube.client.port import ApiError, Kind
+
+pytestmark = pytest.mark.asyncio
+
+# Headers that carry meaning; Host and Content-Length follow from the URL and the body.
+_COMPARED = ("content-type", "accept", "accept-encoding", "user-agent", "authorization")
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: bytes = b"{}"
+    content_type: str = "application/json"
+    gzip: bool = False
+    drop: bool = False  # close the connection without an answer
+
+
+@dataclass
+class Recorder:
+    """Records every request; answers with ``answer`` (or ``by_token`` for the bearer token sent)."""
+
+    answer: Answer = field(default_factory=Answer)
+    by_token: dict[str, Answer] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    async def handle(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        body = await request.read()
+        self.requests.append({
+            "method": request.method,
+            "path_qs": request.raw_path,
+            "headers": {k: request.headers.get(k) for k in _COMPARED},
+            "body": body,
+        })
+        answer = self.by_token.get(request.headers.get("Authorization", ""), self.answer)
+        if answer.drop:
+            assert request.transport is not None
+            request.transport.close()
+            return aiohttp.web.Response(status=500)
+        payload = gzip.compress(answer.body) if answer.gzip else answer.body
+        response = aiohttp.web.Response(status=answer.status, body=payload)
+        response.headers["Content-Type"] = answer.content_type  # exactly, without a charset
+        if answer.gzip:
+            response.headers["Content-Encoding"] = "gzip"
+        return response
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[tuple[Recorder, str]]:
+    recorder = Recorder()
+    app = aiohttp.web.Application()
+    app.router.add_route("*", "/{tail:.*}", recorder.handle)
+    runner = aiohttp.web.AppRunner(app)
+    await runner.setup()
+    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield recorder, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def kubeconfig(tmp_path: Path, url: str, user: dict[str, str]) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "team"}}],
+    }))
+    return str(path)
+
+
+def both(config: str) -> tuple[LightkubeApi, LightkubeApi]:
+    fast = connect(config, field_manager="gpufleet", timeout=5.0)
+    assert fast.fast is not None
+    return fast, LightkubeApi(fast.client, fast.list_chunk_size, fast=None)
+
+
+Call = Callable[[LightkubeApi], Awaitable[Any]]
+CALLS: dict[str, Call] = {
+    "patch pod": lambda api: api.patch(Kind.POD, "ns", "p-1", {"metadata": {"annotations": {"a": "1", "b": None}}}),
+    "patch node": lambda api: api.patch(Kind.NODE, "", "n-1", {"metadata": {"labels": {"x": "y"}}}),
+    "patch queue": lambda api: api.patch(Kind.QUEUE, "", "q", {"spec": {"weight": 2}}),
+    "patch pod, default namespace": lambda api: api.patch(Kind.POD, "", "p-1", {"metadata": {"labels": {}}}),
+    "bind": lambda api: api.bind("ns", "p-1", "node-7"),
+    "bind with annotations": lambda api: api.bind("ns", "p-1", "node-7", {"gpufleet.dev/gpu-index": "3"}),
+    "evict": lambda api: api.evict("ns", "p-1"),
+}
+
+
+async def outcome(call: Call, api: LightkubeApi) -> Any:
+    try:
+        return ("ok", await call(api))
+    except ApiError as err:
+        return ("error", err.status, err.reason, err.message)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+async def test_requests_and_answers_equal_lightkubes(server: tuple[Recorder, str], tmp_path: Path, name: str) -> None:
+    recorder, url = server
+    fast, slow = both(kubeconfig(tmp_path, url, {"token": "secret"}))
+    recorder.answer = Answer(body=json.dumps({"kind": "Pod", "metadata": {"name": "p-1", "x": "é"}}).encode())
+    try:
+        assert await outcome(CALLS[name], fast) == await outcome(CALLS[name], slow)
+    finally:
+        await fast.close()
+    sent, expected = recorder.requests
+    assert sent == expected
+    assert all(expected["headers"][k] for k in _COMPARED), expected["headers"]
+    assert expected["headers"]["authorization"] == "Bearer secret"
+    assert "fieldManager=gpufleet" in expected["path_qs"]
+
+
+def _status(code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None) -> bytes:
+    return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason,
+                       "message": message, "details": {"causes": causes or []}}).encode()
+
+
+ANSWERS = {
+    "200 object": Answer(body=b'{"kind":"Pod","metadata":{"name":"p-1"}}'),
+    "201 Success status": Answer(201, b'{"kind":"Status","apiVersion":"v1","status":"Success","code":201}'),
+    "200 Failure status": Answer(200, _status(409, "Conflict", "already bound")),
+    "gzipped object": Answer(body=b'{"kind":"Pod","metadata":{"name":"p-1"}}', gzip=True),
+    "404 Status": Answer(404, _status(404, "NotFound", 'pods "p-1" not found')),
+    "409 Status": Answer(409, _status(409, "Conflict", "pod p-1 is already assigned to node n")),
+    "429 Status with causes": Answer(429, _status(429, "TooManyRequests", "Cannot evict pod",
+                                                  [{"reason": "DisruptionBudget", "message": "needs 2 healthy"}])),
+    "500 Status without code": Answer(500, b'{"kind":"Status","status":"Failure","message":"etcd"}'),
+    "503 text": Answer(503, b"upstream connect error", content_type="text/plain"),
+    "422 JSON with a charset": Answer(422, _status(422, "Invalid", "bad"), content_type="application/json; charset=utf-8"),
+    "no answer": Answer(drop=True),
+}
+
+
+@pytest.mark.parametrize("answer", sorted(ANSWERS))
+@pytest.mark.parametrize("name", ["patch pod", "bind", "evict"])
+async def test_errors_map_as_lightkubes(server: tuple[Recorder, str], tmp_path: Path, name: str, answer: str) -> None:
+    recorder, url = server
+    fast, slow = both(kubeconfig(tmp_path, url, {"token": "secret"}))
+    recorder.answer = ANSWERS[answer]
+    try:
+        got, expected = await outcome(CALLS[name], fast), await outcome(CALLS[name], slow)
+    finally:
+        await fast.close()
+    if answer == "no answer":  # the exception's text names aiohttp's error: the same kind, not the same words
+        assert got[:3] == expected[:3] == ("error", 0, "ConnectError")
+    else:
+        assert got == expected
+    if answer.startswith(("4", "5")) or (answer == "200 Failure status" and name != "patch pod"):
+        assert got[0] == "error"
+
+
+async def test_a_refused_token_goes_through_lightkube_then_the_new_one_is_used(
+    server: tuple[Recorder, str], tmp_path: Path
+) -> None:
+    recorder, url = server
+    token = tmp_path / "token"
+    token.write_text("old")
+    fast, _ = both(kubeconfig(tmp_path, url, {"tokenFile": str(token)}))
+    recorder.answer = Answer(201, b'{"kind":"Status","status":"Success","code":201}')
+    try:
+        await fast.bind("ns", "p-1", "n")
+        token.write_text("new")  # rotated: the old one is refused from now on
+        recorder.by_token["Bearer old"] = Answer(401, _status(401, "Unauthorized", "Unauthorized"))
+        await fast.bind("ns", "p-2", "n")
+        await fast.bind("ns", "p-3", "n")
+    finally:
+        await fast.close()
+    sent = [(r["path_qs"].split("/")[6], r["headers"]["authorization"]) for r in recorder.requests]
+    assert sent == [
+        ("p-1", "Bearer old"),
+        ("p-2", "Bearer old"),  # fast path: refused
+        ("p-2", "Bearer old"),  # lightkube's auth flow: refused, re-reads the file
+        ("p-2", "Bearer new"),
+        ("p-3", "Bearer new"),  # fast path again, with the new token
+    ]

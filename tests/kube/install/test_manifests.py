@@ -1,0 +1,199 @@
+"""``gpufleet manifests``: a complete, valid, least-privilege install without Helm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpufleet.adapters._k8s_models import queue_from_dict
+from gpufleet.cli import main
+from gpufleet.kube.install.crds import CRD_KINDS, crd_yaml
+from gpufleet.kube.install.manifests import InstallOptions, controller_rbac_rules, install_objects, write_chart_files
+from gpufleet.kube.install.rbac import RULES
+
+from .test_crds import KUBE_VERSIONS, api_server_errors
+
+CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "gpufleet"
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["manifests", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _docs(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+@pytest.fixture(scope="module")
+def default_output() -> str:
+    code, out, _ = _run()
+    assert code == 0
+    return out
+
+
+def test_everything_is_there_crds_first(default_output: str) -> None:
+    docs = _docs(default_output)
+    kinds = [doc["kind"] for doc in docs]
+    assert kinds[:3] == ["CustomResourceDefinition"] * 3
+    assert kinds.index("Namespace") == 3
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment",
+                 "Service", "PriorityClass", "Queue"):  # fmt: skip
+        assert kind in kinds
+    assert {(d["metadata"]["name"], d["value"]) for d in docs if d["kind"] == "PriorityClass"} == {
+        ("train", 50), ("build", 100), ("inference", 125)}  # fmt: skip
+
+
+def test_the_crds_are_printed_byte_for_byte_as_the_chart_stores_them(default_output: str) -> None:
+    for kind in CRD_KINDS:
+        assert f"---\n{crd_yaml(kind)}---\n" in default_output
+    code, crds_only, _ = _run("--crds-only")
+    assert code == 0
+    assert crds_only == "".join(f"---\n{crd_yaml(kind)}" for kind in CRD_KINDS)
+    assert default_output.startswith(crds_only)
+
+
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+def test_every_builtin_object_is_valid_kubernetes(default_output: str, version: str) -> None:
+    for doc in _docs(default_output):
+        if doc["apiVersion"].startswith("gpufleet.dev/"):
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_example_queues_are_valid_for_the_crd_and_the_loader(default_output: str) -> None:
+    queues = [doc for doc in _docs(default_output) if doc["kind"] == "Queue"]
+    assert len(queues) >= 3
+    for queue in queues:
+        assert api_server_errors(queue) == []
+        queue_from_dict(queue)
+    parents = {q["metadata"]["name"]: q["spec"].get("parent") for q in queues}
+    assert all(parent is None or parent in parents for parent in parents.values())
+
+
+def test_the_controller_deployment(default_output: str) -> None:
+    [deploy] = [d for d in _docs(default_output) if d["kind"] == "Deployment" and "controller" in d["metadata"]["name"]]
+    spec = deploy["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    [container] = pod["containers"]
+    assert "--leader-elect" in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["requests"].keys() == {"cpu", "memory"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert {p["name"] for p in container["ports"]} >= {"metrics", "health"}
+    selector = spec["selector"]["matchLabels"]
+    assert selector.items() <= spec["template"]["metadata"]["labels"].items()
+    [service] = [d for d in _docs(default_output) if d["kind"] == "Service" and "metrics" in d["metadata"]["name"]]
+    assert service["spec"]["selector"] == selector
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_rbac_is_least_privilege(default_output: str) -> None:
+    docs = _docs(default_output)
+    rules = controller_rbac_rules()
+    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    [role] = [d for d in docs if d["kind"] == "Role"]
+    assert cluster_role["rules"] == list(rules.cluster)
+    assert role["rules"] == list(rules.leader_election)
+    for rule in cluster_role["rules"] + role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+        assert "secrets" not in rule["resources"]
+    assert all(rule["resources"] == ["leases"] for rule in role["rules"])
+    assert not any("leases" in rule["resources"] for rule in cluster_role["rules"])
+    [namespace] = [d for d in docs if d["kind"] == "Namespace"]
+    assert role["metadata"]["namespace"] == namespace["metadata"]["name"]
+
+
+def test_namespace_and_image_options_reach_every_object() -> None:
+    code, out, _ = _run("--namespace", "sched", "--image", "registry.local/gpufleet@sha256:abc", "--no-examples")
+    assert code == 0
+    docs = _docs(out)
+    assert not any(d["kind"] in ("Queue", "PriorityClass") for d in docs)
+    cluster_scoped = {"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for doc in docs:
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"]["namespace"] == "sched", doc["kind"]
+        for subject in doc.get("subjects", []):
+            assert subject["namespace"] == "sched"
+    images = [c["image"] for d in docs if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]]
+    assert images and set(images) == {"registry.local/gpufleet@sha256:abc"}
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [(["--namespace", "Bad_NS"], "--namespace"), (["--namespace", ""], "--namespace"),
+     (["--image", "img with space"], "--image"), (["--image", "x\ny"], "--image")],
+)
+def test_bad_options_give_one_line_and_exit_2(args: list[str], field: str) -> None:
+    code, out, err = _run(*args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_update_chart_writes_the_generated_files_and_is_idempotent(tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: x\nversion: 0.1.0\n")
+    code, _, err = _run("--update-chart", str(chart))
+    assert code == 0, err
+    files = sorted(p.relative_to(chart).as_posix() for p in chart.rglob("*.yaml") if p.name != "Chart.yaml")
+    assert files == ["files/crds/gpufleet.dev_podgroups.yaml", "files/crds/gpufleet.dev_queues.yaml",
+                     "files/crds/gpufleet.dev_schedulerconfigs.yaml", "files/rbac/cluster-rules.yaml",
+                     "files/rbac/leader-election-rules.yaml"]  # fmt: skip
+    before = {p: p.read_bytes() for p in chart.rglob("*.yaml")}
+    assert _run("--update-chart", str(chart))[0] == 0
+    assert {p: p.read_bytes() for p in chart.rglob("*.yaml")} == before
+    assert _run("--update-chart", str(tmp_path / "nothing"))[0] == 2
+
+
+def test_the_chart_in_the_repository_is_up_to_date(tmp_path: Path) -> None:
+    """The chart's generated files are what `gpufleet manifests --update-chart` writes today."""
+    fresh = {path.relative_to(tmp_path): path.read_bytes() for path in write_chart_files(tmp_path)}
+    committed = {path.relative_to(CHART): path.read_bytes() for path in (CHART / "files").rglob("*") if path.is_file()}
+    stale = sorted(str(path) for path in fresh.keys() | committed.keys() if fresh.get(path) != committed.get(path))
+    assert stale == [], f"stale chart files {stale}: run `gpufleet manifests --update-chart deploy/helm/gpufleet`"
+
+
+def test_lease_rules_are_split_into_the_namespaced_role() -> None:
+    rules = controller_rbac_rules()
+    assert rules.leader_election, "gpufleet.kube.install.rbac.RULES has no Lease rule"
+    assert len(rules.cluster) + len(rules.leader_election) == len(RULES)
+    objects = install_objects(InstallOptions(namespace="ns", examples=False))
+    [role] = [o for o in objects if o["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "ns"
+    assert role["rules"] == [rule for rule in map(dict, RULES) if rule["resources"] == ["leases"]]
+    [cluster_role] = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [rule for rule in map(dict, RULES) if rule["resources"] != ["leases"]]
+
+
+def test_the_webhook_is_opt_in_and_valid(default_output: str) -> None:
+    assert "MutatingWebhookConfiguration" not in {d["kind"] for d in _docs(default_output)}
+    code, out, _ = _run("--webhook", "--namespace", "sched")
+    assert code == 0
+    docs = _docs(out)
+    [config] = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    [hook] = config["webhooks"]
+    assert hook["clientConfig"]["service"] == {"name": "gpufleet-webhook", "namespace": "sched", "path": "/mutate",
+                                               "port": 443}
+    assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sched/gpufleet-webhook"}
+    [certificate] = [d for d in docs if d["kind"] == "Certificate"]
+    [deploy] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-webhook"]
+    secret = deploy["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+    assert certificate["spec"]["secretName"] == secret
+    assert "gpufleet-webhook.sched.svc" in certificate["spec"]["dnsNames"]
+    for doc in docs:
+        if doc["apiVersion"].startswith(("gpufleet.dev/", "cert-manager.io/")):
+            continue  # ours are checked against the CRDs; cert-manager's schemas are not bundled
+        for version in ("1.30.0", "1.37.0"):  # matchConditions: Kubernetes >= 1.28
+            kubernetes_validate.validate(doc, version, strict=True)

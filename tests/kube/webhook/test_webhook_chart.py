@@ -1,0 +1,184 @@
+"""The chart's webhook and MPS templates, rendered offline by Helm's Go code (helm-python-sdk)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from gpufleet.kube.webhook.mutation import MPS_MOUNT_PATH
+
+from ..install.test_crds import KUBE_VERSIONS
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk (the dev extra) renders the chart offline")
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "gpufleet"
+NAMESPACE = "gpufleet-system"
+ON = {"webhook": {"enabled": True}, "mps": {"enabled": True}}
+
+
+def _keys(tree: dict[str, Any], schema: dict[str, Any], path: str = "") -> list[str]:
+    """Keys of ``tree`` (values.yaml) that ``schema`` does not describe."""
+    missing = []
+    for key, value in tree.items():
+        entry = schema.get("properties", {}).get(key)
+        if entry is None:
+            missing.append(path + key)
+        elif isinstance(value, dict) and value and "properties" in entry:
+            missing += _keys(value, entry, f"{path}{key}.")
+    return missing
+
+
+def test_the_values_schema_describes_every_webhook_and_mps_key() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert _keys({"webhook": values["webhook"], "mps": values["mps"]}, schema) == []
+
+
+def render(values: dict[str, Any] | None) -> list[dict[str, Any]]:
+    with helm.Chart.load(str(CHART)) as loaded:
+        files: dict[str, str] = loaded.render(values, name="gpufleet", namespace=NAMESPACE, is_install=True)
+    docs: list[dict[str, Any]] = []
+    for path, text in sorted(files.items()):
+        if path.endswith(".yaml"):
+            docs += [doc for doc in yaml.safe_load_all(text) if doc]
+    return docs
+
+
+def one(docs: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+    return doc
+
+
+def ours(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") in ("webhook", "mps")]
+
+
+def test_off_by_default() -> None:
+    assert ours(render(None)) == []
+
+
+@pytest.fixture(scope="module")
+def enabled() -> list[dict[str, Any]]:
+    return render(ON)
+
+
+def test_enabled_objects_are_valid_kubernetes(enabled: list[dict[str, Any]]) -> None:
+    kinds = sorted(d["kind"] for d in ours(enabled))
+    assert kinds == ["DaemonSet", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Secret",
+                     "Service"]
+    for version in KUBE_VERSIONS:
+        for doc in ours(enabled):
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_helm_lint_is_clean_with_everything_on() -> None:
+    for values in (ON, {**ON, "webhook": {"enabled": True, "certificates": {"mode": "certManager"}}}):
+        report = helm.lint(str(CHART), values, strict=True, namespace=NAMESPACE)
+        assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_generated_certificate_serves_the_service_and_matches_the_ca_bundle(enabled: list[dict[str, Any]]) -> None:
+    secret = one(enabled, "Secret", "-webhook-tls")
+    config = one(enabled, "MutatingWebhookConfiguration")
+    [hook] = config["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), password=None)
+    cert.verify_directly_issued_by(ca)
+    assert cert.public_key().public_numbers() == key.public_key().public_numbers()  # type: ignore[union-attr]
+    service = hook["clientConfig"]["service"]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"{service['name']}.{service['namespace']}.svc" in names
+    assert one(enabled, "Service", "-webhook")["metadata"]["name"] == service["name"]
+
+
+def test_webhook_configuration(enabled: list[dict[str, Any]]) -> None:
+    [hook] = one(enabled, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", NAMESPACE]
+    [condition] = hook["matchConditions"]
+    for needle in ("object.spec.schedulerName == 'gpufleet'", "'gpufleet.dev/gpu-blocks' in object.metadata.annotations",
+                   "'gpufleet.dev/gpu-memory' in object.metadata.annotations"):
+        assert needle in condition["expression"]
+
+
+def test_webhook_and_daemonset_agree_on_the_mps_layout(enabled: list[dict[str, Any]]) -> None:
+    deploy = one(enabled, "Deployment", "-webhook")
+    [container] = deploy["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[0] == "webhook"
+    assert "--mps-host-dir=/run/gpufleet/mps" in args
+    assert "--node-selector=nvidia.com/gpu.present=true" in args  # fractional pods go where the daemons run
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    daemonset = one(enabled, "DaemonSet", "-mps")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    [mps] = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in mps["volumeMounts"]}
+    assert mounts == {"mps-root": MPS_MOUNT_PATH, "mps-shm": "/dev/shm"}
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    assert volumes == {"mps-root": "/run/gpufleet/mps", "mps-shm": "/run/gpufleet/mps/shm"}
+    script = mps["args"][0]
+    assert 'dir="$root/gpu-$index"' in script and 'CUDA_MPS_PIPE_DIRECTORY="$dir/pipe"' in script
+    assert "nvidia-cuda-mps-control -d" in script and "EXCLUSIVE_PROCESS" not in script
+    assert mps["securityContext"].get("privileged") is not True
+
+
+def test_cert_manager_mode() -> None:
+    docs = render({"webhook": {"enabled": True, "certificates": {"mode": "certManager"}}})
+    kinds = sorted(d["kind"] for d in ours(docs))
+    assert kinds == ["Certificate", "Deployment", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget",
+                     "Service"]
+    certificate = one(docs, "Certificate")
+    config = one(docs, "MutatingWebhookConfiguration")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{certificate['metadata']['name']}")
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+    assert certificate["spec"]["issuerRef"] == {"name": one(docs, "Issuer")["metadata"]["name"], "kind": "Issuer"}
+    docs = render({"webhook": {"enabled": True, "certificates": {
+        "mode": "certManager", "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}}}})
+    assert [d for d in docs if d["kind"] == "Issuer"] == []
+    assert one(docs, "Certificate")["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer"}
+
+
+def test_fail_without_match_conditions_is_refused() -> None:
+    with pytest.raises(helm.HelmError, match="needs matchConditions"):
+        render({"webhook": {"enabled": True, "matchConditions": False}})
+    docs = render({"webhook": {"enabled": True, "matchConditions": False, "failurePolicy": "Ignore"}})
+    [hook] = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and "matchConditions" not in hook
+
+
+def test_options_reach_the_webhook_and_daemonset() -> None:
+    values = copy.deepcopy(ON)
+    values["webhook"].update({"replicas": 1, "staticGpuMemoryMiB": 81920, "runtimeClassName": "nvidia"})
+    values["mps"].update({"exclusiveProcess": True, "hostDir": "/var/run/mps"})
+    docs = render(values)
+    args = one(docs, "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--gpu-memory-mib=81920", "--runtime-class=nvidia", "--mps-host-dir=/var/run/mps"} <= set(args)
+    assert [d for d in docs if d["kind"] == "PodDisruptionBudget" and "webhook" in d["metadata"]["name"]] == []
+    [mps] = one(docs, "DaemonSet", "-mps")["spec"]["template"]["spec"]["containers"]
+    assert "nvidia-smi -i \"$index\" -c EXCLUSIVE_PROCESS" in mps["args"][0]
+    assert mps["securityContext"]["privileged"] is True
+
+
+@pytest.mark.parametrize("values", [
+    {"webhook": {"failurePolicy": "Sometimes"}}, {"webhook": {"certificates": {"mode": "vault"}}},
+    {"mps": {"hostDir": "relative"}}, {"webhook": {"unknown": 1}},
+])
+def test_the_schema_rejects_bad_values(values: dict[str, Any]) -> None:
+    with helm.Chart.load(str(CHART)) as loaded, pytest.raises(helm.HelmValuesError):
+        loaded.validate_schema(values)

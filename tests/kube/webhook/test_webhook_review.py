@@ -1,0 +1,244 @@
+"""The admission webhook: AdmissionReview in, patch out; the patch applied gives the wired pod."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from gpufleet.kube.webhook.mutation import MutationSettings
+from gpufleet.kube.webhook.review import ReviewError, review, review_bytes
+
+SETTINGS = MutationSettings()
+REF = "metadata.annotations['{}']"
+
+
+def pod(annotations: dict[str, str] | None = None, *, scheduler: str = "gpufleet", gpus: int = 0,
+        env: list[dict[str, Any]] | None = None, init: bool = False, name: str | None = "nb-1") -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "cuda:12"}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    if env is not None:
+        container["env"] = env
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container]}
+    if init:
+        spec["initContainers"] = [{"name": "warmup", "image": "cuda:12"}]
+    meta: dict[str, Any] = {"namespace": "ml", "annotations": annotations or {}}
+    if name:
+        meta["name"] = name
+    else:
+        meta["generateName"] = "nb-"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def admission(obj: Any, *, operation: str = "CREATE", kind: str = "Pod", uid: str = "u-1") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": kind},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "ml",
+            "operation": operation,
+            "object": obj,
+        },
+    }
+
+
+def patched(obj: dict[str, Any], settings: MutationSettings = SETTINGS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the pod after the response's patch, the response)."""
+    answer = review(admission(obj), settings)
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == "u-1"
+    if "patch" not in response:
+        return obj, response
+    assert response["patchType"] == "JSONPatch"
+    operations = json.loads(base64.b64decode(response["patch"]))
+    return jsonpatch.apply_patch(obj, operations), response
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def ref(key: str) -> dict[str, Any]:
+    return {"fieldRef": {"apiVersion": "v1", "fieldPath": REF.format(key)}}
+
+
+def test_fractional_blocks_pod_gets_mps_env_and_volumes_from_bind_time_annotations() -> None:
+    original = pod({"gpufleet.dev/gpu-blocks": "25"})
+    after, response = patched(copy.deepcopy(original))
+    assert response["allowed"] is True
+    env = env_of(after["spec"]["containers"][0])
+    assert env == {
+        "GPUFLEET_GPU_INDEX": ref("gpufleet.dev/gpu-index"),
+        "NVIDIA_VISIBLE_DEVICES": ref("gpufleet.dev/gpu-index"),
+        "CUDA_MPS_PIPE_DIRECTORY": "/run/gpufleet/mps/gpu-$(GPUFLEET_GPU_INDEX)/pipe",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": ref("gpufleet.dev/gpu-blocks"),
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": ref("gpufleet.dev/mps-mem-limit"),
+    }
+    # $(GPUFLEET_GPU_INDEX) only expands when it is defined earlier in the list
+    names = [e["name"] for e in after["spec"]["containers"][0]["env"]]
+    assert names.index("GPUFLEET_GPU_INDEX") < names.index("CUDA_MPS_PIPE_DIRECTORY")
+    assert after["spec"]["volumes"] == [
+        {"name": "gpufleet-mps", "hostPath": {"path": "/run/gpufleet/mps", "type": "Directory"}},
+        {"name": "gpufleet-mps-shm", "hostPath": {"path": "/run/gpufleet/mps/shm", "type": "Directory"}},
+    ]
+    assert after["spec"]["containers"][0]["volumeMounts"] == [
+        {"name": "gpufleet-mps", "mountPath": "/run/gpufleet/mps"},
+        {"name": "gpufleet-mps-shm", "mountPath": "/dev/shm"},
+    ]
+    # nothing else moved
+    assert after["metadata"] == original["metadata"]
+    assert after["spec"]["schedulerName"] == "gpufleet"
+
+
+def test_memory_pod_is_wired_the_same_way() -> None:
+    after, _ = patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}))
+    env = env_of(after["spec"]["containers"][0])
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == ref("gpufleet.dev/gpu-blocks")
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == ref("gpufleet.dev/mps-mem-limit")
+    assert env["NVIDIA_VISIBLE_DEVICES"] == ref("gpufleet.dev/gpu-index")
+
+
+def test_static_mode_writes_plain_values() -> None:
+    settings = MutationSettings(gpu_memory_mib=81920)
+    after, _ = patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}), settings)
+    env = env_of(after["spec"]["containers"][0])
+    # 20 GiB of 80 GiB is 25 blocks; 25 blocks stand for 20480 MiB
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "10"}), settings)
+    assert env_of(after["spec"]["containers"][0])["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=8192M"
+
+
+def test_static_mode_denies_memory_beyond_one_gpu() -> None:
+    answer = review(admission(pod({"gpufleet.dev/gpu-memory": "100Gi"})), MutationSettings(gpu_memory_mib=81920))
+    assert answer["response"]["allowed"] is False
+    assert "more than one GPU" in answer["response"]["status"]["message"]
+
+
+def test_whole_gpu_pod_is_left_to_the_device_plugin() -> None:
+    original = pod(gpus=2)
+    after, response = patched(copy.deepcopy(original))
+    assert response["allowed"] is True and "patch" not in response
+    assert after == original
+
+
+@pytest.mark.parametrize("obj", [
+    pod({"gpufleet.dev/gpu-blocks": "25"}, scheduler="default-scheduler"),  # not ours
+    pod({}),  # ours, not fractional
+    pod({"gpufleet.dev/gpu-index": "3"}),  # ours, not fractional
+])
+def test_pods_that_are_not_ours_or_not_fractional_are_untouched(obj: dict[str, Any]) -> None:
+    after, response = patched(copy.deepcopy(obj))
+    assert response == {"uid": "u-1", "allowed": True}
+    assert after == obj
+
+
+def test_readmission_is_idempotent() -> None:
+    once, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, init=True))
+    twice, response = patched(copy.deepcopy(once))
+    assert "patch" not in response
+    assert twice == once
+    for container in once["spec"]["initContainers"] + once["spec"]["containers"]:
+        names = [e["name"] for e in container["env"]]
+        assert len(names) == len(set(names)) == 5
+
+
+def test_user_values_of_our_variables_are_replaced_not_duplicated() -> None:
+    user_env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "MODEL", "value": "bert"}]
+    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, env=user_env))
+    env = after["spec"]["containers"][0]["env"]
+    assert [e["name"] for e in env].count("NVIDIA_VISIBLE_DEVICES") == 1
+    assert env_of(after["spec"]["containers"][0])["NVIDIA_VISIBLE_DEVICES"] == ref("gpufleet.dev/gpu-index")
+    assert env[0] == {"name": "MODEL", "value": "bert"}
+
+
+def test_init_containers_are_wired_too() -> None:
+    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, init=True))
+    assert "CUDA_MPS_PIPE_DIRECTORY" in env_of(after["spec"]["initContainers"][0])
+
+
+def test_own_dev_shm_is_kept_with_a_warning() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "25"})
+    obj["spec"]["containers"][0]["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    obj["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    after, response = patched(obj)
+    mounts = after["spec"]["containers"][0]["volumeMounts"]
+    assert [m["mountPath"] for m in mounts].count("/dev/shm") == 1
+    assert any("/dev/shm" in w for w in response["warnings"])
+
+
+def test_node_selector_and_runtime_class_settings() -> None:
+    settings = MutationSettings(node_selector={"gpufleet.dev/mps": "true"}, runtime_class="nvidia",
+                                mps_host_dir="/var/run/mps/")
+    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}), settings)
+    assert after["spec"]["nodeSelector"] == {"gpufleet.dev/mps": "true"}
+    assert after["spec"]["runtimeClassName"] == "nvidia"
+    assert after["spec"]["volumes"][0]["hostPath"]["path"] == "/var/run/mps"
+
+
+def test_generate_name_pods_are_wired() -> None:
+    after, response = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, name=None))
+    assert response["allowed"] is True and "warnings" not in response
+    assert "NVIDIA_VISIBLE_DEVICES" in env_of(after["spec"]["containers"][0])
+
+
+@pytest.mark.parametrize(("annotations", "gpus", "message"), [
+    ({"gpufleet.dev/gpu-blocks": "150"}, 0, "gpu-blocks: must be an integer 1..100"),
+    ({"gpufleet.dev/gpu-blocks": "a quarter"}, 0, "gpu-blocks: must be an integer 1..100"),
+    ({"gpufleet.dev/gpu-memory": "-3Gi"}, 0, "gpu-memory"),
+    ({"gpufleet.dev/gpu-blocks": "25"}, 1, "cannot be combined with a nvidia.com/gpu request"),
+])
+def test_invalid_fractional_annotations_are_denied(annotations: dict[str, str], gpus: int, message: str) -> None:
+    answer = review(admission(pod(annotations, gpus=gpus)), SETTINGS)
+    response = answer["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert message in response["status"]["message"]
+    assert "patch" not in response
+
+
+def test_other_oddities_are_allowed_with_a_warning() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "25"})
+    obj["spec"]["tolerations"] = [{"key": "k", "operator": "Sometimes"}]
+    after, response = patched(obj)
+    assert response["allowed"] is True
+    assert any("spec.tolerations[0].operator" in w for w in response["warnings"])
+    assert "NVIDIA_VISIBLE_DEVICES" in env_of(after["spec"]["containers"][0])
+
+
+@pytest.mark.parametrize("obj", [
+    {"apiVersion": "v1", "kind": "Pod"},  # no spec, no metadata
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"annotations": {"gpufleet.dev/gpu-blocks": "5"}},
+     "spec": {"schedulerName": "gpufleet", "containers": "not a list"}},
+    "not an object",
+])
+def test_malformed_pods_never_break_admission(obj: Any) -> None:
+    answer = review(admission(obj), SETTINGS)
+    assert answer["response"]["allowed"] is True
+
+
+def test_updates_and_other_kinds_pass_through() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "25"})
+    for request in (admission(obj, operation="UPDATE"), admission(obj, kind="ConfigMap")):
+        assert review(request, SETTINGS)["response"] == {"uid": "u-1", "allowed": True}
+
+
+@pytest.mark.parametrize("body", [
+    b"not json",
+    b"[]",
+    json.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}).encode(),
+    json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+    json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}).encode(),
+])
+def test_bodies_that_are_not_admission_reviews_are_rejected(body: bytes) -> None:
+    with pytest.raises(ReviewError):
+        review_bytes(body, SETTINGS)

@@ -1,0 +1,123 @@
+"""The in-memory API (FakeCluster) behaves as the controller expects an API server to."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gpufleet.kube.client.port import ApiError, Kind
+from gpufleet.testing.fake_cluster import FakeCluster, VirtualClock, merge_patch
+from kube.controller.controller_objects import node, pdb, pod
+
+
+@pytest.mark.asyncio
+async def test_watch_resumes_after_a_version_and_410_after_compaction() -> None:
+    cluster = FakeCluster()
+    api = cluster.client()
+    cluster.put(Kind.NODE, node("a"))
+    listing = await api.list(Kind.NODE)
+    cluster.put(Kind.NODE, node("b"))
+    cluster.delete(Kind.NODE, "", "a")
+
+    seen: list[tuple[str, str]] = []
+    stream = api.watch(Kind.NODE, listing.resource_version)
+    async for event in stream:
+        seen.append((event.type, event.object["metadata"]["name"]))
+        if len(seen) == 2:
+            break
+    await stream.aclose()
+    assert seen == [("ADDED", "b"), ("DELETED", "a")]
+
+    cluster.compact()
+    with pytest.raises(ApiError) as err:
+        async for _ in api.watch(Kind.NODE, listing.resource_version):
+            pass
+    assert err.value.status == 410
+
+
+@pytest.mark.asyncio
+async def test_binding_conflicts_when_already_bound_and_copies_nothing_else() -> None:
+    cluster = FakeCluster()
+    api = cluster.client()
+    cluster.put(Kind.POD, pod("p"))
+    await api.bind("ml", "p", "n1")
+    assert cluster.object(Kind.POD, "ml", "p")["spec"]["nodeName"] == "n1"  # type: ignore[index]
+    with pytest.raises(ApiError) as err:
+        await api.bind("ml", "p", "n2")
+    assert err.value.status == 409
+    with pytest.raises(ApiError) as missing:
+        await api.bind("ml", "nope", "n1")
+    assert missing.value.status == 404
+
+
+@pytest.mark.asyncio
+async def test_eviction_respects_pod_disruption_budgets() -> None:
+    cluster = FakeCluster()
+    api = cluster.client()
+    for name in ("w0", "w1"):
+        cluster.put(Kind.POD, pod(name, labels={"app": "web"}, node_name="n1", phase="Running"))
+    cluster.put(Kind.PDB, pdb("web", {"app": "web"}, min_available=2))
+    with pytest.raises(ApiError) as err:
+        await api.evict("ml", "w0")
+    assert err.value.status == 429
+    assert "web needs 2 healthy pods and has 2" in err.value.message
+    cluster.put(Kind.PDB, pdb("web", {"app": "web"}, min_available=1))
+    await api.evict("ml", "w0")
+    assert cluster.object(Kind.POD, "ml", "w0") is None
+
+
+@pytest.mark.asyncio
+async def test_graceful_eviction_leaves_a_terminating_pod_until_finished() -> None:
+    cluster = FakeCluster(graceful_eviction=True)
+    cluster.put(Kind.POD, pod("v", node_name="n1", phase="Running"))
+    await cluster.client().evict("ml", "v")
+    assert cluster.object(Kind.POD, "ml", "v")["metadata"]["deletionTimestamp"]  # type: ignore[index]
+    assert cluster.finish_terminations() == 1
+    assert cluster.object(Kind.POD, "ml", "v") is None
+
+
+@pytest.mark.asyncio
+async def test_replace_is_optimistic() -> None:
+    cluster = FakeCluster()
+    api = cluster.client()
+    lease = await api.create(Kind.LEASE, {"metadata": {"name": "l", "namespace": "ns"}, "spec": {}})
+    await api.replace(Kind.LEASE, {**lease, "spec": {"holderIdentity": "a"}})
+    with pytest.raises(ApiError) as err:  # the version read is stale now
+        await api.replace(Kind.LEASE, {**lease, "spec": {"holderIdentity": "b"}})
+    assert err.value.status == 409
+
+
+@pytest.mark.asyncio
+async def test_injected_faults_and_call_log() -> None:
+    cluster = FakeCluster()
+    api = cluster.client("x")
+    cluster.put(Kind.POD, pod("p"))
+    cluster.fail("bind", 0, after_apply=True)
+    with pytest.raises(ApiError) as err:
+        await api.bind("ml", "p", "n1")
+    assert err.value.status == 0
+    assert cluster.object(Kind.POD, "ml", "p")["spec"]["nodeName"] == "n1"  # type: ignore[index]  # applied
+    assert cluster.count("bind", caller="x") == 1
+
+
+@pytest.mark.asyncio
+async def test_virtual_clock_wakes_sleepers_in_order() -> None:
+    clock = VirtualClock(start=100.0)
+    woke: list[tuple[str, float]] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await clock.sleep(seconds)
+        woke.append((name, clock.now()))
+
+    tasks = [asyncio.create_task(sleeper("late", 5)), asyncio.create_task(sleeper("early", 1))]
+    await asyncio.sleep(0)
+    await clock.advance(3)
+    assert woke == [("early", 101.0)]
+    await clock.advance(3)
+    assert woke == [("early", 101.0), ("late", 105.0)]
+    await asyncio.gather(*tasks)
+
+
+def test_merge_patch_deletes_with_null() -> None:
+    assert merge_patch({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "d": 3}}) == {"a": {"c": 2, "d": 3}}
