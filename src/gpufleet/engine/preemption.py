@@ -9,6 +9,10 @@ names: singletons first (filtered by a vectorised capacity check, then verified)
 when the pool is small, and otherwise a greedy fill per node (or globally, for gangs) followed by
 dropping every victim that is not needed. Each candidate set is verified by the real placement
 and quota code on the live state, then rolled back.
+
+The search reads its :class:`~gpufleet.engine.victims.VictimIndex` and calls the engine back only
+through :class:`VictimHost` (gates, trial placements, unbind and rebind): it imports nothing of
+the scheduler, and the engine's layers contract keeps it so.
 """
 
 from __future__ import annotations
