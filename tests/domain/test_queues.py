@@ -10,6 +10,7 @@ from gpufleet.domain.queues import (
     QueueTree,
     UnknownParent,
     UnknownQueue,
+    gang_key,
     pod_group_of,
     queue_source,
     resolve_queue,
@@ -86,3 +87,10 @@ def test_a_cycle_is_reported_from_each_queue_that_leads_into_it() -> None:
 def test_a_queue_that_is_its_own_parent_is_a_cycle() -> None:
     tree = QueueTree.of([q("self", "self")])
     assert tree.broken[QueueName("self")] == QueueCycle((QueueName("self"), QueueName("self")))
+
+
+def test_gang_key_is_the_pod_group_only_when_it_exists() -> None:
+    assert gang_key(pod(group="with-queue"), GROUPS) == "ml/with-queue"
+    assert gang_key(pod(group="absent"), GROUPS) == "ml/p"  # a label naming no PodGroup: a gang of one
+    assert gang_key(pod(), GROUPS) == "ml/p"
+    assert gang_key(pod(group="with-queue"), {}) == "ml/p"

@@ -16,8 +16,7 @@ from gpufleet.adapters.text import progress_bar
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.sim.fill import POLICIES, run_fill
-from gpufleet.sim.fill.summary import PaperResults, SeedCurves, parse_seeds, summarize, table
+from gpufleet.sim.fill import POLICIES, PaperResults, SeedCurves, parse_seeds, run_fill, summarize, table
 
 __all__ = ["fill"]
 
@@ -147,7 +146,7 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
     else:
         click.echo(table(results, workload, paper), nl=False)
     if report_file:
-        from gpufleet.sim.fill.report import fill_report
+        from gpufleet.sim.fill.report import fill_report  # matplotlib: only when a report is asked for
 
         try:
             Path(report_file).write_text(fill_report(results, workload, paper), encoding="utf-8")

@@ -16,12 +16,26 @@ from gpufleet.adapters.text import ProgressBar, progress_bar, text_table
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
 from gpufleet.commands.base import Command, CommandError
 from gpufleet.domain import Placement
-from gpufleet.sim.compare import RunSettings, Variant, apply_variant, parse_compare
-from gpufleet.sim.failures import parse_duration, parse_failures
-from gpufleet.sim.metrics import check_invariants, compute_metrics, summary_rows
-from gpufleet.sim.queue_mapping import QueueBy
-from gpufleet.sim.scenario import Workload, load_cluster, prepare, select_jobs
-from gpufleet.sim.timeline import CycleMode, Progress, SimResult, simulate
+from gpufleet.sim import (
+    CycleMode,
+    Progress,
+    QueueBy,
+    RunSettings,
+    SimResult,
+    Variant,
+    Workload,
+    apply_variant,
+    check_invariants,
+    compute_metrics,
+    load_cluster,
+    parse_compare,
+    parse_duration,
+    parse_failures,
+    prepare,
+    select_jobs,
+    simulate,
+    summary_rows,
+)
 
 __all__ = ["run"]
 
@@ -128,7 +142,7 @@ def run(
     else:
         click.echo(_table([m for _, _, m in outputs], inputs), nl=False)
     if report_file:
-        from gpufleet.sim.run_report import RunOutput, build_report
+        from gpufleet.sim import RunOutput, build_report  # matplotlib: only when a report is asked for
 
         html = build_report([RunOutput(label or "run", r, m) for label, r, m in outputs],
                             f"gpufleet simulate run: {inputs['trace']} on {inputs['cluster']}", inputs).render()

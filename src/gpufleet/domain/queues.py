@@ -23,6 +23,7 @@ __all__ = [
     "QueueTree",
     "UnknownParent",
     "UnknownQueue",
+    "gang_key",
     "pod_group_of",
     "queue_source",
     "resolve_queue",
@@ -41,6 +42,17 @@ def pod_group_of(pod: Pod, groups: Mapping[str, PodGroup]) -> PodGroup | None:
     """The PodGroup a pod's ``gpufleet.dev/pod-group`` label names in its namespace, if it exists."""
     label = pod.group_label
     return groups.get(f"{pod.namespace}/{label}") if label and groups else None
+
+
+def gang_key(pod: Pod, groups: Mapping[str, PodGroup]) -> str:
+    """The gang ``pod`` belongs to: ``namespace/group`` when its label names a PodGroup that exists
+    in its namespace, else the pod alone (its own key): a label naming no PodGroup makes no gang."""
+    label = pod.group_label
+    if label and groups:
+        key = f"{pod.namespace}/{label}"
+        if key in groups:
+            return key
+    return pod.key
 
 
 def queue_source(pod: Pod, group: PodGroup | None) -> QueueSource:
@@ -132,6 +144,10 @@ class QueueTree:
             if problem is not None:
                 broken[queue.name] = problem
         return QueueTree(by_name, first_child, broken)
+
+    def leaves(self) -> set[QueueName]:
+        """The queues that are no queue's parent: the only ones pods go to."""
+        return {name for name in self.by_name if name not in self.first_child}
 
     def use_problem(self, name: QueueName, default_queue: QueueName) -> QueueProblem | None:
         """Why pods may not go to queue ``name`` (None: they may).

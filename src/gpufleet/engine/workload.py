@@ -19,7 +19,7 @@ from gpufleet.domain import (
     QueueName,
     Snapshot,
 )
-from gpufleet.domain.queues import pod_group_of, resolve_queue
+from gpufleet.domain.queues import gang_key, pod_group_of, resolve_queue
 from gpufleet.domain.units import blocks_for_gpu_memory
 from gpufleet.engine.cluster import ClusterState, IntArray
 
@@ -141,12 +141,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         pod = info.pod
         if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
-        key: str = info.key
-        label = pod.group_label
-        if label and groups:
-            group_key = f"{pod.namespace}/{label}"
-            if group_key in groups:  # a label naming no PodGroup: the pod is a gang of one
-                key = group_key
+        key = gang_key(pod, groups) if groups and pod.group_label else info.key  # most pods: no call
         same = by_key.get(key)
         if same is None:
             by_key[key] = [info.idx]

@@ -27,6 +27,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_snapshot_file
 from gpufleet.adapters.traces.records import TraceJob
 from gpufleet.domain import GPU, MILLI, Queue, QueueName, QueueResource
+from gpufleet.domain.queues import QueueTree
 
 __all__ = [
     "QueueBy",
@@ -105,11 +106,6 @@ class QueuePlan:
     derived: bool
 
 
-def _leaves(queues: Sequence[Queue]) -> set[str]:
-    parents = {q.parent for q in queues if q.parent}
-    return {q.name for q in queues if q.name not in parents}
-
-
 def derived_quotas(weights: Mapping[str, float], total_gpus: int) -> dict[str, int]:
     """Whole-GPU quotas proportional to ``weights`` adding up to ``total_gpus`` (largest remainders;
     ties by name). All-zero weights share equally."""
@@ -142,7 +138,7 @@ def plan_queues(
     if queues_file is not None:
         snapshot = load_snapshot_file(queues_file)
         queues = snapshot.queues
-        leaves = _leaves(queues)
+        leaves = QueueTree.of(queues).leaves()
         known = {q.name for q in queues}
         for value, target in sorted(mapping.explicit.items()):
             if target in known and target not in leaves:

@@ -130,3 +130,15 @@ def test_cli_explain_bad_input_exits_2(serving: FakeCluster, args: list[str], me
     result = CliRunner().invoke(main, ["explain", *args])
     assert result.exit_code == 2
     assert result.stderr == message
+
+
+def test_a_label_naming_no_pod_group_is_no_gang() -> None:
+    """As in the engine: the pod is a gang of its own, and explain does not call it a gang member."""
+    objects = cluster_objects()
+    objects[Kind.POD] = [p for p in objects[Kind.POD] if p["metadata"]["name"] != "a-train"]
+    for index in range(2):
+        member = pod("team-a", f"a-g-{index}", gpus=4, queue="team-a", priority_class="train")
+        member["metadata"]["labels"]["gpufleet.dev/pod-group"] = "missing"
+        objects[Kind.POD].append(member)
+    lines = explain("team-a", "a-g-1", client(objects)).splitlines()
+    assert lines[0] == "team-a/a-g-1 is pending; it asks for 4 whole GPUs."

@@ -40,6 +40,7 @@ from gpufleet.domain.queues import (
     QueueTree,
     UnknownParent,
     UnknownQueue,
+    gang_key,
     pod_group_of,
     resolve_queue,
 )
@@ -90,16 +91,6 @@ def convert_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
         raise ConversionError(f"{_describe(kind, obj)}: {where}{err.message}") from None
     except Exception as err:  # the loader's safety net: never let a bad object stop the controller
         raise ConversionError(f"{_describe(kind, obj)}: invalid object ({type(err).__name__}: {err})") from None
-
-
-def gang_key(pod: Pod, groups: Mapping[str, PodGroup]) -> str:
-    """The gang a pod belongs to, as the engine forms them: its PodGroup when one of that name
-    exists in its namespace, else the pod alone."""
-    if pod.group_label:
-        key = f"{pod.namespace}/{pod.group_label}"
-        if key in groups:
-            return key
-    return pod.key
 
 
 def label_selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
