@@ -147,12 +147,6 @@ class Search:
         ranks = (self.ix.g_order_large if largest_first else self.ix.g_order_small)[pool]
         return pool[np.argsort(ranks, kind="stable")]
 
-    def first_in_order(self, mask: BoolArray, count: int) -> IntArray:
-        """The first ``count`` gangs of ``mask`` in singleton preference order."""
-        ix = self.ix
-        hits = np.flatnonzero(mask[ix.g_sorted_small])[:count]
-        return ix.g_sorted_small[hits]
-
     # -- search ---------------------------------------------------------------------------------
 
     def single_pod(self) -> bool:

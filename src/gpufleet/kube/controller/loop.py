@@ -207,10 +207,6 @@ class Controller:
         if relevant_change(kind, old, new):
             self._dirty.set()
 
-    def poke(self) -> None:
-        """Ask for a cycle (tests, and after failures that need another try)."""
-        self._dirty.set()
-
     async def _loop(self) -> None:
         await self.cache.all_synced.wait()
         self._dirty.set()
