@@ -9,6 +9,7 @@ so that "fits" means one thing everywhere.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -39,8 +40,9 @@ def blocks_for_memory(memory_bytes: int, gpu_memory_mib: IntArray) -> IntArray:
 def resources_fit(cluster: ClusterState, res: IntArray, columns: Sequence[int] | IntArray | None = None) -> BoolArray:
     """Nodes whose free amounts cover ``res`` (a vector over ``cluster.resources``) on ``columns``
     (default: every resource ``res`` asks for)."""
-    cols = np.flatnonzero(res) if columns is None else np.asarray(columns, dtype=np.int64)
-    fit: BoolArray = np.all(cluster.free[:, cols] >= res[cols], axis=1)
+    # Called once per placement attempt: array methods, not the slower np.all/np.asarray wrappers.
+    cols = np.flatnonzero(res) if columns is None else columns
+    fit = cast(BoolArray, (cluster.free[:, cols] >= res[cols]).all(axis=1))
     return fit
 
 
@@ -56,7 +58,7 @@ def gpu_fit(cluster: ClusterState, whole: int, share: IntArray | int | None = No
     """Nodes with room for a pod's GPUs now: ``whole`` free GPUs, or a GPU a share of ``share``
     blocks may take (see :func:`share_cells`); a pod with neither fits every node."""
     if share is not None:
-        shares: BoolArray = np.any(share_cells(cluster, share), axis=1)
+        shares = cast(BoolArray, share_cells(cluster, share).any(axis=1))
         return shares
     fit: BoolArray = cluster.free_whole >= whole
     return fit
