@@ -39,6 +39,7 @@ from gpufleet.domain import (
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     MILLI,
+    MILLI_PER_BLOCK,
     Decisions,
     EvictionReason,
     Node,
@@ -186,7 +187,7 @@ def _typical_pod(jobs: Sequence[SimJob]) -> Typical:
     cpu = lower_median([p.cpu for p in shapes])
     mem = lower_median([p.memory for p in shapes])
     if gpu < MILLI:
-        return Typical(0, max(1, gpu // 10), cpu, mem)
+        return Typical(0, max(1, gpu // MILLI_PER_BLOCK), cpu, mem)
     return Typical(gpu // MILLI, 0, cpu, mem)
 
 

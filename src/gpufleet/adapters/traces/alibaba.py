@@ -14,6 +14,7 @@ from __future__ import annotations
 from gpufleet.adapters.traces._csv import RowError, Rows, check_header, opt_number, req_int, req_number
 from gpufleet.adapters.traces.gpu_models import gpu_memory_mib
 from gpufleet.adapters.traces.records import LoadReport, TraceJob, TraceNode
+from gpufleet.domain import MILLI
 
 __all__ = [
     "DLRM_COLUMNS",
@@ -64,7 +65,7 @@ def looks_like_pai_machines(first_row: list[str]) -> bool:
 
 
 def _cpu_milli(text: str, field: str) -> int:
-    return round(req_number(text, field) * 1000)
+    return round(req_number(text, field) * MILLI)
 
 
 def _pai_machine(rows: Rows, line: int, row: list[str]) -> TraceNode:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, Binding, Decisions, Eviction, PendingPod, PodKey
+from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, MILLI, Binding, Decisions, Eviction, PendingPod, PodKey
 from gpufleet.engine import schedule
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
@@ -504,8 +504,8 @@ class Controller:
         self.metrics.set_queues(
             pending={q: r.pending for q, r in reports.items()},
             admitted={q: r.admitted for q, r in reports.items()},
-            usage={q: {res: v / 1000 for res, v in r.usage.items()} for q, r in reports.items()},
-            quota={q: {res: v / 1000 for res, v in r.quota.items()} for q, r in reports.items()},
+            usage={q: {res: v / MILLI for res, v in r.usage.items()} for q, r in reports.items()},
+            quota={q: {res: v / MILLI for res, v in r.quota.items()} for q, r in reports.items()},
         )
         writes: list[tuple[Kind, str, str, JsonDict]] = []
         for name, report in sorted(reports.items()):

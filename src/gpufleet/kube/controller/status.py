@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 
 from gpufleet.adapters import QUANTITY_JSON_SCHEMA, to_milli
+from gpufleet.domain import MILLI
 
 __all__ = [
     "Condition",
@@ -32,7 +33,7 @@ def format_quantity(milli: int) -> str:
     """An integer milli-quantity as Kubernetes quantity text: ``6000`` -> ``"6"``, ``500`` -> ``"500m"``."""
     if milli < 0:
         raise ValueError(f"negative quantity {milli}")
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+    return str(milli // MILLI) if milli % MILLI == 0 else f"{milli}m"
 
 
 def _check_quantity(text: str) -> str:

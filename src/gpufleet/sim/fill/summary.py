@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.adapters.text import text_table
+from gpufleet.domain import MILLI
 from gpufleet.sim.fill.experiment import FAILURE_KINDS, FillRun, bucket_means
 
 __all__ = [
@@ -100,7 +101,7 @@ class SeedCurves:
             frag=bucket_means(arrived, run.frag_pct()),
             frag_ratio=bucket_means(arrived, run.frag_ratio_pct()),
             final_alloc_pct=float(run.alloc_pct()[-1]) if run.tasks else 0.0,
-            capacity_gpus=run.capacity_milli / 1000,
+            capacity_gpus=run.capacity_milli / MILLI,
             seconds=seconds,
         )
 
