@@ -399,6 +399,18 @@ def _tolerations(value: object) -> tuple[Toleration, ...]:
     return tuple(out)
 
 
+def _scheduling_gates(value: object) -> tuple[str, ...]:
+    """spec.schedulingGates: [{name: ...}] -> the names, sorted and without repeats."""
+    path = "spec.schedulingGates"
+    names: set[str] = set()
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        names.add(req_str(mapping(raw, item_path).get("name"), join(item_path, "name")))
+    return tuple(sorted(names))
+
+
 def pod_from_dict(doc: dict[str, Any]) -> Pod:
     meta = mapping(doc.get("metadata"), "metadata")
     name = req_str(meta.get("name"), "metadata.name")
@@ -460,6 +472,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
     queue = labels.get(LABEL_QUEUE)
     node_selector_raw = spec.get("nodeSelector")
     tolerations_raw = spec.get("tolerations")
+    gates_raw = spec.get("schedulingGates")
     return Pod(
         namespace=namespace,
         name=name,
@@ -482,6 +495,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         affinity=_affinity(spec),
         tolerations=() if tolerations_raw is None else _tolerations(tolerations_raw),
         gpu_index=gpu_index,
+        scheduling_gates=() if gates_raw is None else _scheduling_gates(gates_raw),
     )
 
 

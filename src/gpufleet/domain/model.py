@@ -133,6 +133,7 @@ class Pod:
     affinity: tuple[SelectorTerm, ...] = ()  # required node affinity: any one term must match
     tolerations: tuple[Toleration, ...] = ()
     gpu_index: tuple[int, ...] = ()  # annotation gpu-index on bound pods
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any is left
 
     @property
     def key(self) -> PodKey:

@@ -13,7 +13,14 @@ from collections.abc import Container, Sequence
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.workload import Gang, PodInfo
 
-__all__ = ["FairOrder"]
+__all__ = ["FairOrder", "gated_reason"]
+
+GATED_REASON = "waiting for scheduling gates: "
+
+
+def gated_reason(gates: Sequence[str]) -> str:
+    """The pending reason of a gang whose pods carry ``spec.schedulingGates``."""
+    return GATED_REASON + ", ".join(gates)
 
 Epoch = tuple[int, int]
 
@@ -48,6 +55,9 @@ class FairOrder:
                 continue
             pending = self.pending_members(gang)
             if not pending:
+                continue
+            if gang.gates:
+                gang.pending_reason = gated_reason(gang.gates)
                 continue
             total = len(gang.members)
             if gang.alive == 0 and total < gang.min_member:

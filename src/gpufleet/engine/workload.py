@@ -76,6 +76,7 @@ class Gang:
     evicted: bool = False
     pending_reason: str = ""
     members_by_size: list[int] = field(default_factory=list)
+    gates: tuple[str, ...] = ()  # spec.schedulingGates of its pods: not a candidate while any is left
 
 
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:
@@ -156,7 +157,8 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             info = pods[members[0]]
             info.gang = len(gangs)
             append(Gang(info.gang, key, members, 1, info.queue, info.priority, info.preemptible, True,
-                        info.pod.creation_time, None, None, None, rank, 0, False, "", members))
+                        info.pod.creation_time, None, None, None, rank, 0, False, "", members,
+                        info.pod.scheduling_gates))
             continue
         infos = [pods[m] for m in members]
         if group is not None and group.priority_class_name in classes:
@@ -182,6 +184,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             members,
             key=lambda m: (-pods[m].whole, -(pods[m].blocks or 0), -int(pods[m].res.sum()), m),
         )
+        gang.gates = tuple(sorted({name for i in infos for name in i.pod.scheduling_gates}))
         for m in members:
             pods[m].gang = gang.idx
         gangs.append(gang)
