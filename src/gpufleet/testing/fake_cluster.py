@@ -362,14 +362,15 @@ class FakeCluster:
         self._emit(kind, "MODIFIED", stored)
         return stored
 
-    def _patch(self, kind: Kind, namespace: str, name: str, patch: JsonDict, status_only: bool = False) -> JsonDict:
+    def _patch(self, kind: Kind, namespace: str, name: str, patch: JsonDict, status_only: bool = False,
+               with_status: bool = False) -> JsonDict:
         old = self._get(kind, namespace, name)
         wanted = _meta(patch).get("resourceVersion")
         if wanted is not None and wanted != _meta(old).get("resourceVersion"):
             raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{name}"')
         if status_only:
             patch = {"status": patch.get("status")} if "status" in patch else {}
-        else:
+        elif not with_status:
             patch = {k: v for k, v in patch.items() if k != "status"}  # status goes through /status only
         merged = merge_patch(old, patch)
         merged_meta = dict(_meta(merged))
@@ -390,7 +391,11 @@ class FakeCluster:
         patch: JsonDict = {"spec": {"nodeName": node}}
         if annotations:
             patch["metadata"] = {"annotations": dict(annotations)}
-        self._patch(Kind.POD, namespace, name, patch)
+        # As kube-apiserver's BindingREST: the Binding also sets PodScheduled=True.
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
+                      if isinstance(c, dict) and c.get("type") != "PodScheduled"]
+        patch["status"] = {"conditions": [*conditions, {"type": "PodScheduled", "status": "True"}]}
+        self._patch(Kind.POD, namespace, name, patch, status_only=False, with_status=True)
 
     def pdb_blocking(self, namespace: str, pod: Mapping[str, Any]) -> str | None:
         """Why evicting ``pod`` would break a PodDisruptionBudget of its namespace, or None."""

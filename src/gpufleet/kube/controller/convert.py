@@ -242,6 +242,7 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
         return (
             wanted_pod(obj), spec.get("nodeName"), status.get("phase"), status.get("startTime"),
             meta.get("labels"), _ours(meta.get("annotations")), meta.get("deletionTimestamp"),
+            spec.get("schedulingGates"),
         )
     if kind is Kind.NODE:
         return (

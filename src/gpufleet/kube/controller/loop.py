@@ -51,6 +51,7 @@ from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectC
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.controller.pod_status import marked_unschedulable, pending_status_patch
 from gpufleet.kube.controller.reporting import (
     EndState,
     GroupFacts,
@@ -82,6 +83,9 @@ class ControllerConfig:
     # patch: annotate each pod, then post its Binding (two calls, the pod is "in flight" between);
     # binding: the Binding carries the annotations, which the API server writes with nodeName (one call).
     annotate_via: str = "patch"
+    # pods/status patches (PodScheduled=False, nominatedNodeName) per cycle, after the bindings;
+    # pods not yet marked first, the rest in later cycles.
+    pod_status_batch: int = 1000
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
 
@@ -484,6 +488,7 @@ class Controller:
         state = end_state(view, decisions, waiting)
         await self._pending_events(view, state, waiting)
         await self._write_statuses(view, state, now)
+        await self._write_pod_statuses(state, now)
 
     async def _pending_events(self, view: SnapshotView, state: EndState, waiting: Mapping[PodKey, str]) -> None:
         events: list[tuple[PodEvent, bool]] = [
@@ -528,6 +533,31 @@ class Controller:
                 log.warning("status of %s %s not written: %s", kind.kind, name, err)
 
         await asyncio.gather(*(write(*w) for w in writes))
+
+    async def _write_pod_statuses(self, state: EndState, now: float) -> None:
+        """PodScheduled=False with the pending reason, and nominatedNodeName while a plan waits
+        for its victims (see :mod:`gpufleet.kube.controller.pod_status`); only what changed."""
+        wanted: dict[PodKey, tuple[str, str | None]] = {k: (reason, None) for k, reason in state.pending.items()}
+        for plan in self.plans.values():
+            for b in plan.bindings:
+                wanted[b.pod] = (plan.waiting or "waiting for evicted pods to terminate", str(b.node))
+        writes: list[tuple[bool, PodKey, JsonDict]] = []
+        for key, (message, nominated) in wanted.items():
+            pod = self._pod_object(key)
+            patch = None if pod is None else pending_status_patch(pod, message, nominated, now)
+            if pod is not None and patch is not None:
+                writes.append((marked_unschedulable(pod), key, patch))
+        writes.sort()  # pods not marked yet first, then by name
+
+        async def write(key: PodKey, patch: JsonDict) -> None:
+            namespace, _, name = key.partition("/")
+            try:
+                await self.binder._call("patch pods/status",
+                                        lambda: self.api.patch_status(Kind.POD, namespace, name, patch))
+            except ApiError as err:
+                log.info("status of pod %s not written: %s", key, err)
+
+        await asyncio.gather(*(write(key, patch) for _, key, patch in writes[: self.config.pod_status_batch]))
 
     def _group_facts(self, view: SnapshotView, state: EndState) -> list[GroupFacts]:
         members: dict[str, list[JsonDict]] = {}
