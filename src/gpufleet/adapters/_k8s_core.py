@@ -41,6 +41,7 @@ from gpufleet.domain import (
     LABEL_QUEUE,
     MILLI,
     PODS,
+    HostPort,
     Node,
     NodeName,
     Pod,
@@ -399,6 +400,44 @@ def _tolerations(value: object) -> tuple[Toleration, ...]:
     return tuple(out)
 
 
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_WILDCARD_IP = "0.0.0.0"
+
+
+def _host_ports(containers: list[Any]) -> tuple[HostPort, ...]:
+    """(protocol, host IP, port) of every containers[].ports[] entry with a hostPort: the NodePorts
+    filter's view. An empty hostIP is every address (0.0.0.0); protocol defaults to TCP."""
+    out: set[HostPort] = set()
+    for i, container in enumerate(containers):
+        raw_ports = container.get("ports") if isinstance(container, dict) else None
+        if raw_ports is None:
+            continue
+        path = f"spec.containers[{i}].ports"
+        for j, raw in enumerate(sequence(raw_ports, path)):
+            item_path = f"{path}[{j}]"
+            if raw is None:
+                raise FieldError(item_path, "must be a mapping, got null")
+            item = mapping(raw, item_path)
+            number = item.get("hostPort")
+            if number is None or number == 0:
+                continue
+            if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= 65535:
+                raise FieldError(join(item_path, "hostPort"), f"must be a port number 1..65535, got {describe(number)}")
+            protocol = opt_str(item.get("protocol"), join(item_path, "protocol")) or "TCP"
+            if protocol not in _PROTOCOLS:
+                raise FieldError(
+                    join(item_path, "protocol"), f"must be one of {', '.join(_PROTOCOLS)}, got {describe(protocol)}"
+                )
+            ip = opt_str(item.get("hostIP"), join(item_path, "hostIP")) or _WILDCARD_IP
+            out.add((protocol, ip, number))
+    return tuple(sorted(out))
+
+
+def _any_ports(containers: list[Any]) -> bool:
+    """Whether any container lists ports (most pods of a GPU cluster do not: no further work)."""
+    return any(isinstance(c, dict) and c.get("ports") is not None for c in containers)
+
+
 def _scheduling_gates(value: object) -> tuple[str, ...]:
     """spec.schedulingGates: [{name: ...}] -> the names, sorted and without repeats."""
     path = "spec.schedulingGates"
@@ -473,6 +512,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
     node_selector_raw = spec.get("nodeSelector")
     tolerations_raw = spec.get("tolerations")
     gates_raw = spec.get("schedulingGates")
+    containers = spec["containers"]  # checked by _pod_requests
     return Pod(
         namespace=namespace,
         name=name,
@@ -496,6 +536,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         tolerations=() if tolerations_raw is None else _tolerations(tolerations_raw),
         gpu_index=gpu_index,
         scheduling_gates=() if gates_raw is None else _scheduling_gates(gates_raw),
+        host_ports=_host_ports(containers) if _any_ports(containers) else (),
     )
 
 

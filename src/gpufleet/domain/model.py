@@ -18,6 +18,8 @@ from gpufleet.domain.wire import SCHEDULER_NAME
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
 QueueName = NewType("QueueName", str)
+# A host port a pod asks for: (protocol, host IP, port); protocol TCP/UDP/SCTP, IP "0.0.0.0" for all.
+HostPort = tuple[str, str, int]
 GroupKey = NewType("GroupKey", str)  # "namespace/name" of a PodGroup
 
 MILLI = 1000
@@ -134,6 +136,7 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     gpu_index: tuple[int, ...] = ()  # annotation gpu-index on bound pods
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any is left
+    host_ports: tuple[HostPort, ...] = ()  # containers[].ports[] with a hostPort, sorted
 
     @property
     def key(self) -> PodKey:

@@ -17,6 +17,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
+from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.workload import Gang, PodInfo
 
 BIG = np.int64(1) << np.int64(40)
@@ -61,6 +62,9 @@ class Placer:
         self._domains: dict[str, tuple[IntArray, list[str]]] = {}
         self.nvlink = [n.nvlink_domains for n in cluster.nodes]
         self.node_of: IntArray = np.full(len(pods), -1, dtype=np.int64)
+        # Host ports in use (NodePorts): only pods that ask for one ever touch it.
+        self.ports = HostPorts(len(cluster.nodes))
+        self.ported = np.array([p.idx for p in pods if p.pod.host_ports], dtype=np.int64)
 
     # -- state changes --------------------------------------------------------------------
 
@@ -69,6 +73,8 @@ class Placer:
         self.cluster.take(a.node, info.res, a.gpus, a.blocks)
         info.node, info.gpus, info.bound_blocks = a.node, a.gpus, a.blocks
         self.node_of[a.pod] = a.node
+        if info.pod.host_ports:
+            self.ports.change(a.node, info.pod.host_ports, 1)
 
     def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
                     shares: tuple[IntArray, IntArray, IntArray]) -> None:
@@ -77,11 +83,16 @@ class Placer:
         The caller has set each PodInfo's node, GPUs and blocks while collecting them."""
         self.cluster.take_many(nodes, res, whole, shares)
         self.node_of[pods] = nodes
+        if len(self.ported):
+            for p in self.ported[np.isin(self.ported, pods)].tolist():
+                self.ports.change(int(self.node_of[p]), self.pods[p].pod.host_ports, 1)
 
     def release(self, pod: int) -> None:
         info = self.pods[pod]
         assert info.node is not None
         self.cluster.give_back(info.node, info.res, info.gpus, info.bound_blocks)
+        if info.pod.host_ports:
+            self.ports.change(info.node, info.pod.host_ports, -1)
         info.node, info.gpus, info.bound_blocks = None, (), None
         self.node_of[pod] = -1
 
@@ -99,6 +110,8 @@ class Placer:
         mask = self.feasibility.mask(info.pod)
         if within is not None:
             mask = mask & within
+        if info.pod.host_ports:
+            mask = mask & self.ports.free_mask(info.pod.host_ports)
         return node_fit(c, mask, info.res, info.whole)
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
@@ -178,6 +191,11 @@ class Placer:
         if report.selector:
             causes.append(f"{report.selector} not matching nodeSelector/affinity")
         left = static.copy()
+        for port in info.pod.host_ports:
+            taken = left & self.ports.conflicts(port)
+            if taken.any():
+                causes.append(f"{int(taken.sum())} with host port {describe_port(port)} in use")
+                left &= ~taken
         for j in np.flatnonzero(info.res):
             short = left & (c.free[:, j] < info.res[j])
             if short.any():
@@ -280,6 +298,8 @@ class Placer:
             copies = np.minimum(copies, c.free[:, j] // info.res[j])
         if info.whole:
             copies = np.minimum(copies, c.free_whole // info.whole)
+        if info.pod.host_ports:  # two copies never share a host port
+            copies = np.minimum(copies, self.ports.free_mask(info.pod.host_ports).astype(np.int64))
         return copies
 
     def _ordered_domains(self, codes: IntArray, names: list[str], members: Sequence[int],
