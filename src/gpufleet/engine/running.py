@@ -13,12 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, PODS
-from gpufleet.engine.cluster import IntArray
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.workload import Gang, PodInfo
 
-__all__ = ["bind_running"]
+__all__ = ["bind_running", "preset_node_warnings"]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
@@ -114,3 +114,25 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         for leaf, total in zip(by_leaf.tolist(), sums, strict=True):
             if leaf >= 0:
                 forest.add(leaf, total)
+
+
+def preset_node_warnings(pods: Sequence[PodInfo], cluster: ClusterState) -> list[str]:
+    """Pods of ours still Pending on a node set in ``spec.nodeName`` by their author (no scheduler
+    chose it), where the node cannot hold what is bound there: counted there all the same, as the
+    kubelet runs them or rejects them; said, never hidden. One vector test when nothing is short."""
+    short_res: BoolArray = cluster.free < 0
+    short: BoolArray = np.logical_or(short_res.any(axis=1), (cluster.gpu_free < -1).any(axis=1))
+    if not short.any():
+        return []
+    out: list[str] = []
+    for info in pods:
+        node = info.node
+        pod = info.pod
+        if node is None or not short[node] or pod.phase != "Pending" or info.queue < 0:
+            continue
+        what = [cluster.resources[j] for j in np.flatnonzero(short_res[node])]
+        if (cluster.gpu_free[node] < -1).any():
+            what.append("GPU blocks")
+        out.append(f"pod {info.key} names node {pod.node_name} in spec.nodeName and is counted there, but the "
+                    f"node is over-committed ({', '.join(what)}): the kubelet may reject it")
+    return out

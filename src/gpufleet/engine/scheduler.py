@@ -24,7 +24,7 @@ from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates, overcommit_warnings
-from gpufleet.engine.running import bind_running
+from gpufleet.engine.running import bind_running, preset_node_warnings
 from gpufleet.engine.victims import VictimIndex
 from gpufleet.engine.workload import Gang, build_gangs, build_pod_table
 
@@ -74,7 +74,7 @@ class Engine:
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]
         self.victims = VictimIndex(self.gangs, self.pods, requests, self.forest, self.cluster,
                                    self.feasibility, self.placer.node_of)
-        self.log = DecisionLog(overcommit_warnings(self.forest))
+        self.log = DecisionLog(overcommit_warnings(self.forest) + preset_node_warnings(self.pods, self.cluster))
         self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs)
 
     # -- gang facts --------------------------------------------------------------------------
