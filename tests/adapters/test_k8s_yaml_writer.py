@@ -151,6 +151,8 @@ def full_snapshot() -> Snapshot:
             Toleration("dedicated", "Exists", "", TaintEffect.NO_EXECUTE),
         ),
         gpu_index=(0, 1),
+        scheduling_gates=("example.com/a", "example.com/b"),
+        host_ports=(("TCP", "0.0.0.0", 8080), ("UDP", "10.0.0.1", 53)),
     )
     blocks = Pod(
         namespace="ml",

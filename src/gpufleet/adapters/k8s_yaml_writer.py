@@ -314,6 +314,14 @@ def pod_document(pod: Pod) -> dict[str, Any]:
         spec["priority"] = pod.priority
     if pod.node_name is not None:
         spec["nodeName"] = pod.node_name
+    if pod.scheduling_gates:
+        spec["schedulingGates"] = [{"name": name} for name in pod.scheduling_gates]
+    if pod.host_ports:
+        container["ports"] = [
+            {"containerPort": number, "hostPort": number, "protocol": protocol,
+             **({} if ip == "0.0.0.0" else {"hostIP": ip})}
+            for protocol, ip, number in pod.host_ports
+        ]
 
     status: dict[str, Any] = {"phase": pod.phase}
     if pod.start_time is not None:
