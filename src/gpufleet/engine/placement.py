@@ -62,9 +62,9 @@ class Placer:
         self._domains: dict[str, tuple[IntArray, list[str]]] = {}
         self.nvlink = [n.nvlink_domains for n in cluster.nodes]
         self.node_of: IntArray = np.full(len(pods), -1, dtype=np.int64)
-        # Host ports in use (NodePorts): only pods that ask for one ever touch it.
-        self.ports = HostPorts(len(cluster.nodes))
-        self.ported = np.array([p.idx for p in pods if p.pod.host_ports], dtype=np.int64)
+        # Host ports in use (NodePorts): built on the first pod that asks for one, from the pods
+        # bound then, and kept up to date after; a snapshot without host ports never pays for it.
+        self._ports: HostPorts | None = None
 
     # -- state changes --------------------------------------------------------------------
 
@@ -73,8 +73,8 @@ class Placer:
         self.cluster.take(a.node, info.res, a.gpus, a.blocks)
         info.node, info.gpus, info.bound_blocks = a.node, a.gpus, a.blocks
         self.node_of[a.pod] = a.node
-        if info.pod.host_ports:
-            self.ports.change(a.node, info.pod.host_ports, 1)
+        if self._ports is not None and info.pod.host_ports:
+            self._ports.change(a.node, info.pod.host_ports, 1)
 
     def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
                     shares: tuple[IntArray, IntArray, IntArray]) -> None:
@@ -83,18 +83,29 @@ class Placer:
         The caller has set each PodInfo's node, GPUs and blocks while collecting them."""
         self.cluster.take_many(nodes, res, whole, shares)
         self.node_of[pods] = nodes
-        if len(self.ported):
-            for p in self.ported[np.isin(self.ported, pods)].tolist():
-                self.ports.change(int(self.node_of[p]), self.pods[p].pod.host_ports, 1)
+        if self._ports is not None:  # bulk binds come before any query; kept right should one come later
+            for p, node in zip(pods.tolist(), nodes.tolist(), strict=True):
+                if self.pods[p].pod.host_ports:
+                    self._ports.change(node, self.pods[p].pod.host_ports, 1)
 
     def release(self, pod: int) -> None:
         info = self.pods[pod]
         assert info.node is not None
         self.cluster.give_back(info.node, info.res, info.gpus, info.bound_blocks)
-        if info.pod.host_ports:
-            self.ports.change(info.node, info.pod.host_ports, -1)
+        if self._ports is not None and info.pod.host_ports:
+            self._ports.change(info.node, info.pod.host_ports, -1)
         info.node, info.gpus, info.bound_blocks = None, (), None
         self.node_of[pod] = -1
+
+    @property
+    def ports(self) -> HostPorts:
+        """Host ports in use per node, built from the pods bound now on first use."""
+        if self._ports is None:
+            self._ports = HostPorts(len(self.cluster.nodes))
+            for info in self.pods:
+                if info.node is not None and info.pod.host_ports:
+                    self._ports.change(info.node, info.pod.host_ports, 1)
+        return self._ports
 
     # -- one pod ----------------------------------------------------------------------------
 
