@@ -17,6 +17,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
+from gpufleet.engine.interpod import InterPod
 from gpufleet.engine.workload import Gang, PodInfo
 
 BIG = np.int64(1) << np.int64(40)
@@ -61,6 +62,8 @@ class Placer:
         self._domains: dict[str, tuple[IntArray, list[str]]] = {}
         self.nvlink = [n.nvlink_domains for n in cluster.nodes]
         self.node_of: IntArray = np.full(len(pods), -1, dtype=np.int64)
+        # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
+        self.interpod = InterPod.build(cluster.nodes, feasibility, pods)
 
     # -- state changes --------------------------------------------------------------------
 
@@ -69,6 +72,8 @@ class Placer:
         self.cluster.take(a.node, info.res, a.gpus, a.blocks)
         info.node, info.gpus, info.bound_blocks = a.node, a.gpus, a.blocks
         self.node_of[a.pod] = a.node
+        if self.interpod is not None:
+            self.interpod.add(a.pod, a.node, 1)
 
     def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
                     shares: tuple[IntArray, IntArray, IntArray]) -> None:
@@ -77,11 +82,15 @@ class Placer:
         The caller has set each PodInfo's node, GPUs and blocks while collecting them."""
         self.cluster.take_many(nodes, res, whole, shares)
         self.node_of[pods] = nodes
+        if self.interpod is not None:
+            self.interpod.add_many(pods, nodes)
 
     def release(self, pod: int) -> None:
         info = self.pods[pod]
         assert info.node is not None
         self.cluster.give_back(info.node, info.res, info.gpus, info.bound_blocks)
+        if self.interpod is not None:
+            self.interpod.add(pod, info.node, -1)
         info.node, info.gpus, info.bound_blocks = None, (), None
         self.node_of[pod] = -1
 
@@ -99,6 +108,10 @@ class Placer:
         mask = self.feasibility.mask(info.pod)
         if within is not None:
             mask = mask & within
+        if self.interpod is not None:
+            rules = self.interpod.mask(info.idx)
+            if rules is not None:
+                mask = mask & rules
         return node_fit(c, mask, info.res, info.whole)
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
@@ -200,11 +213,18 @@ class Placer:
             short = left & ~ok.any(axis=1) & ~no_mem
             if short.any():
                 causes.append(f"{int(short.sum())} without a GPU with {int(need.max())} free blocks")
+        if self.interpod is not None:
+            more, left = self.interpod.explain(info.idx, left)
+            causes.extend(more)
         if only_taint is not None and not report.selector:
             return f"no node tolerates taint {only_taint}"
         fits = int(left.sum())
         head = f"0/{n} {scope} fit" if fits == 0 else f"{fits}/{n} {scope} fit"
         return head + (": " + ", ".join(causes) if causes else "")
+
+    def rule_signature(self, info: PodInfo) -> tuple[object, ...]:
+        """What the pod's inter-pod rules depend on besides the state (empty: it has none)."""
+        return () if self.interpod is None else self.interpod.signature(info.idx)
 
     # -- gangs ------------------------------------------------------------------------------
 
