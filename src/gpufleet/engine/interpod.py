@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.domain import Node, Pod, PodAffinityTerm, SpreadConstraint
+from gpufleet.domain import LabelSelector, Node, Pod, PodAffinityTerm, SpreadConstraint
 from gpufleet.domain.selectors import selector_matches, selector_text, term_namespaces_match
 from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
@@ -36,9 +36,18 @@ class Rule:
     kind: str  # AFFINITY | ANTI | SYMMETRIC | SPREAD
     set_id: int
     key: str
-    text: str
+    selector: LabelSelector | None
     spread: SpreadConstraint | None = None
     self_match: int = 0  # spread: 1 when the pod matches the constraint's selector itself
+
+    @property
+    def text(self) -> str:
+        """The rule as a pending reason names it."""
+        what = selector_text(self.selector)
+        if self.spread is not None:
+            return f"topology spread (maxSkew {self.spread.max_skew}, {self.key}, {what})"
+        name = {AFFINITY: "pod affinity", ANTI: "pod anti-affinity", SYMMETRIC: "anti-affinity of running pods"}
+        return f"{name[self.kind]} ({what}, {self.key})"
 
 
 def _match_key(term: PodAffinityTerm, owner_ns: str) -> SetKey:
@@ -84,6 +93,8 @@ class InterPod:
         # Every set a rule may ask about: the pods' own terms and constraints, and the carried anti terms.
         for info in pods:
             pod = info.pod
+            if not (pod.affinity_terms or pod.anti_affinity_terms or pod.spread_constraints):
+                continue
             for t in _required(pod.affinity_terms) + _required(pod.anti_affinity_terms):
                 self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
             for c in _hard(pod):
@@ -96,10 +107,13 @@ class InterPod:
         by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int]]] = {}
         self.members: list[list[int]] = []  # per pod: the sets it belongs to
         self.symmetric: list[list[int]] = []  # per pod: the carry sets whose term it matches
-        member_rows = np.zeros((n_sets, len(pods)), dtype=np.bool_)
+        self.sigs: list[tuple[str, frozenset[tuple[str, str]]]] = []
+        rows: list[int] = []
+        cols: list[int] = []
         for info in pods:
             pod = info.pod
             sig = (pod.namespace, frozenset(pod.labels.items()))
+            self.sigs.append(sig)
             got = by_labels.get(sig)
             if got is None:
                 matched = [s for s in range(n_sets) if not self.set_is_carry[s]
@@ -107,17 +121,23 @@ class InterPod:
                 sym = [s for s in range(n_sets) if self.set_is_carry[s] and self._matches(self.set_terms[s], pod)]
                 got = (matched, sym)
                 by_labels[sig] = got
-            own = list(got[0])
-            for t in _required(pod.anti_affinity_terms):
-                own.append(self.set_index[("carry", t, pod.namespace)])
+            own = got[0]
+            if pod.anti_affinity_terms:
+                own = own + [self.set_index[("carry", t, pod.namespace)] for t in _required(pod.anti_affinity_terms)]
             self.members.append(own)
             self.symmetric.append(got[1])
-            member_rows[own, info.idx] = True
-        self.member_rows = member_rows
+            if own:
+                rows.extend(own)
+                cols.extend([info.idx] * len(own))
+        self.member_rows = np.zeros((n_sets, len(pods)), dtype=np.bool_)
+        self.member_rows[rows, cols] = True
         self.node_count: IntArray = np.zeros((n_sets, self.n), dtype=np.int64)
         self.total: list[int] = [0] * n_sets
         self.doms: list[dict[str, IntArray]] = [{} for _ in range(n_sets)]
         self._rules: dict[int, list[Rule]] = {}
+        self._rules_alike: dict[object, list[Rule]] = {}
+        self._eligible_cache: dict[object, tuple[BoolArray, BoolArray]] = {}
+        self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
 
     def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, carry: bool) -> None:
         if key not in self.set_index:
@@ -182,7 +202,13 @@ class InterPod:
     def rules(self, idx: int) -> list[Rule]:
         got = self._rules.get(idx)
         if got is None:
-            got = self._build_rules(self.pods[idx].pod, idx)
+            pod = self.pods[idx].pod
+            # Pods alike (namespace, labels, terms) have the same rules: built once for all of them.
+            alike = (self.sigs[idx], pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
+            got = self._rules_alike.get(alike)
+            if got is None:
+                got = self._build_rules(pod, idx)
+                self._rules_alike[alike] = got
             self._rules[idx] = got
         return got
 
@@ -190,19 +216,15 @@ class InterPod:
         out: list[Rule] = []
         ns = pod.namespace
         for t in _required(pod.affinity_terms):
-            out.append(Rule(AFFINITY, self.set_index[_match_key(t, ns)], t.topology_key,
-                            f"pod affinity ({selector_text(t.selector)}, {t.topology_key})"))
+            out.append(Rule(AFFINITY, self.set_index[_match_key(t, ns)], t.topology_key, t.selector))
         for t in _required(pod.anti_affinity_terms):
-            out.append(Rule(ANTI, self.set_index[_match_key(t, ns)], t.topology_key,
-                            f"pod anti-affinity ({selector_text(t.selector)}, {t.topology_key})"))
+            out.append(Rule(ANTI, self.set_index[_match_key(t, ns)], t.topology_key, t.selector))
         for s in self.symmetric[idx]:
             t, _ = self.set_terms[s]
-            out.append(Rule(SYMMETRIC, s, t.topology_key,
-                            f"anti-affinity of running pods ({selector_text(t.selector)}, {t.topology_key})"))
+            out.append(Rule(SYMMETRIC, s, t.topology_key, t.selector))
         for c in _hard(pod):
             t = _spread_term(c)
-            out.append(Rule(SPREAD, self.set_index[_match_key(t, ns)], c.topology_key,
-                            f"topology spread (maxSkew {c.max_skew}, {c.topology_key}, {selector_text(c.selector)})",
+            out.append(Rule(SPREAD, self.set_index[_match_key(t, ns)], c.topology_key, c.selector,
                             c, int(selector_matches(c.selector, pod.labels))))
         return out
 
@@ -235,56 +257,108 @@ class InterPod:
             self._selector_masks[key] = got
         return got
 
-    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: list[str]) -> BoolArray:
+    def _eligible(self, pod: Pod, c: SpreadConstraint, spread_keys: tuple[str, ...]) -> tuple[BoolArray, BoolArray]:
+        """Nodes carrying every key of the pod's hard constraints, and among them the eligible ones
+        (the pod's node affinity honoured, taints when the constraint says so); cached."""
+        affinity_key = (tuple(sorted(pod.node_selector.items())), pod.affinity) \
+            if c.node_affinity_policy == "Honor" else None
+        taint_key = pod.tolerations if c.node_taints_policy == "Honor" else None
+        key = (spread_keys, affinity_key, taint_key)
+        got = self._eligible_cache.get(key)
+        if got is None:
+            has_keys = np.ones(self.n, dtype=np.bool_)
+            for k in spread_keys:
+                codes_k, d_k = self.codes(k)
+                has_keys &= codes_k != d_k
+            eligible = has_keys
+            if affinity_key is not None:
+                eligible = eligible & self._selector_mask(pod)
+            if taint_key is not None:
+                eligible = eligible & self.feasibility.taint_mask(pod)
+            got = (has_keys, eligible)
+            self._eligible_cache[key] = got
+        return got
+
+    def _domains_of(self, eligible: BoolArray, key: str) -> tuple[BoolArray, bool]:
+        """Domains of ``key`` with an eligible node, and whether every labelled node is eligible."""
+        got = self._domain_cache.get((id(eligible), key))
+        if got is None:
+            codes, d = self.codes(key)
+            present = np.bincount(codes[eligible], minlength=d + 1)[:d] > 0
+            full = bool(np.array_equal(eligible, codes != d))
+            got = (present, full)
+            self._domain_cache[(id(eligible), key)] = got
+        return got
+
+    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray:
         c = rule.spread
         assert c is not None
-        pod = self.pods[idx].pod
-        has_keys = np.ones(self.n, dtype=np.bool_)
-        for key in spread_keys:
-            codes_k, d_k = self.codes(key)
-            has_keys &= codes_k != d_k
-        eligible = has_keys
-        if c.node_affinity_policy == "Honor":
-            eligible = eligible & self._selector_mask(pod)
-        if c.node_taints_policy == "Honor":
-            eligible = eligible & self.feasibility.taint_mask(pod)
+        has_keys, eligible = self._eligible(self.pods[idx].pod, c, spread_keys)
         codes, d = self.codes(rule.key)
-        counts = np.bincount(codes[eligible], weights=self.node_count[rule.set_id][eligible], minlength=d + 1)
-        present = np.bincount(codes[eligible], minlength=d + 1)[:d] > 0
+        present, full = self._domains_of(eligible, rule.key)
+        if full:  # the common case: the counts kept per domain are the ones to use
+            counts = self.dom(rule.set_id, rule.key)
+        else:
+            counts = np.bincount(codes[eligible], weights=self.node_count[rule.set_id][eligible],
+                                 minlength=d + 1).astype(np.int64)
         n_domains = int(present.sum())
-        least = 0.0
+        least = 0
         if n_domains and n_domains >= (c.min_domains or 1):
-            least = float(counts[:d][present].min())
-        allowed: BoolArray = has_keys & (counts[codes] + rule.self_match - least <= c.max_skew)
+            least = int(counts[:d].min() if full else counts[:d][present].min())
+        allowed: BoolArray = has_keys & (counts[codes] <= c.max_skew + least - rule.self_match)
         return allowed
+
+    def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray | None:
+        """Nodes ``rule`` allows now; None when it excludes no node."""
+        kind = rule.kind
+        if kind is SPREAD:
+            return self._spread_allowed(idx, rule, spread_keys)
+        if kind is AFFINITY:
+            codes = self._codes[rule.key][0] if rule.key in self._codes else self.codes(rule.key)[0]
+            out: BoolArray = self.dom(rule.set_id, rule.key)[codes] > 0
+            return out
+        if self.total[rule.set_id] == 0:
+            return None  # anti-affinity with nothing counted excludes no node
+        codes = self._codes[rule.key][0] if rule.key in self._codes else self.codes(rule.key)[0]
+        out = self.dom(rule.set_id, rule.key)[codes] == 0
+        return out
 
     def _rule_masks(self, idx: int) -> list[tuple[Rule, BoolArray]]:
         rules = self.rules(idx)
+        waived = self._waived(idx, rules)
+        spread_keys = self._spread_keys(rules)
         out: list[tuple[Rule, BoolArray]] = []
-        waived = any(r.kind == AFFINITY for r in rules) and self._affinity_waived(idx, rules)
-        spread_keys = [r.key for r in rules if r.kind == SPREAD]
         for r in rules:
-            if r.kind == AFFINITY:
-                if waived:
-                    continue
-                codes, _ = self.codes(r.key)
-                out.append((r, self.dom(r.set_id, r.key)[codes] > 0))
-            elif r.kind in (ANTI, SYMMETRIC):
-                if self.total[r.set_id] == 0:
-                    continue  # nothing counted: excludes no node
-                codes, _ = self.codes(r.key)
-                out.append((r, self.dom(r.set_id, r.key)[codes] == 0))
-            else:
-                out.append((r, self._spread_allowed(idx, r, spread_keys)))
+            if waived and r.kind is AFFINITY:
+                continue
+            m = self._rule_mask(idx, r, spread_keys)
+            if m is not None:
+                out.append((r, m))
         return out
 
+    def _waived(self, idx: int, rules: list[Rule]) -> bool:
+        return any(r.kind is AFFINITY for r in rules) and self._affinity_waived(idx, rules)
+
+    @staticmethod
+    def _spread_keys(rules: list[Rule]) -> tuple[str, ...]:
+        return tuple(r.key for r in rules if r.kind is SPREAD)
+
     def mask(self, idx: int) -> BoolArray | None:
-        """Nodes the pod's inter-pod rules allow now; None when it has no rule."""
-        if not self.rules(idx):
+        """Nodes the pod's inter-pod rules allow now; None when they exclude none (or it has none)."""
+        rules = self.rules(idx)
+        if not rules:
             return None
+        if len(rules) == 1 and rules[0].kind is not AFFINITY:  # the common case, kept short
+            return self._rule_mask(idx, rules[0], (rules[0].key,))
+        waived = self._waived(idx, rules)
+        spread_keys = self._spread_keys(rules)
         allowed: BoolArray | None = None
-        for _, m in self._rule_masks(idx):
-            allowed = m if allowed is None else allowed & m
+        for r in rules:
+            if waived and r.kind is AFFINITY:
+                continue
+            m = self._rule_mask(idx, r, spread_keys)
+            if m is not None:
+                allowed = m if allowed is None else allowed & m
         return allowed
 
     def explain(self, idx: int, left: BoolArray) -> tuple[list[str], BoolArray]:
