@@ -26,6 +26,8 @@ from gpufleet.engine.workload import PodInfo
 __all__ = ["InterPod"]
 
 AFFINITY, ANTI, SYMMETRIC, SPREAD = "affinity", "anti", "symmetric", "spread"
+PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms, ScheduleAnyway
+SOFT_CAP = (1 << 16) - 1  # penalties are clipped below this, so that they rank nodes in int64 scores
 
 # A set: ("match", selector, owner namespace, namespaces, namespace selector) or ("carry", term, owner namespace)
 SetKey = tuple[object, ...]
@@ -39,6 +41,7 @@ class Rule:
     selector: LabelSelector | None
     spread: SpreadConstraint | None = None
     self_match: int = 0  # spread: 1 when the pod matches the constraint's selector itself
+    weight: int = 0  # preferred terms: their weight
 
     @property
     def text(self) -> str:
@@ -75,9 +78,6 @@ class InterPod:
         """None when no pod of the snapshot has a required inter-pod rule: nothing to keep."""
         if not any(p.pod.anti_affinity_terms or p.pod.affinity_terms or p.pod.spread_constraints for p in pods):
             return None
-        if not any(_required(p.pod.anti_affinity_terms) or _required(p.pod.affinity_terms) or _hard(p.pod)
-                   for p in pods):
-            return None
         return InterPod(nodes, feasibility, pods)
 
     def __init__(self, nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo]) -> None:
@@ -86,6 +86,7 @@ class InterPod:
         self.feasibility = feasibility
         self.pods = pods
         self._codes: dict[str, tuple[IntArray, int]] = {}
+        self._per_node_keys: set[str] = set()
         self._selector_masks: dict[object, BoolArray] = {}
         self.set_index: dict[SetKey, int] = {}
         self.set_terms: list[tuple[PodAffinityTerm, str]] = []  # per set: its term and the owner's namespace
@@ -95,9 +96,9 @@ class InterPod:
             pod = info.pod
             if not (pod.affinity_terms or pod.anti_affinity_terms or pod.spread_constraints):
                 continue
-            for t in _required(pod.affinity_terms) + _required(pod.anti_affinity_terms):
+            for t in pod.affinity_terms + pod.anti_affinity_terms:  # preferred terms too (scores)
                 self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
-            for c in _hard(pod):
+            for c in pod.spread_constraints:
                 t = _spread_term(c)
                 self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
             for t in _required(pod.anti_affinity_terms):
@@ -136,8 +137,11 @@ class InterPod:
         self.doms: list[dict[str, IntArray]] = [{} for _ in range(n_sets)]
         self._rules: dict[int, list[Rule]] = {}
         self._rules_alike: dict[object, list[Rule]] = {}
+        self._soft: dict[int, list[Rule]] = {}
+        self._soft_alike: dict[object, list[Rule]] = {}
         self._eligible_cache: dict[object, tuple[BoolArray, BoolArray]] = {}
         self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
+        self._all_cache: dict[int, bool] = {}  # keyed by id() of masks kept in _eligible_cache
 
     def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, carry: bool) -> None:
         if key not in self.set_index:
@@ -164,7 +168,15 @@ class InterPod:
             d = len(vocab)
             got = (np.array([vocab[v] if v is not None else d for v in values], dtype=np.int64), d)
             self._codes[key] = got
+            if d == self.n and bool((got[0] == np.arange(self.n)).all()):
+                self._per_node_keys.add(key)  # hostnames, usually: a domain is one node, in node order
         return got
+
+    def per_node(self, s: int, key: str) -> IntArray:
+        """Bound members of set ``s`` in each node's domain of ``key`` (0 where it has no label)."""
+        codes, _ = self.codes(key)
+        out: IntArray = self.node_count[s] if key in self._per_node_keys else self.dom(s, key)[codes]
+        return out  # per node: no gather needed when the domain is the node
 
     def dom(self, s: int, key: str) -> IntArray:
         """Bound members of set ``s`` per domain of ``key`` (kept up to date once asked for)."""
@@ -226,6 +238,49 @@ class InterPod:
             t = _spread_term(c)
             out.append(Rule(SPREAD, self.set_index[_match_key(t, ns)], c.topology_key, c.selector,
                             c, int(selector_matches(c.selector, pod.labels))))
+        return out
+
+    def soft_rules(self, idx: int) -> list[Rule]:
+        """Preferred terms and ScheduleAnyway constraints of the pod (scores, never filters)."""
+        got = self._soft.get(idx)
+        if got is None:
+            pod = self.pods[idx].pod
+            alike = (self.sigs[idx][0], pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
+            got = self._soft_alike.get(alike)
+            if got is None:
+                ns = pod.namespace
+                got = [Rule(PREFER, self.set_index[_match_key(t, ns)], t.topology_key, t.selector, weight=t.weight)
+                       for t in pod.affinity_terms if t.weight]
+                got += [Rule(AVOID, self.set_index[_match_key(t, ns)], t.topology_key, t.selector, weight=t.weight)
+                        for t in pod.anti_affinity_terms if t.weight]
+                got += [Rule(SOFT_SPREAD, self.set_index[_match_key(_spread_term(c), ns)], c.topology_key,
+                             c.selector, c) for c in pod.spread_constraints if not c.hard]
+                self._soft_alike[alike] = got
+            self._soft[idx] = got
+        return got
+
+    def penalty(self, idx: int) -> IntArray | None:
+        """How much each node goes against the pod's soft rules (0: best; None: it has none).
+
+        A preferred affinity term costs its weight on nodes whose domain holds no matching pod, a
+        preferred anti-affinity term its weight where the domain holds one, and a ScheduleAnyway
+        constraint the number of matching pods in the node's domain (nodes without its key: one
+        more than the most)."""
+        soft = self.soft_rules(idx)
+        if not soft:
+            return None
+        total = np.zeros(self.n, dtype=np.int64)
+        for r in soft:
+            codes, d = self.codes(r.key)
+            counts = self.dom(r.set_id, r.key)[codes]
+            if r.kind is PREFER:
+                total += np.where(counts > 0, 0, r.weight)
+            elif r.kind is AVOID:
+                total += np.where(counts > 0, r.weight, 0)
+            else:
+                worst = int(counts.max(initial=0)) + 1
+                total += np.where(codes == d, worst, counts)
+        out: IntArray = np.minimum(total, SOFT_CAP)
         return out
 
     def constrained(self, idx: int) -> bool:
@@ -298,15 +353,26 @@ class InterPod:
         present, full = self._domains_of(eligible, rule.key)
         if full:  # the common case: the counts kept per domain are the ones to use
             counts = self.dom(rule.set_id, rule.key)
+            by_node = self.per_node(rule.set_id, rule.key)
         else:
             counts = np.bincount(codes[eligible], weights=self.node_count[rule.set_id][eligible],
                                  minlength=d + 1).astype(np.int64)
+            by_node = counts[codes]
         n_domains = int(present.sum())
         least = 0
         if n_domains and n_domains >= (c.min_domains or 1):
             least = int(counts[:d].min() if full else counts[:d][present].min())
-        allowed: BoolArray = has_keys & (counts[codes] <= c.max_skew + least - rule.self_match)
+        allowed: BoolArray = by_node <= c.max_skew + least - rule.self_match
+        if not self._all_true(has_keys):
+            allowed &= has_keys
         return allowed
+
+    def _all_true(self, mask: BoolArray) -> bool:
+        got = self._all_cache.get(id(mask))
+        if got is None:
+            got = bool(mask.all())
+            self._all_cache[id(mask)] = got
+        return got
 
     def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray | None:
         """Nodes ``rule`` allows now; None when it excludes no node."""
@@ -314,13 +380,11 @@ class InterPod:
         if kind is SPREAD:
             return self._spread_allowed(idx, rule, spread_keys)
         if kind is AFFINITY:
-            codes = self._codes[rule.key][0] if rule.key in self._codes else self.codes(rule.key)[0]
-            out: BoolArray = self.dom(rule.set_id, rule.key)[codes] > 0
+            out: BoolArray = self.per_node(rule.set_id, rule.key) > 0
             return out
         if self.total[rule.set_id] == 0:
             return None  # anti-affinity with nothing counted excludes no node
-        codes = self._codes[rule.key][0] if rule.key in self._codes else self.codes(rule.key)[0]
-        out = self.dom(rule.set_id, rule.key)[codes] == 0
+        out = self.per_node(rule.set_id, rule.key) == 0
         return out
 
     def _rule_masks(self, idx: int) -> list[tuple[Rule, BoolArray]]:

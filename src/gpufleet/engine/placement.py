@@ -17,7 +17,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
-from gpufleet.engine.interpod import InterPod
+from gpufleet.engine.interpod import SOFT_CAP, InterPod
 from gpufleet.engine.workload import Gang, PodInfo
 
 BIG = np.int64(1) << np.int64(40)
@@ -116,6 +116,8 @@ class Placer:
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None) -> Assignment | None:
+        if self.interpod is not None:
+            rank = self._soft_rank(info, rank)
         if self.defrag:
             return self._defrag_node(info, within, rank)
         c = self.cluster
@@ -146,6 +148,19 @@ class Placer:
         node = int(np.argmin(np.where(mask, score, INF)))
         gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return Assignment(info.idx, node, tuple(gpus), None)
+
+    def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
+        """``rank`` refined by the pod's soft inter-pod rules (preferred terms, ScheduleAnyway):
+        the given rank first, then the inter-pod penalty; the placement strategy breaks ties."""
+        assert self.interpod is not None
+        penalty = self.interpod.penalty(info.idx)
+        if penalty is None:
+            return rank
+        if rank is None:
+            return penalty
+        combined = rank * (int(penalty.max()) + 1) + penalty
+        dense: IntArray = np.unique(combined, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        return np.minimum(dense, SOFT_CAP)
 
     def scorer(self) -> DefragScorer:
         if self._scorer is None:
