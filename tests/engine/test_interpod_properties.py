@@ -3,21 +3,14 @@ anti-affinity (either way) or a DoNotSchedule spread, through preemption and gan
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from gpufleet.domain import Snapshot
 from gpufleet.engine import schedule
 
 from .invariants import check_all
 from .strategies import inter_pod_snapshots
-
-PROPERTY = settings(
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+from .test_properties import PROPERTY
 
 
 @PROPERTY
