@@ -130,8 +130,9 @@ class InterPod:
             if own:
                 rows.extend(own)
                 cols.extend([info.idx] * len(own))
-        self.member_rows = np.zeros((n_sets, len(pods)), dtype=np.bool_)
-        self.member_rows[rows, cols] = True
+        # Memberships as (set, pod) pairs, for bulk binding: memory grows with memberships only.
+        self.pair_sets: IntArray = np.array(rows, dtype=np.int64)
+        self.pair_pods: IntArray = np.array(cols, dtype=np.int64)
         self.node_count: IntArray = np.zeros((n_sets, self.n), dtype=np.int64)
         self.total: list[int] = [0] * n_sets
         self.doms: list[dict[str, IntArray]] = [{} for _ in range(n_sets)]
@@ -202,12 +203,15 @@ class InterPod:
 
     def add_many(self, pods: IntArray, nodes: IntArray) -> None:
         """``add`` for pods bound in bulk (the snapshot's running pods)."""
-        for s in range(len(self.set_is_carry)):
-            hit = self.member_rows[s, pods]
-            if hit.any():
-                np.add.at(self.node_count[s], nodes[hit], 1)
-                self.total[s] += int(hit.sum())
-                self.doms[s].clear()
+        node_of = np.full(len(self.pods), -1, dtype=np.int64)
+        node_of[pods] = nodes
+        where = node_of[self.pair_pods]
+        hit = where >= 0
+        sets = self.pair_sets[hit]
+        np.add.at(self.node_count, (sets, where[hit]), 1)
+        for s, count in zip(*np.unique(sets, return_counts=True), strict=True):
+            self.total[int(s)] += int(count)
+            self.doms[int(s)].clear()
 
     # -- rules of a pod ---------------------------------------------------------------------------
 
