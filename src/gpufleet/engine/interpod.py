@@ -104,6 +104,16 @@ class InterPod:
             for t in _required(pod.anti_affinity_terms):
                 self._set(("carry", t, pod.namespace), t, pod.namespace, True)
         n_sets = len(self.set_is_carry)
+        # Sets whose selector names a label pair can only hold pods with that pair: each pod is
+        # matched against those of its own pairs and the sets naming none.
+        by_pair: dict[tuple[str, str], list[int]] = {}
+        anywhere: list[int] = []
+        for s_id, (term, _) in enumerate(self.set_terms):
+            pairs = term.selector.match_labels if term.selector is not None else ()
+            if pairs:
+                by_pair.setdefault(pairs[0], []).append(s_id)
+            else:
+                anywhere.append(s_id)
         # Membership by (namespace, labels): pods alike share the verdicts.
         by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int]]] = {}
         self.members: list[list[int]] = []  # per pod: the sets it belongs to
@@ -117,10 +127,12 @@ class InterPod:
             self.sigs.append(sig)
             got = by_labels.get(sig)
             if got is None:
-                matched = [s for s in range(n_sets) if not self.set_is_carry[s]
-                           and self._matches(self.set_terms[s], pod)]
-                sym = [s for s in range(n_sets) if self.set_is_carry[s] and self._matches(self.set_terms[s], pod)]
-                got = (matched, sym)
+                candidates = list(anywhere)
+                for pair in pod.labels.items():
+                    candidates.extend(by_pair.get(pair, ()))
+                candidates.sort()
+                hits = [s for s in candidates if self._matches(self.set_terms[s], pod)]
+                got = ([s for s in hits if not self.set_is_carry[s]], [s for s in hits if self.set_is_carry[s]])
                 by_labels[sig] = got
             own = got[0]
             if pod.anti_affinity_terms:
