@@ -176,6 +176,43 @@ CASES: list[tuple[str, str, str]] = [
     ("priority-too-big", pod(spec="priority: 99999999999"), "document 1 (Pod ml/nb-1): spec.priority: must be a 32-bit integer, got 99999999999"),
     ("nodeName-number", pod(spec="nodeName: 12"), "document 1 (Pod ml/nb-1): spec.nodeName: must be a string, got 12"),
     ("bad-timestamp", pod(status="{startTime: yesterday}"), 'document 1 (Pod ml/nb-1): status.startTime: must be an RFC 3339 timestamp, got "yesterday"'),
+    # --- inter-pod affinity and topology spread (issue 9)
+    ("pod-affinity-bad-operator", pod(spec="affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+     "[{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: Gt, values: ['1']}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]."
+     'labelSelector.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, got "Gt"'),
+    ("pod-affinity-malformed-selector", pod(spec="affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+     "[{topologyKey: zone, labelSelector: {matchLabels: [app]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]."
+     "labelSelector.matchLabels: must be a mapping, got a list"),
+    ("pod-affinity-in-without-values", pod(spec="affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+     "[{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: In}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]."
+     "labelSelector.matchExpressions[0].values: must list at least one value for operator In"),
+    ("pod-affinity-no-topology-key", pod(spec="affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+     "[{labelSelector: {matchLabels: {app: x}}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]."
+     "topologyKey: required field missing"),
+    ("pod-affinity-weight", pod(spec="affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 0, podAffinityTerm: {topologyKey: zone}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "weight: must be an integer 1..100, got 0"),
+    ("spread-max-skew-zero", pod(spec="topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]"),
+     "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].maxSkew: must be at least 1, got 0"),
+    ("spread-unknown-when", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]"),
+     "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].whenUnsatisfiable: must be one of DoNotSchedule, "
+     'ScheduleAnyway, got "Sometimes"'),
+    ("spread-bad-operator", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: "
+     "DoNotSchedule, labelSelector: {matchExpressions: [{key: app, operator: Like, values: [a]}]}}]"),
+     "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator: "
+     'must be one of In, NotIn, Exists, DoesNotExist, got "Like"'),
+    ("spread-min-domains-zero", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: "
+     "DoNotSchedule, minDomains: 0}]"),
+     "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].minDomains: must be at least 1, got 0"),
+    ("spread-bad-policy", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: "
+     "DoNotSchedule, nodeTaintsPolicy: Maybe}]"),
+     "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].nodeTaintsPolicy: must be one of Honor, Ignore, "
+     'got "Maybe"'),
     ("selector-bad-operator", pod(spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
                                        "[{matchExpressions: [{key: a, operator: Equals, values: [b]}]}]}}}"),
      "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."

@@ -19,10 +19,12 @@ from gpufleet.bench.shapes import SHAPES, make_shape
 from gpufleet.domain import (
     GPU,
     MILLI,
+    LabelSelector,
     Node,
     NodeName,
     Placement,
     Pod,
+    PodAffinityTerm,
     PodGroup,
     PriorityClass,
     Queue,
@@ -32,6 +34,7 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
     Snapshot,
+    SpreadConstraint,
     Taint,
     TaintEffect,
     Toleration,
@@ -153,6 +156,19 @@ def full_snapshot() -> Snapshot:
         gpu_index=(0, 1),
         scheduling_gates=("example.com/a", "example.com/b"),
         host_ports=(("TCP", "0.0.0.0", 8080), ("UDP", "10.0.0.1", 53)),
+        affinity_terms=(
+            PodAffinityTerm("kubernetes.io/hostname", LabelSelector((("app", "cache"),)), ("ml", "infra")),
+            PodAffinityTerm("zone", LabelSelector(), namespace_selector=LabelSelector(), weight=20),
+        ),
+        anti_affinity_terms=(
+            PodAffinityTerm("kubernetes.io/hostname", LabelSelector(
+                (("app", "llama"),), (SelectorRequirement("tier", "NotIn", ("x", "y")),
+                                      SelectorRequirement("canary", "DoesNotExist")))),
+        ),
+        spread_constraints=(
+            SpreadConstraint(2, "zone", "ScheduleAnyway", LabelSelector((("app", "llama"),))),
+            SpreadConstraint(1, "kubernetes.io/hostname", "DoNotSchedule", None, 3, "Ignore", "Honor"),
+        ),
     )
     blocks = Pod(
         namespace="ml",

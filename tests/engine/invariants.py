@@ -38,6 +38,7 @@ from gpufleet.domain import (
     TaintEffect,
     WithinQueue,
 )
+from gpufleet.domain.selectors import selector_matches, term_namespaces_match
 
 BLOCKS = 100
 
@@ -773,6 +774,64 @@ def minimality_counterexamples(
     return out
 
 
+def _same_domain(a: Node, b: Node, key: str) -> bool:
+    return key in a.labels and key in b.labels and a.labels[key] == b.labels[key]
+
+
+def check_inter_pod(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
+    """No bound pod breaks a required inter-pod rule (docs/semantics-notes.md).
+
+    Anti-affinity (both ways) on the final state: no pod carrying a required anti-affinity term
+    shares a domain with another bound pod the term matches, where either of them was bound by the
+    decisions. DoNotSchedule spread, when nothing was evicted (counts only grew, so the last pod
+    bound into a domain bounds it): every domain that received a pod of constraint C holds at most
+    ``min + maxSkew`` pods C counts, when every counted pod bound by the decisions carries C and C
+    counts on all nodes with its key (nodeAffinityPolicy Ignore, no minDomains).
+    """
+    world = World(snapshot)
+    held = state_after(world, decisions)
+    nodes = {n.name: n for n in snapshot.nodes}
+    out: list[Violation] = []
+    bound = [h for h in held.values() if h.node in nodes]
+    for a in bound:
+        for term in a.pod.anti_affinity_terms:
+            if term.weight:
+                continue
+            for b in bound:
+                if b.pod.key == a.pod.key or not (a.new or b.new):
+                    continue
+                if not (term_namespaces_match(term, a.pod.namespace, b.pod.namespace)
+                        and selector_matches(term.selector, b.pod.labels)):
+                    continue
+                if _same_domain(nodes[a.node], nodes[b.node], term.topology_key):
+                    out.append(Violation("inter-pod", f"{b.pod.key} on {b.node} shares {term.topology_key} with "
+                                                      f"{a.pod.key} on {a.node}, whose anti-affinity excludes it"))
+    if decisions.evictions:
+        return out
+    for a in bound:
+        if not a.new:
+            continue
+        for c in a.pod.spread_constraints:
+            if not c.hard or c.node_affinity_policy != "Ignore" or c.min_domains is not None:
+                continue
+            counted = [h for h in bound if h.pod.namespace == a.pod.namespace and selector_matches(c.selector, h.pod.labels)]
+            if any(h.new and c not in h.pod.spread_constraints for h in counted):
+                continue
+            domains = {n.labels[c.topology_key] for n in snapshot.nodes if c.topology_key in n.labels}
+            counts = dict.fromkeys(domains, 0)
+            for h in counted:
+                value = nodes[h.node].labels.get(c.topology_key)
+                if value is not None:
+                    counts[value] += 1
+            mine = nodes[a.node].labels.get(c.topology_key)
+            if mine is None:
+                out.append(Violation("inter-pod", f"{a.pod.key} on {a.node}, which has no {c.topology_key}"))
+            elif counts[mine] - min(counts.values()) > c.max_skew:
+                out.append(Violation("inter-pod", f"{a.pod.key}: {c.topology_key}={mine} holds {counts[mine]}, "
+                                                  f"least {min(counts.values())}, maxSkew {c.max_skew}"))
+    return out
+
+
 ALL_CHECKS: tuple[Callable[[Snapshot, Decisions], list[Violation]], ...] = (
     check_nodes,
     check_limits,
@@ -781,6 +840,7 @@ ALL_CHECKS: tuple[Callable[[Snapshot, Decisions], list[Violation]], ...] = (
     check_evictions,
     check_report,
     check_single_gang,
+    check_inter_pod,
 )
 
 

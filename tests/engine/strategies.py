@@ -25,10 +25,12 @@ from gpufleet.domain import (
     MEMORY,
     MILLI,
     PODS,
+    LabelSelector,
     Node,
     NodeName,
     Placement,
     Pod,
+    PodAffinityTerm,
     PodGroup,
     PriorityClass,
     Queue,
@@ -38,6 +40,7 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
     Snapshot,
+    SpreadConstraint,
     Taint,
     TaintEffect,
     Toleration,
@@ -627,3 +630,41 @@ def shuffled_snapshot(snapshot: Snapshot, seed: int) -> Snapshot:
         queues=_shuffled(snapshot.queues, rng),
         pod_groups=_shuffled(snapshot.pod_groups, rng),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inter-pod rules (issue 9): apps with a required anti-affinity, a DoNotSchedule spread or an affinity
+
+APPS = ("a", "b", "c")
+INTER_POD_RULES = (
+    ("anti", HOST, 0), ("anti", RACK, 0), ("spread", HOST, 1), ("spread", RACK, 1), ("spread", RACK, 2),
+    ("affinity", RACK, 0), ("none", "", 0),
+)
+
+
+def _with_rule(pod: Pod, app: str, rule: tuple[str, str, int]) -> Pod:
+    kind, key, skew = rule
+    labels = {**pod.labels, "app": app}
+    selector = LabelSelector((("app", app),))
+    if kind == "anti":
+        return replace(pod, labels=labels, anti_affinity_terms=(PodAffinityTerm(key, selector),))
+    if kind == "spread":
+        # nodeAffinityPolicy Ignore: the constraint counts on every node with the key, as the checker does.
+        return replace(pod, labels=labels, spread_constraints=(
+            SpreadConstraint(skew, key, "DoNotSchedule", selector, None, "Ignore"),))
+    if kind == "affinity":
+        return replace(pod, labels=labels, affinity_terms=(PodAffinityTerm(key, selector),))
+    return replace(pod, labels=labels)
+
+
+@st.composite
+def inter_pod_snapshots(draw: Draw) -> Snapshot:
+    """A general or gang snapshot whose pods (running, pending, other schedulers') belong to apps,
+    each app with one inter-pod rule that all its pods carry."""
+    base = draw(st.one_of(snapshots(), gang_snapshots()))
+    rules = {app: draw(st.sampled_from(INTER_POD_RULES)) for app in APPS}
+    pods: list[Pod] = []
+    for pod in base.pods:
+        app = draw(st.sampled_from((*APPS, None)))
+        pods.append(pod if app is None else _with_rule(pod, app, rules[app]))
+    return replace(base, pods=tuple(pods))

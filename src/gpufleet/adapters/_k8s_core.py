@@ -42,13 +42,16 @@ from gpufleet.domain import (
     MILLI,
     PODS,
     HostPort,
+    LabelSelector,
     Node,
     NodeName,
     Pod,
+    PodAffinityTerm,
     PriorityClass,
     QueueName,
     SelectorRequirement,
     SelectorTerm,
+    SpreadConstraint,
     Taint,
     TaintEffect,
     Toleration,
@@ -300,7 +303,8 @@ def _pod_requests(spec: dict[str, Any]) -> dict[str, int]:
     return total
 
 
-def _requirements(value: object, path: str, fields: bool) -> tuple[SelectorRequirement, ...]:
+def _requirements(value: object, path: str, fields: bool,
+                  operators: tuple[str, ...] = _SELECTOR_OPERATORS) -> tuple[SelectorRequirement, ...]:
     out: list[SelectorRequirement] = []
     for i, raw in enumerate(sequence(value, path)):
         item_path = f"{path}[{i}]"
@@ -310,7 +314,7 @@ def _requirements(value: object, path: str, fields: bool) -> tuple[SelectorRequi
         key = req_str(item.get("key"), join(item_path, "key"))
         op_path = join(item_path, "operator")
         operator = item.get("operator")
-        allowed = ("In", "NotIn") if fields else _SELECTOR_OPERATORS
+        allowed = ("In", "NotIn") if fields else operators
         if operator is None:
             raise FieldError(op_path, "required field missing")
         if operator not in allowed:
@@ -365,6 +369,131 @@ def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
             )
         )
     return tuple(terms)
+
+
+_POD_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _label_selector(value: object, path: str) -> LabelSelector | None:
+    """A metav1.LabelSelector; missing or null: None (matches no pod)."""
+    if value is None:
+        return None
+    raw = mapping(value, path)
+    labels = str_map(raw.get("matchLabels"), join(path, "matchLabels"))
+    expressions = _requirements(raw.get("matchExpressions"), join(path, "matchExpressions"), False, _POD_OPERATORS)
+    return LabelSelector(tuple(sorted(labels.items())), expressions)
+
+
+def _label_keys(value: object, path: str) -> tuple[str, ...]:
+    return tuple(req_str(v, f"{path}[{i}]") for i, v in enumerate(sequence(value, path)))
+
+
+def _merge_label_keys(selector: LabelSelector | None, labels: dict[str, str], match: tuple[str, ...],
+                      mismatch: tuple[str, ...] = ()) -> LabelSelector | None:
+    """matchLabelKeys / mismatchLabelKeys folded into the selector as kube-apiserver does: each key
+    the pod has adds `key In (its value)` (or NotIn); keys the pod lacks are ignored."""
+    extra = [SelectorRequirement(k, "In", (labels[k],)) for k in match if k in labels]
+    extra += [SelectorRequirement(k, "NotIn", (labels[k],)) for k in mismatch if k in labels]
+    if not extra or selector is None:
+        return selector
+    return LabelSelector(selector.match_labels, selector.match_expressions + tuple(extra))
+
+
+def _affinity_term(raw: object, path: str, labels: dict[str, str], weight: int) -> PodAffinityTerm:
+    if raw is None:
+        raise FieldError(path, "must be a mapping, got null")
+    term = mapping(raw, path)
+    namespaces = tuple(
+        req_str(v, f"{join(path, 'namespaces')}[{i}]")
+        for i, v in enumerate(sequence(term.get("namespaces"), join(path, "namespaces")))
+    )
+    selector = _merge_label_keys(
+        _label_selector(term.get("labelSelector"), join(path, "labelSelector")), labels,
+        _label_keys(term.get("matchLabelKeys"), join(path, "matchLabelKeys")),
+        _label_keys(term.get("mismatchLabelKeys"), join(path, "mismatchLabelKeys")),
+    )
+    return PodAffinityTerm(
+        topology_key=req_str(term.get("topologyKey"), join(path, "topologyKey")),
+        selector=selector,
+        namespaces=namespaces,
+        namespace_selector=_label_selector(term.get("namespaceSelector"), join(path, "namespaceSelector")),
+        weight=weight,
+    )
+
+
+def _pod_affinity(spec: dict[str, Any], kind: str, labels: dict[str, str]) -> tuple[PodAffinityTerm, ...]:
+    """Required (weight 0) then preferred terms of spec.affinity.podAffinity / podAntiAffinity."""
+    affinity = mapping(spec.get("affinity"), "spec.affinity")
+    path = join("spec.affinity", kind)
+    raw = mapping(affinity.get(kind), path)
+    if not raw:
+        return ()
+    out: list[PodAffinityTerm] = []
+    req_path = join(path, _REQUIRED)
+    for i, item in enumerate(sequence(raw.get(_REQUIRED), req_path)):
+        out.append(_affinity_term(item, f"{req_path}[{i}]", labels, 0))
+    pref_path = join(path, _PREFERRED)
+    for i, item in enumerate(sequence(raw.get(_PREFERRED), pref_path)):
+        item_path = f"{pref_path}[{i}]"
+        if item is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        weighted = mapping(item, item_path)
+        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
+        if weight is None or not 1 <= weight <= 100:
+            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+        out.append(_affinity_term(weighted.get("podAffinityTerm"), join(item_path, "podAffinityTerm"), labels, weight))
+    return tuple(out)
+
+
+def _choice(value: object, path: str, allowed: tuple[str, ...], default: str | None) -> str:
+    if value is None and default is not None:
+        return default
+    if value is None:
+        raise FieldError(path, "required field missing")
+    if value not in allowed:
+        raise FieldError(path, f"must be one of {', '.join(allowed)}, got {describe(value)}")
+    return str(value)
+
+
+def _spread_constraints(spec: dict[str, Any], labels: dict[str, str]) -> tuple[SpreadConstraint, ...]:
+    path = "spec.topologySpreadConstraints"
+    out: list[SpreadConstraint] = []
+    for i, raw in enumerate(sequence(spec.get("topologySpreadConstraints"), path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        item = mapping(raw, item_path)
+        skew = opt_int32(item.get("maxSkew"), join(item_path, "maxSkew"))
+        if skew is None:
+            raise FieldError(join(item_path, "maxSkew"), "required field missing")
+        if skew < 1:
+            raise FieldError(join(item_path, "maxSkew"), f"must be at least 1, got {skew}")
+        when = _choice(item.get("whenUnsatisfiable"), join(item_path, "whenUnsatisfiable"),
+                       ("DoNotSchedule", "ScheduleAnyway"), None)
+        min_domains = opt_int32(item.get("minDomains"), join(item_path, "minDomains"))
+        if min_domains is not None:
+            if min_domains < 1:
+                raise FieldError(join(item_path, "minDomains"), f"must be at least 1, got {min_domains}")
+            if when != "DoNotSchedule":
+                raise FieldError(join(item_path, "minDomains"), "may only be set with whenUnsatisfiable DoNotSchedule")
+        selector = _merge_label_keys(
+            _label_selector(item.get("labelSelector"), join(item_path, "labelSelector")), labels,
+            _label_keys(item.get("matchLabelKeys"), join(item_path, "matchLabelKeys")),
+        )
+        out.append(SpreadConstraint(
+            max_skew=skew,
+            topology_key=req_str(item.get("topologyKey"), join(item_path, "topologyKey")),
+            when_unsatisfiable=when,
+            selector=selector,
+            min_domains=min_domains,
+            node_affinity_policy=_choice(item.get("nodeAffinityPolicy"), join(item_path, "nodeAffinityPolicy"),
+                                         ("Honor", "Ignore"), "Honor"),
+            node_taints_policy=_choice(item.get("nodeTaintsPolicy"), join(item_path, "nodeTaintsPolicy"),
+                                       ("Honor", "Ignore"), "Ignore"),
+        ))
+    return tuple(out)
 
 
 def _tolerations(value: object) -> tuple[Toleration, ...]:
@@ -537,6 +666,9 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         gpu_index=gpu_index,
         scheduling_gates=() if gates_raw is None else _scheduling_gates(gates_raw),
         host_ports=_host_ports(containers) if _any_ports(containers) else (),
+        affinity_terms=_pod_affinity(spec, "podAffinity", labels) if "affinity" in spec else (),
+        anti_affinity_terms=_pod_affinity(spec, "podAntiAffinity", labels) if "affinity" in spec else (),
+        spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
     )
 
 

@@ -27,8 +27,10 @@ from gpufleet.domain import (
     LABEL_PREEMPTIBLE,
     LABEL_QUEUE,
     MILLI,
+    LabelSelector,
     Node,
     Pod,
+    PodAffinityTerm,
     PodGroup,
     PriorityClass,
     Queue,
@@ -36,6 +38,7 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
     Snapshot,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
@@ -231,6 +234,51 @@ def _term(term: SelectorTerm) -> dict[str, Any]:
     return doc
 
 
+def _label_selector(selector: LabelSelector) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if selector.match_labels:
+        doc["matchLabels"] = dict(selector.match_labels)
+    if selector.match_expressions:
+        doc["matchExpressions"] = [_requirement(r) for r in selector.match_expressions]
+    return doc
+
+
+def _affinity_term(term: PodAffinityTerm) -> dict[str, Any]:
+    doc: dict[str, Any] = {"topologyKey": term.topology_key}
+    if term.selector is not None:
+        doc["labelSelector"] = _label_selector(term.selector)
+    if term.namespaces:
+        doc["namespaces"] = list(term.namespaces)
+    if term.namespace_selector is not None:
+        doc["namespaceSelector"] = _label_selector(term.namespace_selector)
+    return doc
+
+
+def _pod_affinity(terms: tuple[PodAffinityTerm, ...]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    required = [_affinity_term(t) for t in terms if t.weight == 0]
+    preferred = [{"weight": t.weight, "podAffinityTerm": _affinity_term(t)} for t in terms if t.weight > 0]
+    if required:
+        doc["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    if preferred:
+        doc["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return doc
+
+
+def _spread_constraint(c: SpreadConstraint) -> dict[str, Any]:
+    doc: dict[str, Any] = {"maxSkew": c.max_skew, "topologyKey": c.topology_key,
+                           "whenUnsatisfiable": c.when_unsatisfiable}
+    if c.selector is not None:
+        doc["labelSelector"] = _label_selector(c.selector)
+    if c.min_domains is not None:
+        doc["minDomains"] = c.min_domains
+    if c.node_affinity_policy != "Honor":
+        doc["nodeAffinityPolicy"] = c.node_affinity_policy
+    if c.node_taints_policy != "Ignore":
+        doc["nodeTaintsPolicy"] = c.node_taints_policy
+    return doc
+
+
 def node_document(node: Node) -> dict[str, Any]:
     labels = dict(node.labels)
     _overlay(labels, LABEL_GPU_PRODUCT, node.gpu_product, str, _identity)
@@ -306,6 +354,11 @@ def pod_document(pod: Pod) -> dict[str, Any]:
                 }
             }
         }
+    for kind, terms in (("podAffinity", pod.affinity_terms), ("podAntiAffinity", pod.anti_affinity_terms)):
+        if terms:
+            spec.setdefault("affinity", {})[kind] = _pod_affinity(terms)
+    if pod.spread_constraints:
+        spec["topologySpreadConstraints"] = [_spread_constraint(c) for c in pod.spread_constraints]
     if pod.tolerations:
         spec["tolerations"] = [_toleration(t) for t in pod.tolerations]
     if pod.priority_class_name is not None:

@@ -12,6 +12,10 @@ second or two at full size. At ``scale=1.0``:
   higher-priority (still preemptible) 1-GPU pods of the same queue, each of which must preempt.
 - ``topology``: 5,000 nodes in racks of 40; 750 gangs of 4 pods of 8 GPUs that must stay in one
   rack; every other rack is partly used by running pods, so the choice of rack matters.
+- ``affinity``: 5,000 nodes in 10 zones; 1,000 running 1-GPU pods; 10,000 pending 1-GPU pods of
+  40 apps: half with a required anti-affinity to their own app over hostnames, half with two
+  DoNotSchedule spread constraints (maxSkew 1) over zones and hostnames (kube-scheduler's
+  scheduler_perf runs such workloads, inter-pod affinity its slowest plugin).
 
 ``scale`` shrinks node and pod counts proportionally (at least 1 of each). The labels and
 annotations of every object agree with its typed fields, so a shape survives a YAML round trip.
@@ -20,6 +24,7 @@ annotations of every object agree with its typed fields, so a shape survives a Y
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from gpufleet.domain import (
     ANNOTATION_GPU_INDEX,
@@ -32,9 +37,11 @@ from gpufleet.domain import (
     MEMORY,
     MILLI,
     PODS,
+    LabelSelector,
     Node,
     NodeName,
     Pod,
+    PodAffinityTerm,
     PodGroup,
     PriorityClass,
     Queue,
@@ -42,6 +49,7 @@ from gpufleet.domain import (
     QueueResource,
     SchedulerConfig,
     Snapshot,
+    SpreadConstraint,
     WithinQueue,
 )
 from gpufleet.domain import LABEL_RACK as RACK_LABEL
@@ -54,11 +62,12 @@ __all__ = [
     "RACK_LABEL",
     "RACK_SIZE",
     "SHAPES",
+    "ZONE_LABEL",
     "make_shape",
     "scaled",
 ]
 
-SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology")
+SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology", "affinity")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -398,12 +407,44 @@ def _topology(scale: float) -> Snapshot:
     )
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONES = 10
+
+
+def _affinity(scale: float) -> Snapshot:
+    """``basic`` with a zone on every node and an inter-pod rule on every pending pod."""
+    base = _basic(scale)
+    n_nodes = len(base.nodes)
+    per_zone = max(1, -(-n_nodes // ZONES))
+    nodes = tuple(
+        replace(node, labels={**node.labels, ZONE_LABEL: f"zone-{i // per_zone}"}) for i, node in enumerate(base.nodes)
+    )
+    pods: list[Pod] = []
+    for pod in base.pods:
+        number = int(pod.name.rsplit("-", 1)[1])
+        app = f"{'serve' if number % 2 == 0 else 'web'}-{number % 40 // 2:02d}"
+        labels = {**pod.labels, "app": app}
+        if pod.node_name is not None:
+            pods.append(replace(pod, labels=labels))
+            continue
+        selector = LabelSelector((("app", app),))
+        if number % 2 == 0:
+            pods.append(replace(pod, labels=labels, anti_affinity_terms=(PodAffinityTerm(HOSTNAME_LABEL, selector),)))
+        else:
+            pods.append(replace(pod, labels=labels, spread_constraints=(
+                SpreadConstraint(1, ZONE_LABEL, "DoNotSchedule", selector),
+                SpreadConstraint(1, HOSTNAME_LABEL, "DoNotSchedule", selector),
+            )))
+    return replace(base, nodes=nodes, pods=tuple(pods))
+
+
 _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "basic": _basic,
     "gang-small": _gang_small,
     "gang-large": _gang_large,
     "preemption": _preemption,
     "topology": _topology,
+    "affinity": _affinity,
 }
 
 

@@ -12,7 +12,7 @@ __all__ = ["bench"]
 
 
 @click.command(cls=Command)
-@click.option("--shape", type=click.Choice(["basic", "gang-small", "gang-large", "preemption", "topology"]),
+@click.option("--shape", type=click.Choice(["basic", "gang-small", "gang-large", "preemption", "topology", "affinity"]),
               required=True)
 @click.option("--scale", type=float, default=1.0, show_default=True, help="Shrink the shape (tests).")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Runs; the median is reported.")

@@ -90,6 +90,45 @@ class SelectorTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector over pod labels: every pair and every expression must hold
+    (expressions use In, NotIn, Exists, DoesNotExist). An empty selector matches every pod."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One term of podAffinity / podAntiAffinity. ``selector=None``: matches no pod.
+    ``namespaces`` and ``namespace_selector`` both empty: the pod's own namespace.
+    ``weight`` 0: a required term; 1..100: a preferred one."""
+
+    topology_key: str
+    selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    weight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One topologySpreadConstraint (``matchLabelKeys`` already merged into ``selector``)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = "DoNotSchedule"  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"  # Honor | Ignore
+    node_taints_policy: str = "Ignore"  # Honor | Ignore
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == "DoNotSchedule"
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: NodeName
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -137,6 +176,10 @@ class Pod:
     gpu_index: tuple[int, ...] = ()  # annotation gpu-index on bound pods
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any is left
     host_ports: tuple[HostPort, ...] = ()  # containers[].ports[] with a hostPort, sorted
+    # spec.affinity.podAffinity / podAntiAffinity terms (required: weight 0, preferred: weight > 0)
+    affinity_terms: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity_terms: tuple[PodAffinityTerm, ...] = ()
+    spread_constraints: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
 
     @property
     def key(self) -> PodKey:

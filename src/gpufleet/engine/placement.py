@@ -17,6 +17,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
+from gpufleet.engine.interpod import SOFT_CAP, InterPod
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -65,6 +66,8 @@ class Placer:
         # Host ports in use (NodePorts): built on the first pod that asks for one, from the pods
         # bound then, and kept up to date after; a snapshot without host ports never pays for it.
         self._ports: HostPorts | None = None
+        # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
+        self.interpod = InterPod.build(cluster.nodes, feasibility, pods)
 
     # -- state changes --------------------------------------------------------------------
 
@@ -75,6 +78,8 @@ class Placer:
         self.node_of[a.pod] = a.node
         if self._ports is not None and info.pod.host_ports:
             self._ports.change(a.node, info.pod.host_ports, 1)
+        if self.interpod is not None:
+            self.interpod.add(a.pod, a.node, 1)
 
     def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
                     shares: tuple[IntArray, IntArray, IntArray]) -> None:
@@ -87,6 +92,8 @@ class Placer:
             for p, node in zip(pods.tolist(), nodes.tolist(), strict=True):
                 if self.pods[p].pod.host_ports:
                     self._ports.change(node, self.pods[p].pod.host_ports, 1)
+        if self.interpod is not None:
+            self.interpod.add_many(pods, nodes)
 
     def release(self, pod: int) -> None:
         info = self.pods[pod]
@@ -94,6 +101,8 @@ class Placer:
         self.cluster.give_back(info.node, info.res, info.gpus, info.bound_blocks)
         if self._ports is not None and info.pod.host_ports:
             self._ports.change(info.node, info.pod.host_ports, -1)
+        if self.interpod is not None:
+            self.interpod.add(pod, info.node, -1)
         info.node, info.gpus, info.bound_blocks = None, (), None
         self.node_of[pod] = -1
 
@@ -123,10 +132,16 @@ class Placer:
             mask = mask & within
         if info.pod.host_ports:
             mask = mask & self.ports.free_mask(info.pod.host_ports)
+        if self.interpod is not None:
+            rules = self.interpod.mask(info.idx)
+            if rules is not None:
+                mask = mask & rules
         return node_fit(c, mask, info.res, info.whole)
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None) -> Assignment | None:
+        if self.interpod is not None:
+            rank = self._soft_rank(info, rank)
         if self.defrag:
             return self._defrag_node(info, within, rank)
         c = self.cluster
@@ -157,6 +172,19 @@ class Placer:
         node = int(np.argmin(np.where(mask, score, INF)))
         gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return Assignment(info.idx, node, tuple(gpus), None)
+
+    def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
+        """``rank`` refined by the pod's soft inter-pod rules (preferred terms, ScheduleAnyway):
+        the given rank first, then the inter-pod penalty; the placement strategy breaks ties."""
+        assert self.interpod is not None
+        penalty = self.interpod.penalty(info.idx)
+        if penalty is None:
+            return rank
+        if rank is None:
+            return penalty
+        combined = rank * (int(penalty.max()) + 1) + penalty
+        dense: IntArray = np.unique(combined, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        return np.minimum(dense, SOFT_CAP)
 
     def scorer(self) -> DefragScorer:
         if self._scorer is None:
@@ -229,11 +257,18 @@ class Placer:
             short = left & ~ok.any(axis=1) & ~no_mem
             if short.any():
                 causes.append(f"{int(short.sum())} without a GPU with {int(need.max())} free blocks")
+        if self.interpod is not None:
+            more, left = self.interpod.explain(info.idx, left)
+            causes.extend(more)
         if only_taint is not None and not report.selector:
             return f"no node tolerates taint {only_taint}"
         fits = int(left.sum())
         head = f"0/{n} {scope} fit" if fits == 0 else f"{fits}/{n} {scope} fit"
         return head + (": " + ", ".join(causes) if causes else "")
+
+    def rule_signature(self, info: PodInfo) -> tuple[object, ...]:
+        """What the pod's inter-pod rules depend on besides the state (empty: it has none)."""
+        return () if self.interpod is None else self.interpod.signature(info.idx)
 
     # -- gangs ------------------------------------------------------------------------------
 

@@ -142,7 +142,7 @@ class Engine:
             return None
         info = self.pods[gang.members[0]]
         return (gang.queue, gang.priority, gang.preemptible, static_key(info.pod), info.res.tobytes(),
-                info.whole, info.blocks, info.gpu_mem_bytes, tuple(request))
+                info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info))
 
     # -- one attempt ---------------------------------------------------------------------------
 

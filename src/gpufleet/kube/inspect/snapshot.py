@@ -76,6 +76,7 @@ def _metadata(obj: Mapping[str, Any], namespaced: bool, timestamps: bool = False
 _CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 _POD_SPEC_FIELDS = (
     "schedulerName", "priority", "priorityClassName", "nodeName", "nodeSelector", "tolerations", "overhead",
+    "topologySpreadConstraints",
 )
 
 
@@ -97,10 +98,12 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
         node_affinity = affinity.get("nodeAffinity")
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") \
             if isinstance(node_affinity, Mapping) else None
+        kept: dict[str, Any] = {}
         if required is not None:
-            out_spec["affinity"] = {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": _canonical(required)}
-            }
+            kept["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": _canonical(required)}
+        kept.update(_pick(affinity, ("podAffinity", "podAntiAffinity")))  # inter-pod terms, preferred ones too
+        if kept:
+            out_spec["affinity"] = kept
     raw_status = obj.get("status")
     status = _pick(raw_status, ("phase", "startTime")) if isinstance(raw_status, Mapping) else {}
     doc: dict[str, Any] = {"metadata": _metadata(obj, namespaced=True, timestamps=True), "spec": out_spec}
