@@ -163,6 +163,8 @@ class Engine:
         if victims is None:
             return Attempt(False, placed.why() + (f"; {why}" if why else ""))
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
+        if why:
+            self.log.warnings.append(f"victims for {by}: {why}")
         for v in victims:
             self.evict_gang(self.gangs[v], gang, by)
         if verified is not None:  # the state now is the one the victim check placed the gang on
