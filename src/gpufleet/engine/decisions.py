@@ -31,6 +31,10 @@ class DecisionLog:
         self.evictions[pod] = eviction
         self.bindings.pop(pod, None)
 
+    def withdraw(self, pod: int) -> None:
+        """A binding made earlier in the call is taken back before it was ever carried out."""
+        del self.bindings[pod]
+
     def decisions(self, nodes: Sequence[Node], pods: Sequence[PodInfo], gangs: Sequence[Gang],
                   open_gangs: Sequence[int], cycles: int) -> Decisions:
         """The output: every binding and eviction, and every member of an open gang left pending

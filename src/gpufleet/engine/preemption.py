@@ -174,22 +174,36 @@ class Search:
         return out
 
     def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
-        """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
-        members that pass the capacity check; the first that fits is the best singleton."""
-        order = self.ix.g_sorted_small[self.ix.first_live_small():]
+        """The best single victim: the first that fits among the gangs admitted by this call, and
+        among the snapshot's gangs (walked in singleton preference order, a chunk at a time,
+        verifying the pool members that pass the capacity check), whichever comes first by key."""
+        fresh = self.ix.fresh()
+        best: list[int] | None = None
+        if len(fresh):
+            fresh = fresh[member(fresh)]
+        if len(fresh):
+            for v in self.could_fit_alone(self.ix.in_singleton_order(fresh))[:SINGLETON_TRIES]:
+                if self.fits([int(v)]):
+                    best = [int(v)]
+                    break
+        ix = self.ix
+        order = ix.g_sorted_small[ix.first_live_small():]
         tries = 0
         at, size = 0, FIRST_CHUNK
         while at < len(order):
             chunk = order[at:at + size]
-            for v in self.could_fit_alone(chunk[member(chunk)]):
+            chunk = chunk[member(chunk) & ix.g_walk[chunk]]
+            for v in self.could_fit_alone(chunk):
+                if best is not None and self.key([int(v)]) > self.key(best):
+                    return best
                 if self.fits([int(v)]):
                     return [int(v)]
                 tries += 1
                 if tries >= SINGLETON_TRIES:
-                    return None
+                    return best
             at += size
             size = min(size * 2, CHUNK)  # the best singleton is usually near the front
-        return None
+        return best
 
     def exhaustive(self, pool: IntArray) -> list[int] | None:
         items = [int(v) for v in pool]
