@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from gpufleet.domain import GPU, MILLI, Decisions, NodeName, Pod, QueueName, Snapshot
 from gpufleet.engine import schedule
 
+from .invariants import check_all
 from .strategies import gang_snapshots, snapshots
-from .test_properties import PROPERTY, _node, _queue
+from .test_properties import PROPERTY, _node, _queue, assert_holds
 
 LATER = 4_000_000_000.0  # start time of the pods the first pass bound: after everything else
 
@@ -41,10 +42,39 @@ def resulting_state(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
 
 def assert_no_churn(snapshot: Snapshot) -> None:
     first = schedule(snapshot)
+    assert_holds(check_all(snapshot, first), first)
     second = schedule(resulting_state(snapshot, first))
     started = {b.pod for b in first.bindings}
     killed = sorted(e.pod for e in second.evictions if e.pod in started)
     assert not killed, f"the second pass evicts {killed}, bound by the first: {first} then {second}"
+
+
+def _pod(name: str, queue: str, gpus: int, priority: int, t: float, node: str | None = None,
+         gpu_index: tuple[int, ...] = ()) -> Pod:
+    if node is None:
+        return Pod("ml", name, queue_label=QueueName(queue), requests={GPU: gpus * MILLI}, priority=priority,
+                   creation_time=t)
+    return Pod("ml", name, queue_label=QueueName(queue), requests={GPU: gpus * MILLI}, priority=priority,
+               node_name=NodeName(node), phase="Running", gpu_index=gpu_index, start_time=t)
+
+
+def test_a_borrower_that_preempted_and_is_then_taken_back() -> None:
+    """Found at random: c runs r0 and r1 (at its quota of 2); a's p3 (in quota) cannot fit; c's p4
+    (priority 30, borrowing) preempts r0 and r1; then p3 may reclaim p4, admitted by this pass.
+    p4's admission is withdrawn (it never starts); r0 and r1 stay evicted by p4, whose pending
+    reason says it was taken back. Before, p4 started and was reclaimed by p3 in the next pass."""
+    snapshot = Snapshot(
+        nodes=(_node("n0", gpus=3),),
+        pods=(_pod("r0", "c", 1, 20, 1.0, "n0", (0,)), _pod("r1", "c", 1, 20, 2.0, "n0", (1,)),
+              _pod("p3", "a", 2, 30, 13.0), _pod("p4", "c", 3, 30, 14.0)),
+        queues=(_queue("a", 3), _queue("c", 2)),
+    )
+    first = schedule(snapshot)
+    assert [(b.pod, b.gpus) for b in first.bindings] == [("ml/p3", (0, 1))]
+    assert [(e.pod, e.by) for e in first.evictions] == [("ml/r0", "ml/p4"), ("ml/r1", "ml/p4")]
+    (p4,) = first.pending
+    assert p4.pod == "ml/p4" and p4.reason.endswith("admitted in this pass, then taken back for ml/p3")
+    assert_no_churn(snapshot)
 
 
 @st.composite

@@ -50,7 +50,10 @@ class DecisionLog:
                 info = pods[m]
                 if info.pod.bound or m in self.bindings or m in self.evictions:
                     continue
-                pending.append(PendingPod(info.key, gang.pending_reason or "not tried"))
+                reason = gang.pending_reason or "not tried"
+                if gang.taken_back_by:
+                    reason += f"; admitted in this pass, then taken back for {gang.taken_back_by}"
+                pending.append(PendingPod(info.key, reason))
         return Decisions(
             bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
             evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),

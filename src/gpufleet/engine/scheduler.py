@@ -225,6 +225,8 @@ class Engine:
                 else:
                     self.log.withdraw(m)
         victim.evicted = running
+        if not running:
+            victim.taken_back_by = by
         self.committed += 1
         self.victims.retire(victim)
 
