@@ -239,15 +239,12 @@ class Search:
                 chosen.append(int(v))
         if not chosen:
             return None
-        sizes = [k for k in itertools.takewhile(lambda k: k < len(chosen), (1 << i for i in range(64)))]
-        lo, hi = 0, None
-        for k in [*sizes, len(chosen)]:
-            if self.fits(chosen[:k]):
-                hi = k
-                break
-            lo = k
-        if hi is None:
-            return None
+        lo, k = 0, 1
+        while not self.fits(chosen[:k]):
+            if k == len(chosen):
+                return None
+            lo, k = k, min(2 * k, len(chosen))
+        hi = k
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self.fits(chosen[:mid]):
