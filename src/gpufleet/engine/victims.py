@@ -63,8 +63,10 @@ class VictimIndex:
         # Gangs wholly pending may be admitted, then be victims: the capacity they ask for stands
         # in (corrected on admission), and they are the most recently started work (start +inf).
         self.g_admissible = np.array([g.alive == 0 and g.preemptible and g.queue >= 0 for g in gangs], dtype=np.bool_)
-        for g in np.flatnonzero(self.g_admissible).tolist():
-            self.g_cap[g] = sum(self._milli_asked(pods[m]) for m in gangs[g].members)
+        asked = np.array([p.whole * MILLI + (p.blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
+        mine = self.p_gang >= 0
+        asked_by_gang = np.bincount(self.p_gang[mine], weights=asked[mine], minlength=len(gangs)).astype(np.int64)
+        self.g_cap[self.g_admissible] = asked_by_gang[self.g_admissible]
         self.g_start = np.full(len(gangs), np.inf)
         np.minimum.at(self.g_start, self.p_gang[bound], start[bound])
         self.g_start[np.isinf(self.g_start) & ~self.g_admissible] = 0.0
@@ -84,10 +86,6 @@ class VictimIndex:
         self.g_walk = self.g_live.copy()  # live and not fresh: the gangs the singleton walk visits
         self._fresh = np.empty(len(gangs), dtype=np.int64)  # in order of admission (each at most once)
         self._n_fresh = 0
-
-    @staticmethod
-    def _milli_asked(info: PodInfo) -> int:
-        return info.whole * MILLI + (info.blocks or 0) * MILLI_PER_BLOCK
 
     def _rank(self) -> None:
         """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
