@@ -517,8 +517,10 @@ def check_gangs(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
 
 def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
     """Every victim running, preemptible and eligible for its reason; whole gangs evicted;
-    every ``by`` bound by the same decisions and, when its gang binds in one admission (no pod
-    beyond ``minMember``, which could scale up elastically in a later cycle), its first pod."""
+    every ``by`` bound by the same decisions (or, when the decisions took its own admission back
+    later in the pass to make room for another gang, pending with a reason that says so) and,
+    when its gang binds in one admission (no pod beyond ``minMember``, which could scale up
+    elastically in a later cycle), its first pod."""
     world = World(snapshot)
     out: list[Violation] = []
 
@@ -527,6 +529,8 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
 
     bound = {b.pod: b for b in decisions.bindings}
     evicted = {e.pod for e in decisions.evictions}
+    # Preemptors whose own admission was withdrawn later in the pass (docs/semantics-notes.md, Replay).
+    taken_back = {p.pod for p in decisions.pending if "admitted in this pass, then taken back for" in p.reason}
     first_of_gang: dict[str, PodKey] = {}
     bound_in_gang: dict[str, int] = defaultdict(int)
     for b in decisions.bindings:
@@ -551,10 +555,10 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
         missing = sorted(p.key for p in world.members[gang] if p.bound and p.key not in evicted)
         if missing:
             bad("whole-gang", f"{e.pod} evicted but {missing} of its gang {gang} keep running")
-        if e.by not in bound:
+        preemptor = world.pods.get(e.by)
+        if e.by not in bound and (e.by not in taken_back or preemptor is None or preemptor.bound):
             bad("by", f"{e.pod} evicted by {e.by}, which these decisions do not bind")
             continue
-        preemptor = world.pods.get(e.by)
         if preemptor is None:
             bad("by", f"{e.pod} evicted by unknown pod {e.by}")
             continue
@@ -562,7 +566,7 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
         group = world.group(preemptor)
         running = sum(1 for p in world.members[by_gang] if p.bound)
         one_admission = group is None or bound_in_gang[by_gang] + running <= group.min_member
-        if one_admission and first_of_gang.get(by_gang) != e.by:
+        if e.by in bound and one_admission and first_of_gang.get(by_gang) != e.by:
             bad("by", f"{e.pod} evicted by {e.by}, not the first bound pod {first_of_gang.get(by_gang)}")
         q_victim, q_by = world.queue_of(victim), world.queue_of(preemptor)
         if e.reason == EvictionReason.RECLAIM:

@@ -31,6 +31,10 @@ class DecisionLog:
         self.evictions[pod] = eviction
         self.bindings.pop(pod, None)
 
+    def withdraw(self, pod: int) -> None:
+        """A binding made earlier in the call is taken back before it was ever carried out."""
+        del self.bindings[pod]
+
     def decisions(self, nodes: Sequence[Node], pods: Sequence[PodInfo], gangs: Sequence[Gang],
                   open_gangs: Sequence[int], cycles: int) -> Decisions:
         """The output: every binding and eviction, and every member of an open gang left pending
@@ -46,7 +50,10 @@ class DecisionLog:
                 info = pods[m]
                 if info.pod.bound or m in self.bindings or m in self.evictions:
                     continue
-                pending.append(PendingPod(info.key, gang.pending_reason or "not tried"))
+                reason = gang.pending_reason or "not tried"
+                if gang.taken_back_by:
+                    reason += f"; admitted in this pass, then taken back for {gang.taken_back_by}"
+                pending.append(PendingPod(info.key, reason))
         return Decisions(
             bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
             evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),

@@ -84,6 +84,8 @@ class Search:
         # When queue rules (a limit, or quota for non-preemptible work) block the gang, a victim
         # anywhere in the queue may help: the per-node capacity filters do not apply.
         self.quota_blocked = bool(host.quota_gate(gang, request))
+        # Set once the exact search has spent MAX_TESTS: from then on every pool is filled greedily.
+        self.fallback = False
 
     # -- verification on the live state -------------------------------------------------------
 
@@ -172,22 +174,36 @@ class Search:
         return out
 
     def best_singleton(self, member: Callable[[IntArray], BoolArray]) -> list[int] | None:
-        """Walk all gangs in singleton preference order, a chunk at a time, verifying the pool
-        members that pass the capacity check; the first that fits is the best singleton."""
-        order = self.ix.g_sorted_small[self.ix.first_live_small():]
+        """The best single victim: the first that fits among the gangs admitted by this call, and
+        among the snapshot's gangs (walked in singleton preference order, a chunk at a time,
+        verifying the pool members that pass the capacity check), whichever comes first by key."""
+        fresh = self.ix.fresh()
+        best: list[int] | None = None
+        if len(fresh):
+            fresh = fresh[member(fresh)]
+        if len(fresh):
+            for v in self.could_fit_alone(self.ix.in_singleton_order(fresh))[:SINGLETON_TRIES]:
+                if self.fits([int(v)]):
+                    best = [int(v)]
+                    break
+        ix = self.ix
+        order = ix.g_sorted_small[ix.first_live_small():]
         tries = 0
         at, size = 0, FIRST_CHUNK
         while at < len(order):
             chunk = order[at:at + size]
-            for v in self.could_fit_alone(chunk[member(chunk)]):
+            chunk = chunk[member(chunk) & ix.g_walk[chunk]]
+            for v in self.could_fit_alone(chunk):
+                if best is not None and self.key([int(v)]) > self.key(best):
+                    return best
                 if self.fits([int(v)]):
                     return [int(v)]
                 tries += 1
                 if tries >= SINGLETON_TRIES:
-                    return None
+                    return best
             at += size
             size = min(size * 2, CHUNK)  # the best singleton is usually near the front
-        return None
+        return best
 
     def exhaustive(self, pool: IntArray) -> list[int] | None:
         items = [int(v) for v in pool]
@@ -202,22 +218,47 @@ class Search:
                 return min(found, key=self.key)
         return None
 
-    def minimise(self, victims: list[int]) -> list[int]:
-        """Drop every victim the gang does not need, least preferred victims first."""
+    def minimise(self, victims: list[int], budget: bool = True) -> list[int]:
+        """Drop every victim the gang does not need, least preferred victims first (within the
+        budget, unless ``budget`` is False: the fallback's set must be minimal)."""
         keep = list(victims)
         ix = self.ix
         for v in sorted(victims, key=lambda g: (-ix.g_cap[g], ix.g_start[g], -ix.g_rank[g])):
             trial = [g for g in keep if g != v]
-            if trial and self.tests < MAX_TESTS and self.fits(trial):
+            if trial and (not budget or self.tests < MAX_TESTS) and self.fits(trial):
                 keep = trial
         return keep
+
+    def greedy_fallback(self, pool: IntArray) -> list[int] | None:
+        """Once the budget is spent: every eligible gang of ``pool`` added largest first while the
+        set stays takeable, fit checked at doubling sizes (then the smallest fitting prefix found
+        by bisection), and every victim not needed dropped. Eligible and minimal, maybe not the best."""
+        chosen: list[int] = []
+        for v in self.preference(pool, largest_first=True):
+            if self.takeable([*chosen, int(v)]):
+                chosen.append(int(v))
+        if not chosen:
+            return None
+        lo, k = 0, 1
+        while not self.fits(chosen[:k]):
+            if k == len(chosen):
+                return None
+            lo, k = k, min(2 * k, len(chosen))
+        hi = k
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.fits(chosen[:mid]):
+                hi = mid
+            else:
+                lo = mid
+        return self.minimise(chosen[:hi], budget=False)
 
     def greedy(self, ordered: IntArray) -> list[int] | None:
         chosen: list[int] = []
         for v in ordered[:GREEDY_STEPS]:
             chosen.append(int(v))
             if self.fits(chosen):
-                return self.minimise(chosen)
+                return self.minimise(chosen, budget=False)  # at most GREEDY_STEPS checks: always minimal
             if self.tests >= MAX_TESTS:
                 break
         return None
@@ -261,6 +302,8 @@ class Search:
 
     def _sets(self, pool: IntArray, pool_mask: BoolArray) -> list[int] | None:
         size = len(pool)
+        if self.fallback:
+            return self.greedy_fallback(pool)
         if size <= EXHAUSTIVE_POOL:
             return self.exhaustive(pool)
         found = self.greedy_by_node(pool_mask) if self.single_pod() and not self.quota_blocked else None
@@ -273,6 +316,9 @@ def find_victims(
     ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int], request: list[int]
 ) -> tuple[list[int] | None, str, GangPlacement | None]:
     """The best victim set for ``gang`` (gang indices) and the placement it allows, or None with a reason.
+
+    With a set, the text is empty, or says that the exact search ran out of its budget and the set,
+    eligible and minimal all the same, may not be the best.
 
     The state is as before when it returns: every check is rolled back, and nothing is evicted.
     """
@@ -311,11 +357,17 @@ def find_victims(
 
             found, size = search.in_pool(member)
             n_eligible = max(n_eligible, size)
+            if found is None and search.tests >= MAX_TESTS and not search.fallback:
+                search.fallback = True  # the exact search is spent: this pool again, greedily
+                search.last_size = -1
+                found, size = search.in_pool(member)
             if found is not None:
                 victims = sorted(found)
-                return victims, "", search.placements.get(tuple(victims))
-            if search.tests >= MAX_TESTS:
-                return None, f"no victim set found within {MAX_TESTS} checks", None
+                note = ""
+                if search.tests >= MAX_TESTS:
+                    note = (f"the exact search ran out of its {MAX_TESTS} checks; the set of "
+                            f"{len(victims)} gangs evicted is eligible and minimal but may not be the best")
+                return victims, note, search.placements.get(tuple(victims))
     if n_eligible <= 0:
         return None, "no eligible victims", None
     return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)", None

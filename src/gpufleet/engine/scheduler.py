@@ -163,6 +163,8 @@ class Engine:
         if victims is None:
             return Attempt(False, placed.why() + (f"; {why}" if why else ""))
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
+        if why:
+            self.log.warnings.append(f"victims for {by}: {why}")
         for v in victims:
             self.evict_gang(self.gangs[v], gang, by)
         if verified is not None:  # the state now is the one the victim check placed the gang on
@@ -179,9 +181,9 @@ class Engine:
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:
         """Keep a committed placement: bindings, the gang's count and its queues' usage."""
-        # A gang that gained pods in this call is not evicted by it again: no flip-flop, and
-        # every pod that was pending ends bound or pending, never bound-then-evicted.
-        self.victims.retire(gang)
+        # A gang admitted by this call may be a victim later in it (its binding then withdrawn);
+        # see VictimIndex.admit for the limits that make the call end.
+        self.victims.admit(gang)
         self.version += 1
         self.committed += 1
         for a in placed.assignments:
@@ -209,12 +211,22 @@ class Engine:
         self.forest.add(info.queue, self.quota.quota_vec(info))
 
     def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
+        """Evict a running gang (done: not re-queued), or withdraw the bindings of a gang this call
+        admitted (never carried out: its pods are pending again and compete in later cycles)."""
         reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
+        running = False
         for m in victim.members:
-            if self.pods[m].node is not None:
+            info = self.pods[m]
+            if info.node is not None:
                 self.unbind(m)
-                self.log.evict(m, Eviction(self.pods[m].key, reason, by))
-        victim.evicted = True
+                if info.pod.bound:
+                    running = True
+                    self.log.evict(m, Eviction(info.key, reason, by))
+                else:
+                    self.log.withdraw(m)
+        victim.evicted = running
+        if not running:
+            victim.taken_back_by = by
         self.committed += 1
         self.victims.retire(victim)
 

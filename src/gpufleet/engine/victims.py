@@ -1,10 +1,11 @@
 """Who may still be a victim: the per-gang and per-pod arrays the victim search filters with NumPy.
 
 The index is built once per ``schedule()`` call, after the snapshot's running pods are bound.
-Only gangs running in the snapshot can be victims: work bound by this same call is never evicted
-again by it (no flip-flop, and every pending pod ends bound or pending). A gang stops being a
-victim when it is evicted or gains pods (:meth:`VictimIndex.retire`); nothing ever becomes one,
-which is what lets the singleton walk resume where it stopped (:meth:`VictimIndex.first_live_small`).
+Gangs running in the snapshot are victims until evicted or grown by this call; a gang wholly
+pending in the snapshot becomes one when this call admits it (:meth:`VictimIndex.admit`: the
+"victims admitted in the same pass" of docs/semantics-notes.md), unless it was withdrawn once
+already. The singleton walk over the snapshot's gangs resumes where it stopped
+(:meth:`VictimIndex.first_live_small`); the few gangs admitted by the call are walked apart.
 
 The search itself is in :mod:`gpufleet.engine.preemption`; the engine owns the index and keeps it
 up to date through ``retire``.
@@ -12,6 +13,7 @@ up to date through ``retire``.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -58,9 +60,16 @@ class VictimIndex:
         milli = np.array([p.whole * MILLI + (p.bound_blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
         start = np.array([p.start for p in pods], dtype=np.float64)
         self.g_cap = np.bincount(self.p_gang[bound], weights=milli[bound], minlength=len(gangs)).astype(np.int64)
+        # Gangs wholly pending may be admitted, then be victims: the capacity they ask for stands
+        # in (corrected on admission), and they are the most recently started work (start +inf).
+        self.g_admissible = np.array([g.alive == 0 and g.preemptible and g.queue >= 0 for g in gangs], dtype=np.bool_)
+        asked = np.array([p.whole * MILLI + (p.blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
+        mine = self.p_gang >= 0
+        asked_by_gang = np.bincount(self.p_gang[mine], weights=asked[mine], minlength=len(gangs)).astype(np.int64)
+        self.g_cap[self.g_admissible] = asked_by_gang[self.g_admissible]
         self.g_start = np.full(len(gangs), np.inf)
         np.minimum.at(self.g_start, self.p_gang[bound], start[bound])
-        self.g_start[np.isinf(self.g_start)] = 0.0
+        self.g_start[np.isinf(self.g_start) & ~self.g_admissible] = 0.0
         self.g_all = np.arange(len(gangs), dtype=np.int64)
         self.g_size = np.array([len(g.members) for g in gangs], dtype=np.int64)
         self.g_first_pod = np.array([g.members[0] for g in gangs], dtype=np.int64)
@@ -70,35 +79,82 @@ class VictimIndex:
         self._g_quota: dict[int, list[int]] = {}
         self.g_queue_clipped = np.maximum(self.g_queue, 0)
         self.priorities = sorted(set(self.g_prio[self.g_live].tolist()))
-        # Victim preference keys are fixed per gang: rank all gangs once.
+        self._rank()
+        # Gangs admitted by this call and victims now: walked apart from the others (they are few,
+        # and would otherwise stand at the front of the walk, the most recently started work).
+        self.g_fresh = np.zeros(len(gangs), dtype=np.bool_)
+        self.g_walk = self.g_live.copy()  # live and not fresh: the gangs the singleton walk visits
+        self._fresh = np.empty(len(gangs), dtype=np.int64)  # in order of admission (each at most once)
+        self._n_fresh = 0
+
+    def _rank(self) -> None:
+        """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
+        call is ranked by the capacity it asked for (fractions asked as memory count 0 here):
+        only the greedy fills' order reads that; keys and the walk of fresh gangs read ``g_cap``."""
+        n = len(self.gangs)
         self.g_sorted_small = np.lexsort((self.g_rank, -self.g_start, self.g_cap))
         self.g_sorted_large = np.lexsort((self.g_rank, -self.g_start, -self.g_cap))
         self._small_cursor = 0
-        self.g_order_small = np.empty(len(gangs), dtype=np.int64)
-        self.g_order_small[self.g_sorted_small] = np.arange(len(gangs))
-        self.g_order_large = np.empty(len(gangs), dtype=np.int64)
-        self.g_order_large[self.g_sorted_large] = np.arange(len(gangs))
+        self.g_order_small = np.empty(n, dtype=np.int64)
+        self.g_order_small[self.g_sorted_small] = np.arange(n)
+        self.g_order_large = np.empty(n, dtype=np.int64)
+        self.g_order_large[self.g_sorted_large] = np.arange(n)
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def retire(self, gang: Gang) -> None:
-        """``gang`` can no longer be a victim: it was evicted, or gained pods in this call."""
+        """``gang`` can no longer be a victim: it was evicted or withdrawn, or gained pods in this
+        call while running in the snapshot (or after being withdrawn once)."""
+        self.g_admissible[gang.idx] = False
+        self.g_walk[gang.idx] = False
         if self.g_live[gang.idx]:
             self.g_live[gang.idx] = False
             self.q_live_count[max(gang.queue, 0)] -= 1
+        self.g_fresh[gang.idx] = False
+
+    def admit(self, gang: Gang) -> None:
+        """``gang`` gained pods in this call: a victim from now on if it was wholly pending in the
+        snapshot and never withdrawn, else no longer one."""
+        g = gang.idx
+        if not self.g_admissible[g]:
+            self.retire(gang)
+            return
+        self._g_quota.pop(g, None)
+        self.g_cap[g] = sum(int(self.p_whole[m]) * MILLI + (self.pods[m].bound_blocks or 0) * MILLI_PER_BLOCK
+                            for m in gang.members if self.pods[m].node is not None)
+        if not self.g_live[g]:
+            self.g_live[g] = True
+            self.g_fresh[g] = True
+            self._fresh[self._n_fresh] = g
+            self._n_fresh += 1
+            self.q_live_count[max(gang.queue, 0)] += 1
+            if gang.priority not in self.priorities:
+                bisect.insort(self.priorities, gang.priority)
+
+    def fresh(self) -> IntArray:
+        """The victims admitted by this call (in order of admission)."""
+        admitted = self._fresh[:self._n_fresh]
+        out: IntArray = admitted[self.g_fresh[admitted]]
+        return out
+
+    def in_singleton_order(self, gangs: IntArray) -> IntArray:
+        """``gangs`` in singleton preference order: least capacity, latest start, then name."""
+        out: IntArray = gangs[np.lexsort((self.g_rank[gangs], -self.g_start[gangs], self.g_cap[gangs]))]
+        return out
 
     # -- reads ---------------------------------------------------------------------------------
 
     def first_live_small(self) -> int:
-        """Position in ``g_sorted_small`` of the first gang that may still be a victim.
+        """Position in ``g_sorted_small`` of the first gang running in the snapshot that may still
+        be a victim (those admitted by this call are walked apart: :meth:`fresh`).
 
-        Gangs only ever stop being victims in a call (evicted, or grown by it), so the walk
+        Such gangs only ever stop being victims in a call (evicted, or grown by it), so the walk
         resumes where the last one stopped instead of rescanning the dead prefix.
         """
-        order, live = self.g_sorted_small, self.g_live
+        order, walk = self.g_sorted_small, self.g_walk
         at = self._small_cursor
         while at < len(order):
-            window = live[order[at:at + WALK_WINDOW]]
+            window = walk[order[at:at + WALK_WINDOW]]
             hit = int(np.argmax(window))
             if window[hit]:
                 at += hit

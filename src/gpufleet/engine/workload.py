@@ -77,6 +77,7 @@ class Gang:
     pending_reason: str = ""
     members_by_size: list[int] = field(default_factory=list)
     gates: tuple[str, ...] = ()  # spec.schedulingGates of its pods: not a candidate while any is left
+    taken_back_by: str = ""  # admitted by this call, then withdrawn to make room for this pod's gang
 
 
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:

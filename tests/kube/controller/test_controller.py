@@ -335,3 +335,28 @@ def test_fractional_binding_carries_the_mps_memory_limit_of_its_blocks() -> None
     whole = Binding(PodKey("ml/nb"), NodeName("n1"), (0, 1), None)
     stale = {"metadata": {"annotations": {"gpufleet.dev/mps-mem-limit": "0=1M"}}}
     assert desired_annotations(stale, whole)["gpufleet.dev/mps-mem-limit"] is None
+
+
+@pytest.mark.asyncio
+async def test_no_borrower_is_started_only_to_be_reclaimed_the_next_cycle() -> None:
+    """docs/semantics-notes.md, Replay (victims admitted in the same pass): a-borrow (queue a, no
+    quota) is taken before b's in-quota b-small, which stands behind b's head b-big (4 GPUs,
+    borrowing). Before, the first cycle bound a-borrow and the second evicted it for b-small."""
+    cluster = FakeCluster()
+    cluster.put(Kind.NODE, node("n0", gpus=1))
+    cluster.put(Kind.QUEUE, queue("a", 0))
+    cluster.put(Kind.QUEUE, queue("b", 2))
+    cluster.put(Kind.POD, pod("a-borrow", 1, queue="a", created="2026-01-01T00:00:01Z"))
+    cluster.put(Kind.POD, pod("b-big", 4, queue="b", created="2026-01-01T00:00:02Z"))
+    cluster.put(Kind.POD, pod("b-small", 1, queue="b", created="2026-01-01T00:00:03Z"))
+    controller = make_controller(cluster)
+    async with informing(controller):
+        first = await controller.cycle()
+        assert first.bound == ("ml/b-small",) and not first.decisions.evictions
+        reason = next(p.reason for p in first.decisions.pending if p.pod == "ml/a-borrow")
+        assert reason.endswith("admitted in this pass, then taken back for ml/b-small")
+        await settle()
+        second = await controller.cycle()
+        assert not second.decisions.evictions and not second.bound
+    assert bound_pods(cluster) == {"ml/b-small": "n0"}
+    assert cluster.count("evict") == 0
