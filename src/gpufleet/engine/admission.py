@@ -49,6 +49,9 @@ class FairOrder:
             pending = self.pending_members(gang)
             if not pending:
                 continue
+            if gang.missing_group:  # api.md: it waits until its PodGroup exists
+                gang.pending_reason = f"pod group {gang.key} does not exist"
+                continue
             total = len(gang.members)
             if gang.alive == 0 and total < gang.min_member:
                 gang.pending_reason = (f"gang {gang.key} has {total} of minMember {gang.min_member} pods")

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, PODS
-from gpufleet.engine.cluster import IntArray
+from gpufleet.domain import BLOCKS_PER_GPU, GPU, MILLI, MILLI_PER_BLOCK, PODS, Node
+from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.workload import Gang, PodInfo
@@ -22,11 +22,14 @@ __all__ = ["bind_running"]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
-                 forest: QueueForest) -> None:
-    """Bind every running pod of ``pods`` (rows of ``requests``) where the snapshot has it."""
+                 forest: QueueForest) -> list[str]:
+    """Bind every running pod of ``pods`` (rows of ``requests``) where the snapshot has it; returns
+    the warnings about GPU annotations it could not take as they are (docs/semantics-notes.md,
+    "Cluster state the engine does not trust")."""
     c = placer.cluster
     width = c.gpu_free.shape[1]
     index = c.index
+    counts: list[int] = c.gpu_count.tolist()  # an annotation names GPUs below its node's count
     running = [p for p in pods if p.pod.node_name in index and not p.pod.finished]
     rest: list[PodInfo] = []
     # One pass sorts pods into the bulk (complete gpu-index) and the rest, and collects the
@@ -42,21 +45,20 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         pod = info.pod
         idx = pod.gpu_index
         n = len(idx)
+        node = index[pod.node_name or ""]
         if info.blocks is not None or info.gpu_mem_bytes is not None:  # fractional
-            if not (n == 1 and 0 <= idx[0] < width and info.blocks is not None):
+            if not (n == 1 and 0 <= idx[0] < counts[node] and info.blocks is not None):
                 rest.append(info)
                 continue
-            node = index[pod.node_name or ""]
             f_nodes.append(node)
             f_gpus.append(idx[0])
             f_blocks.append(info.blocks)
             info.bound_blocks = info.blocks
         else:
-            if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < width
+            if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < counts[node]
                                               and (n == 1 or len(set(idx)) == n))):
                 rest.append(info)
                 continue
-            node = index[pod.node_name or ""]
             if n == 1:
                 w_nodes.append(node)
                 w_gpus.append(idx[0])
@@ -66,31 +68,50 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         info.node, info.gpus = node, idx
         b_pods.append(info.idx)
         b_nodes.append(node)
+    warnings: list[str] = []
     if b_pods:
         bulk = np.array(b_pods, dtype=np.int64)
-        placer.commit_many(
-            bulk, np.array(b_nodes, dtype=np.int64), requests[bulk],
-            (np.array(w_nodes, dtype=np.int64), np.array(w_gpus, dtype=np.int64)),
-            (np.array(f_nodes, dtype=np.int64), np.array(f_gpus, dtype=np.int64),
-             np.array(f_blocks, dtype=np.int64)),
-        )
-    rest.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
-    for info in rest:
+        whole = (np.array(w_nodes, dtype=np.int64), np.array(w_gpus, dtype=np.int64))
+        shares = (np.array(f_nodes, dtype=np.int64), np.array(f_gpus, dtype=np.int64),
+                  np.array(f_blocks, dtype=np.int64))
+        twice = _held_twice(width, whole, shares)
+        if len(twice):  # rare: name the pods with Python, then take the cells out of service
+            warnings.extend(_held_twice_warnings(c.nodes, [pods[b] for b in b_pods], twice, width))
+            c.retire(twice // width, twice % width)
+        placer.commit_many(bulk, np.array(b_nodes, dtype=np.int64), requests[bulk], whole, shares)
+    usable = [_usable_index(info, counts[index[info.pod.node_name or ""]]) for info in rest]
+    # Pods whose annotation names GPUs first, then those whose annotation is not usable, then the rest.
+    rest_order = sorted(range(len(rest)), key=lambda i: (0 if usable[i] else 1 if rest[i].pod.gpu_index else 2,
+                                                         rest[i].start, rest[i].key))
+    for i in rest_order:
+        info = rest[i]
         node = c.index[info.pod.node_name or ""]
+        gpus = usable[i]
+        annotated = info.pod.gpu_index
+        if len(gpus) < len(annotated) and (info.whole or info.fractional):
+            bad = ",".join(str(g) for g in annotated if not 0 <= g < counts[node])
+            instead = "ignored" if gpus else "it holds the lowest free GPUs instead"
+            warnings.append(f"pod {info.key} is annotated with GPU {bad} of node {c.nodes[node].name}, "
+                            f"which has {counts[node]} GPUs: {instead}")
         blocks: int | None = None
         if info.fractional:
             blocks = info.blocks if info.blocks is not None else info.blocks_on(int(c.gpu_memory_mib[node]))
             blocks = blocks or 1
-            gpus = tuple(g for g in info.pod.gpu_index[:1] if 0 <= g < width)
+            gpus = gpus[:1]
+            if gpus and c.healthy[node, gpus[0]] and (c.gpu_whole[node, gpus[0]]
+                                                      or c.gpu_free[node, gpus[0]] < blocks):
+                warnings.append(_retire_one(c, node, gpus[0], info, running))
             if not gpus:
                 g = c.fractional_gpu_on(node, blocks, False)
                 gpus = (g,) if g is not None else ()
             if not gpus:
                 blocks = None  # nowhere to put it: holds cpu/memory only
         else:
-            gpus = tuple(g for g in info.pod.gpu_index if 0 <= g < width)
             if len(gpus) != info.whole:
                 gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
+            for g in gpus:
+                if c.healthy[node, g] and c.gpu_free[node, g] != BLOCKS_PER_GPU:
+                    warnings.append(_retire_one(c, node, g, info, running))
         placer.commit(Assignment(info.idx, node, gpus, blocks))
     ours = [info for info in running if info.gang >= 0]
     for info in ours:
@@ -114,3 +135,57 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         for leaf, total in zip(by_leaf.tolist(), sums, strict=True):
             if leaf >= 0:
                 forest.add(leaf, total)
+    return warnings
+
+
+def _usable_index(info: PodInfo, count: int) -> tuple[int, ...]:
+    """The GPUs of its node that a running pod's gpu-index names (those below ``count``, the
+    node's GPUs), when they are what the pod holds; () when it gets the lowest free ones."""
+    valid = tuple(g for g in info.pod.gpu_index if 0 <= g < count)
+    if info.fractional:
+        return valid[:1]
+    return valid if len(valid) == info.whole else ()
+
+
+def _held_twice(width: int, whole: tuple[IntArray, IntArray],
+                shares: tuple[IntArray, IntArray, IntArray]) -> IntArray:
+    """Cells (``node * width + gpu``) that the bulk's running pods hold more than once: a GPU given
+    out whole twice, a share on a GPU given out whole, shares adding up to more than a GPU."""
+    cells = whole[0] * width + whole[1]
+    found: list[IntArray] = []
+    if len(cells) > 1:
+        ordered = np.sort(cells)
+        found.append(ordered[1:][ordered[1:] == ordered[:-1]])
+    if len(shares[0]):
+        share = shares[0] * width + shares[1]
+        found.append(share[np.isin(share, cells)])
+        unique, inverse = np.unique(share, return_inverse=True)
+        total = np.bincount(inverse, weights=shares[2])
+        found.append(unique[total > BLOCKS_PER_GPU])
+    if not found:
+        return np.zeros(0, dtype=np.int64)
+    out: IntArray = np.unique(np.concatenate(found)).astype(np.int64)
+    return out
+
+
+def _held_twice_warnings(nodes: Sequence[Node], bulk: Sequence[PodInfo], cells: IntArray, width: int) -> list[str]:
+    holders: dict[int, list[str]] = {int(cell): [] for cell in cells.tolist()}
+    for info in bulk:
+        node = info.node if info.node is not None else -1
+        for g in info.gpus:
+            got = holders.get(node * width + g)
+            if got is not None:
+                got.append(info.key)
+    return [_twice_text(nodes[cell // width].name, cell % width, keys) for cell, keys in sorted(holders.items())]
+
+
+def _twice_text(node: str, gpu: int, keys: Sequence[str]) -> str:
+    return (f"GPU {gpu} of node {node} is held by more than one running pod ({', '.join(sorted(keys))}): "
+            "out of service")
+
+
+def _retire_one(c: ClusterState, node: int, gpu: int, info: PodInfo, running: Sequence[PodInfo]) -> str:
+    """Take one cell out of service (a pod of the rest claims a GPU already held); the warning."""
+    keys = [p.key for p in running if p.node == node and gpu in p.gpus] + [info.key]
+    c.retire(np.array([node], dtype=np.int64), np.array([gpu], dtype=np.int64))
+    return _twice_text(c.nodes[node].name, gpu, keys)

@@ -76,6 +76,7 @@ class Gang:
     evicted: bool = False
     pending_reason: str = ""
     members_by_size: list[int] = field(default_factory=list)
+    missing_group: bool = False  # its label names a PodGroup that does not exist: it waits
 
 
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:
@@ -134,14 +135,15 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
 
 
 def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
-    """Gangs of our pods (a PodGroup, or a pod of its own); other schedulers' pods get none."""
+    """Gangs of our pods (a PodGroup, named or existing, or a pod of its own); other schedulers'
+    pods get none."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
     for info in pods:
         pod = info.pod
         if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
-        key = gang_key(pod, groups) if groups and pod.group_label else info.key  # most pods: no call
+        key = gang_key(pod) if pod.group_label else info.key  # most pods: no call
         same = by_key.get(key)
         if same is None:
             by_key[key] = [info.idx]
@@ -156,8 +158,10 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             info = pods[members[0]]
             info.gang = len(gangs)
             append(Gang(info.gang, key, members, 1, info.queue, info.priority, info.preemptible, True,
-                        info.pod.creation_time, None, None, None, rank, 0, False, "", members))
+                        info.pod.creation_time, None, None, None, rank, 0, False, "", members,
+                        info.pod.group_label is not None))  # a label naming no PodGroup: it waits
             continue
+        missing = group is None and any(pods[m].pod.group_label for m in members)
         infos = [pods[m] for m in members]
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
@@ -177,6 +181,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             topology_preferred=group.topology_preferred if group else None,
             group=group,
             name_rank=rank,
+            missing_group=missing,
         )
         gang.members_by_size = members if len(members) == 1 else sorted(
             members,

@@ -334,11 +334,11 @@ class Controller:
         gangs: dict[str, list[Binding]] = {}
         for binding in decisions.bindings:
             pod = view.pods[binding.pod]
-            gangs.setdefault(gang_key(pod, view.groups), []).append(binding)
+            gangs.setdefault(gang_key(pod), []).append(binding)
         caused: dict[str, set[PodKey]] = {}
         for eviction in decisions.evictions:
             by = view.pods.get(eviction.by)
-            caused.setdefault(gang_key(by, view.groups) if by else eviction.by, set()).add(eviction.pod)
+            caused.setdefault(gang_key(by) if by else eviction.by, set()).add(eviction.pod)
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
                 self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)

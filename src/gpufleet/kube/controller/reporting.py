@@ -103,13 +103,13 @@ def queue_reports(queues: Sequence[Queue], view: SnapshotView, state: EndState) 
         assert queue is not None
         for r, amount in zip(resources, usage_of(pod, resources), strict=True):
             reports[queue].usage[r] += amount
-        admitted[queue].add(gang_key(pod, view.groups))
+        admitted[queue].add(gang_key(pod))
     for key in state.pending:
         queue = view.queue_of.get(key)
         pending_pod = view.pods.get(key)
         if queue in pending and pending_pod is not None:
             assert queue is not None
-            gang = gang_key(pending_pod, view.groups)
+            gang = gang_key(pending_pod)
             if gang not in admitted[queue]:
                 pending[queue].add(gang)
     by_name: dict[str, Queue] = {str(q.name): q for q in queues}
