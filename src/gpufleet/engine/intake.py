@@ -3,45 +3,52 @@
 
 A node advertising more than ``MAX_GPUS_PER_NODE`` GPUs is left out (the engine's per-GPU arrays
 are as wide as the largest node), and pods bound to a node the engine does not have (deleted, or
-left out) are neither pending nor holding capacity. Every reader gets this from the one engine.
+left out) are neither pending nor holding capacity. Every reader gets this from the one engine;
+the controller reads :func:`screen` too, for its Node Events and its queue usage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
-from gpufleet.domain import GPU, MILLI, Snapshot
-from gpufleet.domain.nodes import MAX_GPUS_PER_NODE, TooManyGpus, gpu_count_problem
+from gpufleet.domain import GPU, MILLI, Pod, Snapshot
+from gpufleet.domain.nodes import MAX_GPUS_PER_NODE, GpuCountProblem, TooManyGpus, gpu_count_problem
 
-__all__ = ["screen"]
+__all__ = ["Screened", "screen"]
 
 _LIMIT = MAX_GPUS_PER_NODE * MILLI
 
 
-def screen(snapshot: Snapshot) -> tuple[Snapshot, list[str]]:
-    """``snapshot`` without the nodes over the GPU bound and the pods bound to no node of it, and
-    a warning for each (and for each node whose GPU count is rounded down)."""
-    warnings: list[str] = []
+@dataclass(frozen=True)
+class Screened:
+    """A snapshot as the engine takes it, and what it did not take as it was."""
+
+    snapshot: Snapshot  # without the nodes left out and the pods on no node of it
+    nodes: tuple[GpuCountProblem, ...]  # nodes left out (TooManyGpus) or rounded down, by name
+    strays: tuple[Pod, ...]  # pods bound to a node the snapshot does not have, by key
+
+    @property
+    def warnings(self) -> list[str]:
+        return [p.text for p in self.nodes] + [
+            f"pod {p.key} is bound to node {p.node_name}, which is not in the snapshot: ignored" for p in self.strays
+        ]
+
+
+def screen(snapshot: Snapshot) -> Screened:
+    """``snapshot`` without the nodes over the GPU bound and the pods bound to no node of it."""
     nodes = snapshot.nodes
     # One cheap pass over every node; the rule itself runs on the odd ones only.
     odd = [n for n in nodes if (m := n.allocatable.get(GPU, 0)) % MILLI or m > _LIMIT]
-    left_out: set[str] = set()
-    for node in sorted(odd, key=lambda n: n.name):
-        problem = gpu_count_problem(node)
-        if problem is None:  # pragma: no cover - odd nodes all have one
-            continue
-        warnings.append(problem.text)
-        if isinstance(problem, TooManyGpus):
-            left_out.add(node.name)
+    problems = [p for n in sorted(odd, key=lambda n: n.name) if (p := gpu_count_problem(n)) is not None]
+    left_out = {p.node for p in problems if isinstance(p, TooManyGpus)}
     if left_out:
         nodes = tuple(n for n in nodes if n.name not in left_out)
     present = {n.name for n in nodes}
     strays = [p for p in snapshot.pods if p.node_name is not None and p.node_name not in present and not p.finished]
     if strays:
         gone = {id(p) for p in strays}
-        warnings.extend(f"pod {p.key} is bound to node {p.node_name}, which is not in the snapshot: ignored"
-                        for p in sorted(strays, key=lambda p: p.key))
         snapshot = dataclasses.replace(snapshot, pods=tuple(p for p in snapshot.pods if id(p) not in gone))
     if left_out:
         snapshot = dataclasses.replace(snapshot, nodes=nodes)
-    return snapshot, warnings
+    return Screened(snapshot, tuple(problems), tuple(sorted(strays, key=lambda p: p.key)))

@@ -51,7 +51,9 @@ class Engine:
 
     def __init__(self, snapshot: Snapshot) -> None:
         # Nodes over the GPU bound and pods on nodes it does not have never enter (intake.py).
-        snapshot, warnings = screen(snapshot)
+        screened = screen(snapshot)
+        snapshot = screened.snapshot
+        warnings = screened.warnings
         self.snapshot = snapshot
         config = snapshot.config
         queues = list(snapshot.queues)

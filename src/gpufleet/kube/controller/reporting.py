@@ -8,7 +8,7 @@ a whole GPU counts 1, a fractional pod blocks/100. The status shapes are K1's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,10 +42,13 @@ class EndState:
     pending: Mapping[PodKey, str]  # our pods left pending, with the reason
 
 
-def end_state(view: SnapshotView, decisions: Decisions, waiting: Mapping[PodKey, str] | None = None) -> EndState:
+def end_state(view: SnapshotView, decisions: Decisions, waiting: Mapping[PodKey, str] | None = None,
+              ignored: Collection[PodKey] = ()) -> EndState:
     """``waiting``: pods the engine placed whose binding waits (victims still terminating); they
-    hold their place like bound pods."""
-    bound: dict[PodKey, Pod] = {k: p for k, p in view.pods.items() if p.ours and p.node_name is not None}
+    hold their place like bound pods. ``ignored``: pods bound to a node the engine does not have
+    (``gpufleet.engine.screen``), which hold nothing."""
+    bound: dict[PodKey, Pod] = {k: p for k, p in view.pods.items()
+                                if p.ours and p.node_name is not None and k not in ignored}
     for binding in decisions.bindings:
         pod = view.pods.get(binding.pod)
         if pod is not None:
