@@ -1,9 +1,11 @@
 """The snapshot's running pods take their capacity before anything is decided.
 
 Pods whose gpu-index annotation is complete are bound in bulk with NumPy (``Placer.commit_many``);
-the others follow one by one, in order of start time, then name, and those without a usable
-gpu-index get the lowest free GPUs. Then the running members count towards their gangs, and
-their usage towards their queues.
+the others follow one by one (those whose annotation names GPUs of their node first, then in
+order of start time, then name) and get the lowest free GPUs for what their annotation does not
+name. A GPU held more than once is taken out of service, with a warning
+(docs/semantics-notes.md, "Cluster state the engine does not trust"). Then the running members
+count towards their gangs, and their usage towards their queues.
 """
 
 from __future__ import annotations
@@ -88,11 +90,11 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         node = c.index[info.pod.node_name or ""]
         gpus = usable[i]
         annotated = info.pod.gpu_index
-        if len(gpus) < len(annotated) and (info.whole or info.fractional):
-            bad = ",".join(str(g) for g in annotated if not 0 <= g < counts[node])
-            instead = "ignored" if gpus else "it holds the lowest free GPUs instead"
-            warnings.append(f"pod {info.key} is annotated with GPU {bad} of node {c.nodes[node].name}, "
-                            f"which has {counts[node]} GPUs: {instead}")
+        bad = [g for g in annotated if not 0 <= g < counts[node]]
+        if bad and (info.whole or info.fractional):
+            warnings.append(f"pod {info.key} is annotated with GPU {','.join(map(str, bad))} of node "
+                            f"{c.nodes[node].name}, which has {counts[node]} GPUs: it holds the lowest free GPUs "
+                            "instead")
         blocks: int | None = None
         if info.fractional:
             blocks = info.blocks if info.blocks is not None else info.blocks_on(int(c.gpu_memory_mib[node]))
@@ -107,11 +109,12 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
             if not gpus:
                 blocks = None  # nowhere to put it: holds cpu/memory only
         else:
-            if len(gpus) != info.whole:
-                gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
-            for g in gpus:
+            for g in gpus:  # the GPUs its annotation names, then the lowest free ones for the rest
                 if c.healthy[node, g] and c.gpu_free[node, g] != BLOCKS_PER_GPU:
                     warnings.append(_retire_one(c, node, g, info, running))
+            if len(gpus) < info.whole:
+                more = [g for g in c.whole_gpus_for(node, info.whole, (), False) if g not in gpus]
+                gpus = gpus + tuple(more[:info.whole - len(gpus)])
         placer.commit(Assignment(info.idx, node, gpus, blocks))
     ours = [info for info in running if info.gang >= 0]
     for info in ours:
@@ -140,11 +143,8 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
 
 def _usable_index(info: PodInfo, count: int) -> tuple[int, ...]:
     """The GPUs of its node that a running pod's gpu-index names (those below ``count``, the
-    node's GPUs), when they are what the pod holds; () when it gets the lowest free ones."""
-    valid = tuple(g for g in info.pod.gpu_index if 0 <= g < count)
-    if info.fractional:
-        return valid[:1]
-    return valid if len(valid) == info.whole else ()
+    node's GPUs), as many as it holds; it gets the lowest free ones for the others."""
+    return tuple(g for g in info.pod.gpu_index if 0 <= g < count)[:1 if info.fractional else info.whole]
 
 
 def _held_twice(width: int, whole: tuple[IntArray, IntArray],
