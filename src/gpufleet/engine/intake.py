@@ -44,8 +44,9 @@ def screen(snapshot: Snapshot) -> Screened:
     left_out = {p.node for p in problems if isinstance(p, TooManyGpus)}
     if left_out:
         nodes = tuple(n for n in nodes if n.name not in left_out)
-    present = {n.name for n in nodes}
-    strays = [p for p in snapshot.pods if p.node_name is not None and p.node_name not in present and not p.finished]
+    present: set[str | None] = {n.name for n in nodes}
+    present.add(None)  # not bound: one set lookup per pod decides
+    strays = [p for p in snapshot.pods if p.node_name not in present and not p.finished]
     if strays:
         gone = {id(p) for p in strays}
         snapshot = dataclasses.replace(snapshot, pods=tuple(p for p in snapshot.pods if id(p) not in gone))
