@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -139,11 +140,16 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     pods get none."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
+    labelled: set[str] = set()  # gangs named by a pod-group label
     for info in pods:
         pod = info.pod
         if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
-        key = gang_key(pod) if pod.group_label else info.key  # most pods: no call
+        if pod.group_label:  # most pods: no call
+            key = gang_key(pod)
+            labelled.add(key)
+        else:
+            key = info.key
         same = by_key.get(key)
         if same is None:
             by_key[key] = [info.idx]
@@ -151,17 +157,16 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             same.append(info.idx)
     gangs: list[Gang] = []
     append = gangs.append
-    for rank, key in enumerate(sorted(by_key)):
+    keys = sorted(by_key)
+    for rank, key in enumerate(keys):
         members = by_key[key]
         group = groups.get(key) if groups else None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
             info = pods[members[0]]
             info.gang = len(gangs)
             append(Gang(info.gang, key, members, 1, info.queue, info.priority, info.preemptible, True,
-                        info.pod.creation_time, None, None, None, rank, 0, False, "", members,
-                        info.pod.group_label is not None))  # a label naming no PodGroup: it waits
+                        info.pod.creation_time, None, None, None, rank, 0, False, "", members))
             continue
-        missing = group is None and any(pods[m].pod.group_label for m in members)
         infos = [pods[m] for m in members]
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
@@ -181,7 +186,6 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             topology_preferred=group.topology_preferred if group else None,
             group=group,
             name_rank=rank,
-            missing_group=missing,
         )
         gang.members_by_size = members if len(members) == 1 else sorted(
             members,
@@ -190,6 +194,8 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         for m in members:
             pods[m].gang = gang.idx
         gangs.append(gang)
+    for key in labelled.difference(groups):  # a label naming no PodGroup: the gang waits for it (api.md)
+        gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key
     return gangs
 
 
