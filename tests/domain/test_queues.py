@@ -89,8 +89,10 @@ def test_a_queue_that_is_its_own_parent_is_a_cycle() -> None:
     assert tree.broken[QueueName("self")] == QueueCycle((QueueName("self"), QueueName("self")))
 
 
-def test_gang_key_is_the_pod_group_only_when_it_exists() -> None:
-    assert gang_key(pod(group="with-queue"), GROUPS) == "ml/with-queue"
-    assert gang_key(pod(group="absent"), GROUPS) == "ml/p"  # a label naming no PodGroup: a gang of one
-    assert gang_key(pod(), GROUPS) == "ml/p"
-    assert gang_key(pod(group="with-queue"), {}) == "ml/p"
+def test_gang_key_is_the_pod_group_label_whether_or_not_the_group_exists() -> None:
+    # api.md: a pod naming a missing PodGroup waits for it, so its gang is the group it names
+    # (was: a gang of one, "ml/p", when the group did not exist).
+    assert gang_key(pod(group="with-queue")) == "ml/with-queue"
+    assert gang_key(pod(group="absent")) == "ml/absent"
+    assert gang_key(pod()) == "ml/p"
+

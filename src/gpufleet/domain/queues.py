@@ -44,15 +44,12 @@ def pod_group_of(pod: Pod, groups: Mapping[str, PodGroup]) -> PodGroup | None:
     return groups.get(f"{pod.namespace}/{label}") if label and groups else None
 
 
-def gang_key(pod: Pod, groups: Mapping[str, PodGroup]) -> str:
-    """The gang ``pod`` belongs to: ``namespace/group`` when its label names a PodGroup that exists
-    in its namespace, else the pod alone (its own key): a label naming no PodGroup makes no gang."""
+def gang_key(pod: Pod) -> str:
+    """The gang ``pod`` belongs to: ``namespace/group`` when it has a ``gpufleet.dev/pod-group``
+    label, whether or not that PodGroup exists (a pod naming a missing one waits for it: api.md),
+    else the pod alone (its own key)."""
     label = pod.group_label
-    if label and groups:
-        key = f"{pod.namespace}/{label}"
-        if key in groups:
-            return key
-    return pod.key
+    return f"{pod.namespace}/{label}" if label else pod.key
 
 
 def queue_source(pod: Pod, group: PodGroup | None) -> QueueSource:

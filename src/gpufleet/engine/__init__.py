@@ -7,8 +7,9 @@ Besides ``schedule``, the package offers what the simulator's fill experiment bu
 engine's node/GPU state (``ClusterState``), static feasibility, the fit test (does a pod fit a
 node now, which GPUs a share may take: the placement's own rule, so that "fits" cannot mean two
 things), the fragmentation model and its target workload, and ``PlacementSession`` (the engine's
-placement, one pod at a time). Every name here is already loaded by ``schedule``'s own imports,
-so importing the package costs no more.
+placement, one pod at a time), and ``screen`` (what the engine leaves out of a snapshot, and
+why: the controller's Node Events and queue usage follow it). Every name here is already loaded
+by ``schedule``'s own imports, so importing the package costs no more.
 """
 
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
@@ -22,6 +23,7 @@ from gpufleet.engine.fragmentation import (
     TargetWorkload,
     shape_of,
 )
+from gpufleet.engine.intake import Screened, screen
 from gpufleet.engine.scheduler import schedule
 from gpufleet.engine.session import PlacementSession
 
@@ -33,6 +35,7 @@ __all__ = [
     "IntArray",
     "NodeStates",
     "PlacementSession",
+    "Screened",
     "StaticFeasibility",
     "TargetShape",
     "TargetWorkload",
@@ -41,6 +44,7 @@ __all__ = [
     "node_fit",
     "resources_fit",
     "schedule",
+    "screen",
     "shape_of",
     "share_cells",
 ]

@@ -56,6 +56,9 @@ class FairOrder:
             pending = self.pending_members(gang)
             if not pending:
                 continue
+            if gang.missing_group:  # api.md: it waits until its PodGroup exists
+                gang.pending_reason = f"pod group {gang.key} does not exist"
+                continue
             if gang.gates:
                 gang.pending_reason = gated_reason(gang.gates)
                 continue

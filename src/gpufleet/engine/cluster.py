@@ -125,6 +125,18 @@ class ClusterState:
         self.free_whole[:] = (self.gpu_free == BLOCKS_PER_GPU).sum(axis=1)
         self.dirty.extend(touched.tolist())
 
+    def retire(self, nodes: IntArray, gpus: IntArray) -> None:
+        """Take the (node, GPU) cells ``nodes[i], gpus[i]`` out of service for the call, as unhealthy
+        GPUs are: running pods hold them more than once (docs/semantics-notes.md). Pods that hold
+        them keep them; releasing one gives nothing back, and nothing is placed on them."""
+        if not len(nodes):
+            return
+        self.healthy[nodes, gpus] = False
+        self.gpu_free[nodes, gpus] = -1
+        touched = np.unique(nodes)
+        self.free_whole[touched] = (self.gpu_free[touched] == BLOCKS_PER_GPU).sum(axis=1)
+        self.dirty.extend(touched.tolist())
+
     def give_back(self, node: int, res: IntArray, gpus: Sequence[int], blocks: int | None) -> None:
         """Undo ``take`` for a pod that leaves ``node``."""
         self.free[node] += res

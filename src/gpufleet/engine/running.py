@@ -1,9 +1,11 @@
 """The snapshot's running pods take their capacity before anything is decided.
 
 Pods whose gpu-index annotation is complete are bound in bulk with NumPy (``Placer.commit_many``);
-the others follow one by one, in order of start time, then name, and those without a usable
-gpu-index get the lowest free GPUs. Then the running members count towards their gangs, and
-their usage towards their queues.
+the others follow one by one (those whose annotation names GPUs of their node first, then in
+order of start time, then name) and get the lowest free GPUs for what their annotation does not
+name. A GPU held more than once is taken out of service, with a warning
+(docs/semantics-notes.md, "Cluster state the engine does not trust"). Then the running members
+count towards their gangs, and their usage towards their queues.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, PODS
+from gpufleet.domain import BLOCKS_PER_GPU, GPU, MILLI, MILLI_PER_BLOCK, PODS, Node
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.queues import QueueForest
@@ -22,11 +24,14 @@ __all__ = ["bind_running", "preset_node_warnings"]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
-                 forest: QueueForest) -> None:
-    """Bind every running pod of ``pods`` (rows of ``requests``) where the snapshot has it."""
+                 forest: QueueForest) -> list[str]:
+    """Bind every running pod of ``pods`` (rows of ``requests``) where the snapshot has it; returns
+    the warnings about GPU annotations it could not take as they are (docs/semantics-notes.md,
+    "Cluster state the engine does not trust")."""
     c = placer.cluster
     width = c.gpu_free.shape[1]
     index = c.index
+    counts: list[int] = c.gpu_count.tolist()  # an annotation names GPUs below its node's count
     running = [p for p in pods if p.pod.node_name in index and not p.pod.finished]
     rest: list[PodInfo] = []
     # One pass sorts pods into the bulk (complete gpu-index) and the rest, and collects the
@@ -42,21 +47,20 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         pod = info.pod
         idx = pod.gpu_index
         n = len(idx)
+        node = index[pod.node_name or ""]
         if info.blocks is not None or info.gpu_mem_bytes is not None:  # fractional
-            if not (n == 1 and 0 <= idx[0] < width and info.blocks is not None):
+            if not (n == 1 and 0 <= idx[0] < counts[node] and info.blocks is not None):
                 rest.append(info)
                 continue
-            node = index[pod.node_name or ""]
             f_nodes.append(node)
             f_gpus.append(idx[0])
             f_blocks.append(info.blocks)
             info.bound_blocks = info.blocks
         else:
-            if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < width
+            if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < counts[node]
                                               and (n == 1 or len(set(idx)) == n))):
                 rest.append(info)
                 continue
-            node = index[pod.node_name or ""]
             if n == 1:
                 w_nodes.append(node)
                 w_gpus.append(idx[0])
@@ -66,31 +70,51 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         info.node, info.gpus = node, idx
         b_pods.append(info.idx)
         b_nodes.append(node)
+    warnings: list[str] = []
     if b_pods:
         bulk = np.array(b_pods, dtype=np.int64)
-        placer.commit_many(
-            bulk, np.array(b_nodes, dtype=np.int64), requests[bulk],
-            (np.array(w_nodes, dtype=np.int64), np.array(w_gpus, dtype=np.int64)),
-            (np.array(f_nodes, dtype=np.int64), np.array(f_gpus, dtype=np.int64),
-             np.array(f_blocks, dtype=np.int64)),
-        )
-    rest.sort(key=lambda p: (0 if p.pod.gpu_index else 1, p.start, p.key))
-    for info in rest:
+        whole = (np.array(w_nodes, dtype=np.int64), np.array(w_gpus, dtype=np.int64))
+        shares = (np.array(f_nodes, dtype=np.int64), np.array(f_gpus, dtype=np.int64),
+                  np.array(f_blocks, dtype=np.int64))
+        twice = _held_twice(width, c.gpu_free.size, whole, shares)
+        if len(twice):  # rare: name the pods with Python, then take the cells out of service
+            warnings.extend(_held_twice_warnings(c.nodes, [pods[b] for b in b_pods], twice, width))
+            c.retire(twice // width, twice % width)
+        placer.commit_many(bulk, np.array(b_nodes, dtype=np.int64), requests[bulk], whole, shares)
+    usable = [_usable_index(info, counts[index[info.pod.node_name or ""]]) for info in rest]
+    # Pods whose annotation names GPUs first, then those whose annotation is not usable, then the rest.
+    rest_order = sorted(range(len(rest)), key=lambda i: (0 if usable[i] else 1 if rest[i].pod.gpu_index else 2,
+                                                         rest[i].start, rest[i].key))
+    for i in rest_order:
+        info = rest[i]
         node = c.index[info.pod.node_name or ""]
+        gpus = usable[i]
+        annotated = info.pod.gpu_index
+        bad = [g for g in annotated if not 0 <= g < counts[node]]
+        if bad and (info.whole or info.fractional):
+            warnings.append(f"pod {info.key} is annotated with GPU {','.join(map(str, bad))} of node "
+                            f"{c.nodes[node].name}, which has {counts[node]} GPUs: it holds the lowest free GPUs "
+                            "instead")
         blocks: int | None = None
         if info.fractional:
             blocks = info.blocks if info.blocks is not None else info.blocks_on(int(c.gpu_memory_mib[node]))
             blocks = blocks or 1
-            gpus = tuple(g for g in info.pod.gpu_index[:1] if 0 <= g < width)
+            gpus = gpus[:1]
+            if gpus and c.healthy[node, gpus[0]] and (c.gpu_whole[node, gpus[0]]
+                                                      or c.gpu_free[node, gpus[0]] < blocks):
+                warnings.append(_retire_one(c, node, gpus[0], info, running))
             if not gpus:
                 g = c.fractional_gpu_on(node, blocks, False)
                 gpus = (g,) if g is not None else ()
             if not gpus:
                 blocks = None  # nowhere to put it: holds cpu/memory only
         else:
-            gpus = tuple(g for g in info.pod.gpu_index if 0 <= g < width)
-            if len(gpus) != info.whole:
-                gpus = tuple(c.whole_gpus_for(node, info.whole, (), False))
+            for g in gpus:  # the GPUs its annotation names, then the lowest free ones for the rest
+                if c.healthy[node, g] and c.gpu_free[node, g] != BLOCKS_PER_GPU:
+                    warnings.append(_retire_one(c, node, g, info, running))
+            if len(gpus) < info.whole:
+                more = [g for g in c.whole_gpus_for(node, info.whole, (), False) if g not in gpus]
+                gpus = gpus + tuple(more[:info.whole - len(gpus)])
         placer.commit(Assignment(info.idx, node, gpus, blocks))
     ours = [info for info in running if info.gang >= 0]
     for info in ours:
@@ -114,6 +138,50 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         for leaf, total in zip(by_leaf.tolist(), sums, strict=True):
             if leaf >= 0:
                 forest.add(leaf, total)
+    return warnings
+
+
+def _usable_index(info: PodInfo, count: int) -> tuple[int, ...]:
+    """The GPUs of its node that a running pod's gpu-index names (those below ``count``, the
+    node's GPUs), as many as it holds; it gets the lowest free ones for the others."""
+    return tuple(g for g in info.pod.gpu_index if 0 <= g < count)[:1 if info.fractional else info.whole]
+
+
+def _held_twice(width: int, cells_total: int, whole: tuple[IntArray, IntArray],
+                shares: tuple[IntArray, IntArray, IntArray]) -> IntArray:
+    """Cells (``node * width + gpu``) that the bulk's running pods hold more than once: a GPU given
+    out whole twice, a share on a GPU given out whole, shares adding up to more than a GPU.
+    Counted per cell with ``bincount`` (linear: every running pod passes here)."""
+    held = np.bincount(whole[0] * width + whole[1], minlength=cells_total)
+    found = held > 1
+    if len(shares[0]):
+        blocks = np.bincount(shares[0] * width + shares[1], weights=shares[2], minlength=cells_total)
+        found |= ((blocks > 0) & (held > 0)) | (blocks > BLOCKS_PER_GPU)
+    out: IntArray = np.flatnonzero(found).astype(np.int64)
+    return out
+
+
+def _held_twice_warnings(nodes: Sequence[Node], bulk: Sequence[PodInfo], cells: IntArray, width: int) -> list[str]:
+    holders: dict[int, list[str]] = {int(cell): [] for cell in cells.tolist()}
+    for info in bulk:
+        node = info.node if info.node is not None else -1
+        for g in info.gpus:
+            got = holders.get(node * width + g)
+            if got is not None:
+                got.append(info.key)
+    return [_twice_text(nodes[cell // width].name, cell % width, keys) for cell, keys in sorted(holders.items())]
+
+
+def _twice_text(node: str, gpu: int, keys: Sequence[str]) -> str:
+    return (f"GPU {gpu} of node {node} is held by more than one running pod ({', '.join(sorted(keys))}): "
+            "out of service")
+
+
+def _retire_one(c: ClusterState, node: int, gpu: int, info: PodInfo, running: Sequence[PodInfo]) -> str:
+    """Take one cell out of service (a pod of the rest claims a GPU already held); the warning."""
+    keys = [p.key for p in running if p.node == node and gpu in p.gpus] + [info.key]
+    c.retire(np.array([node], dtype=np.int64), np.array([gpu], dtype=np.int64))
+    return _twice_text(c.nodes[node].name, gpu, keys)
 
 
 def preset_node_warnings(pods: Sequence[PodInfo], cluster: ClusterState) -> list[str]:

@@ -20,6 +20,7 @@ from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.feasibility import StaticFeasibility, static_key
+from gpufleet.engine.intake import screen
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
@@ -49,6 +50,10 @@ class Engine:
     MEMO_FAILURES = True
 
     def __init__(self, snapshot: Snapshot) -> None:
+        # Nodes over the GPU bound and pods on nodes it does not have never enter (intake.py).
+        screened = screen(snapshot)
+        snapshot = screened.snapshot
+        warnings = screened.warnings
         self.snapshot = snapshot
         config = snapshot.config
         queues = list(snapshot.queues)
@@ -68,13 +73,15 @@ class Engine:
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
-        bind_running(self.pods, requests, self.placer, self.gangs, self.forest)
+        warnings += bind_running(self.pods, requests, self.placer, self.gangs, self.forest)
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]
         self.victims = VictimIndex(self.gangs, self.pods, requests, self.forest, self.cluster,
                                    self.feasibility, self.placer.node_of)
-        self.log = DecisionLog(overcommit_warnings(self.forest) + preset_node_warnings(self.pods, self.cluster))
+        self.log = DecisionLog(
+            warnings + overcommit_warnings(self.forest) + preset_node_warnings(self.pods, self.cluster)
+        )
         self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs)
 
     # -- gang facts --------------------------------------------------------------------------

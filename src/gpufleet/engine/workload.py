@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -78,6 +79,7 @@ class Gang:
     members_by_size: list[int] = field(default_factory=list)
     gates: tuple[str, ...] = ()  # spec.schedulingGates of its pods: not a candidate while any is left
     taken_back_by: str = ""  # admitted by this call, then withdrawn to make room for this pod's gang
+    missing_group: bool = False  # its label names a PodGroup that does not exist: it waits
 
 
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:
@@ -136,14 +138,20 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
 
 
 def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
-    """Gangs of our pods (a PodGroup, or a pod of its own); other schedulers' pods get none."""
+    """Gangs of our pods (a PodGroup, named or existing, or a pod of its own); other schedulers'
+    pods get none."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     by_key: dict[str, list[int]] = {}
+    labelled: set[str] = set()  # gangs named by a pod-group label
     for info in pods:
         pod = info.pod
         if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
-        key = gang_key(pod, groups) if groups and pod.group_label else info.key  # most pods: no call
+        if pod.group_label:  # most pods: no call
+            key = gang_key(pod)
+            labelled.add(key)
+        else:
+            key = info.key
         same = by_key.get(key)
         if same is None:
             by_key[key] = [info.idx]
@@ -151,7 +159,8 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             same.append(info.idx)
     gangs: list[Gang] = []
     append = gangs.append
-    for rank, key in enumerate(sorted(by_key)):
+    keys = sorted(by_key)
+    for rank, key in enumerate(keys):
         members = by_key[key]
         group = groups.get(key) if groups else None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
@@ -189,6 +198,8 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         for m in members:
             pods[m].gang = gang.idx
         gangs.append(gang)
+    for key in labelled.difference(groups):  # a label naming no PodGroup: the gang waits for it (api.md)
+        gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key
     return gangs
 
 

@@ -132,8 +132,9 @@ def test_cli_explain_bad_input_exits_2(serving: FakeCluster, args: list[str], me
     assert result.stderr == message
 
 
-def test_a_label_naming_no_pod_group_is_no_gang() -> None:
-    """As in the engine: the pod is a gang of its own, and explain does not call it a gang member."""
+def test_a_label_naming_a_missing_pod_group_waits_for_it() -> None:
+    """As in the engine (api.md): the pods form the gang their label names and stay pending until
+    the PodGroup exists. (Was: each a gang of its own, bound at once.)"""
     objects = cluster_objects()
     objects[Kind.POD] = [p for p in objects[Kind.POD] if p["metadata"]["name"] != "a-train"]
     for index in range(2):
@@ -141,4 +142,5 @@ def test_a_label_naming_no_pod_group_is_no_gang() -> None:
         member["metadata"]["labels"]["gpufleet.dev/pod-group"] = "missing"
         objects[Kind.POD].append(member)
     lines = explain("team-a", "a-g-1", client(objects)).splitlines()
-    assert lines[0] == "team-a/a-g-1 is pending; it asks for 4 whole GPUs."
+    assert lines == ["team-a/a-g-1 is pending; it asks for 4 whole GPUs, in gang team-a/missing.",
+                     "It would stay pending: pod group team-a/missing does not exist."]

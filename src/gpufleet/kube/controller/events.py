@@ -1,4 +1,4 @@
-"""Kubernetes Events (events.k8s.io/v1) on pods, rate-limited per pod.
+"""Kubernetes Events (events.k8s.io/v1) on pods (and Nodes), rate-limited per object.
 
 A pod that stays pending gets the same reason cycle after cycle: without a limit, a busy cluster
 would write thousands of identical Events a minute. Per pod, an Event is written when its note
@@ -34,6 +34,7 @@ class PodEvent:
     note: str
     type: str = "Normal"  # Normal | Warning
     action: str = "Scheduling"
+    kind: str = "Pod"  # what it regards: a Pod, or a Node (namespace "": the Event goes to "default")
 
 
 class EventRecorder:
@@ -82,15 +83,14 @@ class EventRecorder:
             "metadata": {
                 # Unique per event, as client-go names them: the object's name and a time-based suffix.
                 "name": f"{event.name[:200]}.{int(now * 1e6):x}{self._seq:04x}",
-                "namespace": event.namespace,
+                "namespace": event.namespace or "default",
             },
             "eventTime": micro_time(now),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self.identity,
             "action": event.action,
             "reason": event.reason,
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": event.namespace, "name": event.name,
-                          "uid": event.uid},
+            "regarding": _regarding(event),
             "note": event.note[:MAX_NOTE],
             "type": event.type,
         }
@@ -110,6 +110,13 @@ class EventRecorder:
         if self.metrics is not None:
             self.metrics.events.labels(event.reason).inc()
         return True
+
+
+def _regarding(event: PodEvent) -> dict[str, str]:
+    regarding = {"apiVersion": "v1", "kind": event.kind, "name": event.name, "uid": event.uid}
+    if event.namespace:  # cluster-scoped objects (Nodes) have none
+        regarding["namespace"] = event.namespace
+    return regarding
 
 
 def pod_uid(pod: Mapping[str, Any] | None) -> str:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, MILLI, Binding, Decisions, Eviction, PendingPod, PodKey
-from gpufleet.engine import schedule
+from gpufleet.domain.nodes import TooManyGpus
+from gpufleet.engine import Screened, schedule, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
 from gpufleet.kube.controller.convert import (
@@ -338,11 +339,11 @@ class Controller:
         gangs: dict[str, list[Binding]] = {}
         for binding in decisions.bindings:
             pod = view.pods[binding.pod]
-            gangs.setdefault(gang_key(pod, view.groups), []).append(binding)
+            gangs.setdefault(gang_key(pod), []).append(binding)
         caused: dict[str, set[PodKey]] = {}
         for eviction in decisions.evictions:
             by = view.pods.get(eviction.by)
-            caused.setdefault(gang_key(by, view.groups) if by else eviction.by, set()).add(eviction.pod)
+            caused.setdefault(gang_key(by) if by else eviction.by, set()).add(eviction.pod)
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
                 self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
@@ -485,8 +486,10 @@ class Controller:
         for plan in self.plans.values():
             for b in plan.bindings:
                 waiting[b.pod] = plan.waiting
-        state = end_state(view, decisions, waiting)
+        screened = screen(view.snapshot)
+        state = end_state(view, decisions, waiting, ignored={p.key for p in screened.strays})
         await self._pending_events(view, state, waiting)
+        await self._node_events(screened)
         await self._write_statuses(view, state, now)
         await self._write_pod_statuses(state, now)
 
@@ -501,6 +504,17 @@ class Controller:
                 events.append((self._event(first, "EvictionBlocked" if blocked else "WaitingForVictims",
                                            plan.waiting, "Warning" if blocked else "Normal", "Preempting"), False))
         self.events.forget_older_than(2 * self.events.repeat_after)
+        await self._emit_all(events)
+
+    async def _node_events(self, screened: Screened) -> None:
+        """A Warning Event on each Node whose GPU count the engine does not take as it is (left out
+        over the bound, or rounded down), rate-limited like the pods' Events."""
+        events: list[tuple[PodEvent, bool]] = []
+        for problem in screened.nodes:
+            meta = (self.cache.get(Kind.NODE, "", problem.node) or {}).get("metadata") or {}
+            action = "LeftOut" if isinstance(problem, TooManyGpus) else "RoundedDown"
+            events.append((PodEvent("", problem.node, str(meta.get("uid") or ""), "InvalidGpuCount", problem.text,
+                                    "Warning", action, kind="Node"), False))
         await self._emit_all(events)
 
     async def _write_statuses(self, view: SnapshotView, state: EndState, now: float) -> None:

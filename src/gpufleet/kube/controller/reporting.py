@@ -8,7 +8,7 @@ a whole GPU counts 1, a fractional pod blocks/100. The status shapes are K1's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,10 +42,13 @@ class EndState:
     pending: Mapping[PodKey, str]  # our pods left pending, with the reason
 
 
-def end_state(view: SnapshotView, decisions: Decisions, waiting: Mapping[PodKey, str] | None = None) -> EndState:
+def end_state(view: SnapshotView, decisions: Decisions, waiting: Mapping[PodKey, str] | None = None,
+              ignored: Collection[PodKey] = ()) -> EndState:
     """``waiting``: pods the engine placed whose binding waits (victims still terminating); they
-    hold their place like bound pods."""
-    bound: dict[PodKey, Pod] = {k: p for k, p in view.pods.items() if p.ours and p.node_name is not None}
+    hold their place like bound pods. ``ignored``: pods bound to a node the engine does not have
+    (``gpufleet.engine.screen``), which hold nothing."""
+    bound: dict[PodKey, Pod] = {k: p for k, p in view.pods.items()
+                                if p.ours and p.node_name is not None and k not in ignored}
     for binding in decisions.bindings:
         pod = view.pods.get(binding.pod)
         if pod is not None:
@@ -103,13 +106,13 @@ def queue_reports(queues: Sequence[Queue], view: SnapshotView, state: EndState) 
         assert queue is not None
         for r, amount in zip(resources, usage_of(pod, resources), strict=True):
             reports[queue].usage[r] += amount
-        admitted[queue].add(gang_key(pod, view.groups))
+        admitted[queue].add(gang_key(pod))
     for key in state.pending:
         queue = view.queue_of.get(key)
         pending_pod = view.pods.get(key)
         if queue in pending and pending_pod is not None:
             assert queue is not None
-            gang = gang_key(pending_pod, view.groups)
+            gang = gang_key(pending_pod)
             if gang not in admitted[queue]:
                 pending[queue].add(gang)
     by_name: dict[str, Queue] = {str(q.name): q for q in queues}

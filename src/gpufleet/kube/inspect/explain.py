@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.adapters import InputError, load_snapshot_documents
-from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, PodGroup, Snapshot
+from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.domain.queues import gang_key
 from gpufleet.engine import schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
@@ -78,11 +78,13 @@ def _asks(pod: Pod) -> str:
     return "no GPU"
 
 
-def _gang_members(gang: str, pod: Pod, snapshot: Snapshot, groups: Mapping[str, PodGroup]) -> set[str]:
-    """The pods of ``pod``'s gang ``gang``, as the engine forms gangs (a label naming no PodGroup makes none)."""
-    if gang == pod.key:
+def _gang_members(pod: Pod, snapshot: Snapshot) -> set[str]:
+    """The pods of ``pod``'s gang, as the engine forms gangs (by the pod-group label, whether or not
+    that PodGroup exists: a pod naming a missing one waits for it)."""
+    if not pod.group_label:
         return {pod.key}
-    return {p.key for p in snapshot.pods if p.namespace == pod.namespace and gang_key(p, groups) == gang}
+    gang = gang_key(pod)
+    return {p.key for p in snapshot.pods if p.namespace == pod.namespace and gang_key(p) == gang}
 
 
 def _eviction_line(eviction: Eviction) -> str:
@@ -103,9 +105,7 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
 
     lines: list[str] = []
     owner = "gpufleet" if pod.ours else f"another scheduler ({pod.scheduler_name})"
-    groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
-    gang_of = gang_key(pod, groups)
-    gang = f", in gang {gang_of}" if gang_of != pod.key else ""
+    gang = f", in gang {gang_key(pod)}" if pod.group_label else ""
     eviction = next((e for e in decisions.evictions if e.pod == key), None)
     binding = next((b for b in decisions.bindings if b.pod == key), None)
     pending = next((p for p in decisions.pending if p.pod == key), None)
@@ -123,7 +123,7 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
     lines.append(f"{key} is pending; it asks for {_asks(pod)}{gang}.")
     if binding is not None:
         lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}).")
-        members = _gang_members(gang_of, pod, snapshot, groups)
+        members = _gang_members(pod, snapshot)
         victims = [e for e in decisions.evictions if e.by in members]
         if victims:
             lines.append("To make room it would evict:" if len(members) == 1 else "To make room its gang would evict:")
