@@ -67,9 +67,8 @@ class FairOrder:
                 gang.pending_reason = (f"gang {gang.key} has {total} of minMember {gang.min_member} pods")
                 continue
             per_leaf.setdefault(gang.queue, []).append(gang.idx)
-        for leaf, lst in per_leaf.items():
+        for lst in per_leaf.values():
             lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
-            per_leaf[leaf] = lst
         return per_leaf
 
     def pick(self, heads: dict[int, int], requests: dict[int, list[int]], epoch: Epoch) -> int:

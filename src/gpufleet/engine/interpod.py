@@ -299,9 +299,6 @@ class InterPod:
         out: IntArray = np.minimum(total, SOFT_CAP)
         return out
 
-    def constrained(self, idx: int) -> bool:
-        return bool(self.rules(idx))
-
     def signature(self, idx: int) -> tuple[object, ...]:
         """What this pod's rules depend on besides the counts (for the engine's failure memo)."""
         if not self.rules(idx):

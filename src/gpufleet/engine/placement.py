@@ -88,10 +88,8 @@ class Placer:
         The caller has set each PodInfo's node, GPUs and blocks while collecting them."""
         self.cluster.take_many(nodes, res, whole, shares)
         self.node_of[pods] = nodes
-        if self._ports is not None:  # bulk binds come before any query; kept right should one come later
-            for p, node in zip(pods.tolist(), nodes.tolist(), strict=True):
-                if self.pods[p].pod.host_ports:
-                    self._ports.change(node, self.pods[p].pod.host_ports, 1)
+        # Host ports need nothing here: their table is built on the first query from the pods bound then.
+        assert self._ports is None, "bulk binds come before any host-port query"
         if self.interpod is not None:
             self.interpod.add_many(pods, nodes)
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import GPU, MILLI_PER_BLOCK
+from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
-from gpufleet.engine.workload import Gang, PodInfo, quota_request
+from gpufleet.engine.workload import Gang, PodInfo
 
 __all__ = ["QuotaGates", "overcommit_warnings"]
 
@@ -31,15 +31,28 @@ class QuotaGates:
         self.managed = forest.managed
         self._smallest_gpu_mib = sorted({int(m) for m in cluster.gpu_memory_mib if m > 0})
 
-    def quota_vec(self, info: PodInfo, blocks: int | None = None) -> list[int]:
+    def counted_blocks(self, info: PodInfo) -> int | None:
+        """The blocks a fractional pod counts against GPU quota (None for a whole-GPU pod): those it
+        holds, else those it asks for, else (gpu-memory, no GPU) those it takes on the smallest GPU
+        that holds it."""
+        if not info.fractional:
+            return None
+        blocks = info.bound_blocks
+        if blocks is None:
+            blocks = info.blocks
+        if blocks is None:
+            blocks = next((b for m in self._smallest_gpu_mib if (b := info.blocks_on(m)) is not None), 0)
+        return blocks
+
+    def gpu_milli(self, info: PodInfo) -> int:
+        """What one pod counts against GPU quota, in milli-GPU (the GPU entry of :meth:`quota_vec`)."""
+        blocks = self.counted_blocks(info)
+        return info.whole * MILLI if blocks is None else blocks * MILLI_PER_BLOCK
+
+    def quota_vec(self, info: PodInfo) -> list[int]:
         """What one pod counts against quota, over the managed resources."""
-        if info.fractional and blocks is None:
-            blocks = info.bound_blocks
-            if blocks is None:
-                blocks = info.blocks
-            if blocks is None:  # gpu-memory, pending: blocks on the smallest GPU that holds it
-                blocks = next((b for m in self._smallest_gpu_mib if (b := info.blocks_on(m)) is not None), 0)
-        return quota_request(info, self.managed, blocks)
+        requests = info.pod.requests
+        return [self.gpu_milli(info) if r == GPU else requests.get(r, 0) for r in self.managed]
 
     def gang_request(self, members: list[int]) -> list[int]:
         """What ``members`` (pod indices) count against quota together."""

@@ -14,17 +14,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import BLOCKS_PER_GPU, GPU, MILLI, MILLI_PER_BLOCK, PODS, Node
+from gpufleet.domain import BLOCKS_PER_GPU, GPU, PODS, Node
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.placement import Assignment, Placer
-from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.workload import Gang, PodInfo
 
 __all__ = ["bind_running", "preset_node_warnings"]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
-                 forest: QueueForest) -> list[str]:
+                 quota: QuotaGates) -> list[str]:
     """Bind every running pod of ``pods`` (rows of ``requests``) where the snapshot has it; returns
     the warnings about GPU annotations it could not take as they are (docs/semantics-notes.md,
     "Cluster state the engine does not trust")."""
@@ -119,6 +119,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     ours = [info for info in running if info.gang >= 0]
     for info in ours:
         gangs[info.gang].alive += 1
+    forest = quota.forest
     managed = forest.managed
     if ours and managed:
         # Queue usage of everything running, summed per leaf with NumPy, then added once per leaf.
@@ -127,9 +128,8 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         usage = np.zeros((len(ours), len(managed)), dtype=np.int64)
         for j, r in enumerate(managed):
             if r == GPU:
-                usage[:, j] = [i.whole * MILLI
-                               + ((i.bound_blocks or i.blocks or 0) * MILLI_PER_BLOCK if i.fractional else 0)
-                               for i in ours]
+                gpu_milli = quota.gpu_milli  # the rule eviction subtracts by: usage never drifts
+                usage[:, j] = [gpu_milli(i) for i in ours]
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         order = np.argsort(leaves, kind="stable")

@@ -54,7 +54,6 @@ class Engine:
         screened = screen(snapshot)
         snapshot = screened.snapshot
         warnings = screened.warnings
-        self.snapshot = snapshot
         config = snapshot.config
         queues = list(snapshot.queues)
         if config.default_queue not in {q.name for q in queues}:
@@ -73,7 +72,7 @@ class Engine:
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
-        warnings += bind_running(self.pods, requests, self.placer, self.gangs, self.forest)
+        warnings += bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]

@@ -11,7 +11,6 @@ import numpy as np
 from gpufleet.domain import (
     GPU,
     MILLI,
-    MILLI_PER_BLOCK,
     PODS,
     SCHEDULER_NAME,
     Pod,
@@ -202,16 +201,3 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key
     return gangs
 
-
-def quota_request(info: PodInfo, managed: list[str], blocks: int | None) -> list[int]:
-    """What a pod counts against quota, over the managed resources."""
-    vec = [0] * len(managed)
-    for j, r in enumerate(managed):
-        if r == GPU:
-            if info.fractional:
-                vec[j] = (blocks or 0) * MILLI_PER_BLOCK
-            else:
-                vec[j] = info.whole * MILLI
-        else:
-            vec[j] = info.pod.requests.get(r, 0)
-    return vec
