@@ -15,6 +15,7 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
@@ -23,7 +24,20 @@ import click
 
 from gpufleet.adapters.errors import InputError
 
-__all__ = ["Command", "CommandError", "Group", "LazyGroup"]
+__all__ = ["Command", "CommandError", "FiniteFloatRange", "Group", "LazyGroup"]
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (which FloatRange lets through, and
+    which would end in a traceback far from the option)."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 class CommandError(Exception):

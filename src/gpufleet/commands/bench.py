@@ -6,16 +6,18 @@ import json
 
 import click
 
-from gpufleet.commands.base import Command
+from gpufleet.bench.shapes import SHAPES
+from gpufleet.commands.base import Command, FiniteFloatRange
 
 __all__ = ["bench"]
 
 
 @click.command(cls=Command)
-@click.option("--shape", type=click.Choice(["basic", "gang-small", "gang-large", "preemption", "topology", "affinity"]),
-              required=True)
-@click.option("--scale", type=float, default=1.0, show_default=True, help="Shrink the shape (tests).")
-@click.option("--repeat", type=int, default=1, show_default=True, help="Runs; the median is reported.")
+@click.option("--shape", type=click.Choice(SHAPES), required=True)
+@click.option("--scale", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Shrink the shape (tests).")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs; the median is reported.")
 @click.option("--format", "fmt", type=click.Choice(["json"]), default="json")
 @click.option("--replay-cost", is_flag=True,
               help="Instead: compare the full replay of the shape written as YAML with bare YAML parsing.")

@@ -11,7 +11,7 @@ import socket
 
 import click
 
-from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
 from gpufleet.kube import (
     ClusterAccessError,
     Controller,
@@ -61,7 +61,7 @@ async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> N
 @click.option("--identity", default=None, help="This replica's name in the Lease (default: $POD_NAME or host-pid).")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
               help="Elect a leader among replicas; without it this replica always acts (run only one).")
-@click.option("--min-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--min-interval", type=FiniteFloatRange(min=0), default=1.0, show_default=True,
               help="Seconds at least between the starts of two scheduling cycles.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
               help="Port of /metrics (and /healthz, /readyz); 0: none.")

@@ -15,7 +15,7 @@ import click
 from gpufleet.adapters.text import progress_bar
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
-from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
 from gpufleet.sim.fill import POLICIES, PaperResults, SeedCurves, parse_seeds, run_fill, summarize, table
 
 __all__ = ["fill"]
@@ -73,7 +73,7 @@ def _run_in_worker(args: tuple[str, int, float, bool]) -> SeedCurves:
 @click.option("--policy", type=click.Choice(POLICIES), default="gpufleet", show_default=True,
               help="gpufleet (the engine's defrag placement), binpack, spread, or one of the paper's baselines.")
 @click.option("--seeds", "seeds_arg", default="42-51", show_default=True, help="Seeds: 42-51, 42,45 or 42.")
-@click.option("--inflate", type=click.FloatRange(min=0, min_open=True), default=1.3, show_default=True,
+@click.option("--inflate", type=FiniteFloatRange(min=0, min_open=True), default=1.3, show_default=True,
               help="Add tasks until their GPU request reaches this multiple of the GPU capacity.")
 @click.option("--compare", default=None, help="More policies to run on the same seeds: P1,P2,...")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
