@@ -2,7 +2,7 @@
 
 Kept here, as pure scalar functions, so that the loader, the engine, the simulator and the
 webhook cannot disagree on an edge case; the engine's vector form
-(:func:`gpufleet.engine.cluster.blocks_for_memory`) is defined against
+(:func:`gpufleet.engine.fit.blocks_for_memory`) is defined against
 :func:`blocks_for_gpu_memory` and a property test checks that the two agree.
 """
 

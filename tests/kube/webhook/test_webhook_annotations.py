@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.domain import GPU, MILLI, Node, NodeName, Pod, Snapshot
+from gpufleet.domain.units import blocks_for_gpu_memory
 from gpufleet.engine import schedule
-from gpufleet.kube.webhook.annotations import bind_annotations, blocks_for_memory, mps_memory_limit
+from gpufleet.kube.webhook.annotations import bind_annotations, mps_memory_limit
 
 
 def test_fractional_binding_annotations() -> None:
@@ -47,7 +48,7 @@ def test_static_mode_counts_blocks_exactly_as_the_engine(memory_mib: int, gpu_mi
     node = Node(name=NodeName("n1"), allocatable={GPU: 1 * MILLI, "pods": 110 * MILLI}, gpu_memory_mib=gpu_mib)
     pod = Pod(namespace="ml", name="nb", gpu_memory_bytes=memory_mib * 1024 * 1024)
     decisions = schedule(Snapshot(nodes=(node,), pods=(pod,)))
-    expected = blocks_for_memory(memory_mib * 1024 * 1024, gpu_mib)
+    expected = blocks_for_gpu_memory(memory_mib * 1024 * 1024, gpu_mib)
     if expected is None:
         assert not decisions.bindings
     else:

@@ -30,12 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.domain import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_INDEX, ANNOTATION_MPS_MEM_LIMIT, BLOCKS_PER_GPU
-from gpufleet.domain.units import blocks_for_gpu_memory
 
 __all__ = [
-    "ANNOTATION_MPS_MEM_LIMIT",
     "bind_annotations",
-    "blocks_for_memory",
     "mps_memory_limit",
 ]
 
@@ -52,17 +49,6 @@ def mps_memory_limit(gpu_blocks: int, gpu_memory_mib: int) -> str:
     if gpu_memory_mib <= 0:
         raise ValueError(f"gpu_memory_mib must be positive, got {gpu_memory_mib}")
     return f"0={gpu_blocks * gpu_memory_mib // BLOCKS_PER_GPU}M"
-
-
-def blocks_for_memory(memory_bytes: int, gpu_memory_mib: int) -> int | None:
-    """Blocks a ``gpu-memory`` request takes on a GPU of ``gpu_memory_mib`` MiB, as the engine
-    counts them: the domain's one rule (:func:`gpufleet.domain.units.blocks_for_gpu_memory`:
-    rounded up, at least 1; None when it does not fit on one GPU).
-
-    Used only by the webhook's static mode (``--gpu-memory-mib``), after the request was checked
-    to be a positive quantity; a test checks that it agrees with the engine's bindings.
-    """
-    return blocks_for_gpu_memory(memory_bytes, gpu_memory_mib)
 
 
 def bind_annotations(

@@ -38,7 +38,8 @@ from gpufleet.domain import (
     ANNOTATION_MPS_MEM_LIMIT,
     SCHEDULER_NAME,
 )
-from gpufleet.kube.webhook.annotations import blocks_for_memory, mps_memory_limit
+from gpufleet.domain.units import blocks_for_gpu_memory
+from gpufleet.kube.webhook.annotations import mps_memory_limit
 
 __all__ = [
     "ENV_GPU_INDEX",
@@ -196,7 +197,7 @@ def mutate_pod(pod: Mapping[str, Any], settings: MutationSettings, *, namespace:
         if blocks is not None:
             static_blocks = blocks
         elif memory is not None:
-            static_blocks = blocks_for_memory(memory, settings.gpu_memory_mib)
+            static_blocks = blocks_for_gpu_memory(memory, settings.gpu_memory_mib)
             if static_blocks is None:
                 return PodMutation(
                     pod=pod,
