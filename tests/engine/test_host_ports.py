@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.domain import HostPort
-from gpufleet.engine.ports import WILDCARD_IP, HostPorts
+from gpufleet.domain import WILDCARD_IP, HostPort
+from gpufleet.engine.ports import HostPorts
 
 ports = st.tuples(st.sampled_from(["TCP", "UDP"]), st.sampled_from([WILDCARD_IP, "10.0.0.1", "10.0.0.2"]),
                   st.sampled_from([80, 8080]))

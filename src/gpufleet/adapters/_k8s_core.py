@@ -41,6 +41,7 @@ from gpufleet.domain import (
     LABEL_QUEUE,
     MILLI,
     PODS,
+    WILDCARD_IP,
     HostPort,
     LabelSelector,
     Node,
@@ -530,7 +531,6 @@ def _tolerations(value: object) -> tuple[Toleration, ...]:
 
 
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
-_WILDCARD_IP = "0.0.0.0"
 
 
 def _host_ports(containers: list[Any]) -> tuple[HostPort, ...]:
@@ -557,7 +557,7 @@ def _host_ports(containers: list[Any]) -> tuple[HostPort, ...]:
                 raise FieldError(
                     join(item_path, "protocol"), f"must be one of {', '.join(_PROTOCOLS)}, got {describe(protocol)}"
                 )
-            ip = opt_str(item.get("hostIP"), join(item_path, "hostIP")) or _WILDCARD_IP
+            ip = opt_str(item.get("hostIP"), join(item_path, "hostIP")) or WILDCARD_IP
             out.add((protocol, ip, number))
     return tuple(sorted(out))
 

@@ -27,6 +27,7 @@ from gpufleet.domain import (
     LABEL_PREEMPTIBLE,
     LABEL_QUEUE,
     MILLI,
+    WILDCARD_IP,
     LabelSelector,
     Node,
     Pod,
@@ -372,7 +373,7 @@ def pod_document(pod: Pod) -> dict[str, Any]:
     if pod.host_ports:
         container["ports"] = [
             {"containerPort": number, "hostPort": number, "protocol": protocol,
-             **({} if ip == "0.0.0.0" else {"hostIP": ip})}
+             **({} if ip == WILDCARD_IP else {"hostIP": ip})}
             for protocol, ip, number in pod.host_ports
         ]
 

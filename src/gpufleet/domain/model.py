@@ -18,8 +18,9 @@ from gpufleet.domain.wire import SCHEDULER_NAME
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
 QueueName = NewType("QueueName", str)
-# A host port a pod asks for: (protocol, host IP, port); protocol TCP/UDP/SCTP, IP "0.0.0.0" for all.
+# A host port a pod asks for: (protocol, host IP, port); protocol TCP/UDP/SCTP, WILDCARD_IP for all.
 HostPort = tuple[str, str, int]
+WILDCARD_IP = "0.0.0.0"  # a hostPort with no hostIP: every address of the node
 GroupKey = NewType("GroupKey", str)  # "namespace/name" of a PodGroup
 
 MILLI = 1000

@@ -13,12 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import HostPort
+from gpufleet.domain import WILDCARD_IP, HostPort
 from gpufleet.engine.cluster import BoolArray, IntArray
 
-__all__ = ["WILDCARD_IP", "HostPorts", "describe_port"]
+__all__ = ["HostPorts", "describe_port"]
 
-WILDCARD_IP = "0.0.0.0"
 _ANY_IP = "*"  # key of the per-node count of a port's users over every IP
 
 
