@@ -181,6 +181,10 @@ class Pod:
     affinity_terms: tuple[PodAffinityTerm, ...] = ()
     anti_affinity_terms: tuple[PodAffinityTerm, ...] = ()
     spread_constraints: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
+    # PVC names in the pod's namespace: persistentVolumeClaim volumes, and "<pod>-<volume>" for
+    # generic ephemeral volumes (in spec.volumes order, without repeats)
+    claims: tuple[str, ...] = ()
+    ephemeral_claims: frozenset[str] = frozenset()  # those of ``claims`` made for ephemeral volumes
 
     @property
     def key(self) -> PodKey:
@@ -205,6 +209,59 @@ class Pod:
     @property
     def bound(self) -> bool:
         return self.node_name is not None and not self.finished
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim, as volume binding reads it (docs/semantics-notes.md, "Volumes")."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    storage_class: str | None = None  # spec.storageClassName; None: the default class, "": none
+    volume_name: str | None = None  # spec.volumeName: bound (or pre-bound) to this PV
+    request_bytes: int = 0  # spec.resources.requests.storage
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    selector: LabelSelector | None = None  # spec.selector over PV labels
+    selected_node: NodeName | None = None  # annotation volume.kubernetes.io/selected-node
+    deleting: bool = False  # metadata.deletionTimestamp set
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    storage_class: str = ""  # spec.storageClassName ("": none)
+    capacity_bytes: int = 0  # spec.capacity.storage
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    node_affinity: tuple[SelectorTerm, ...] = ()  # spec.nodeAffinity.required: any one term; (): every node
+    claim: str | None = None  # spec.claimRef as "namespace/name"
+    phase: str = "Available"  # status.phase (Available when absent)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    name: str
+    provisioner: str = ""
+    wait_for_first_consumer: bool = False  # volumeBindingMode: WaitForFirstConsumer
+    allowed_topologies: tuple[SelectorTerm, ...] = ()  # any one term; (): every node
+    is_default: bool = False  # annotation storageclass.kubernetes.io/is-default-class: "true"
+    creation_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeBinding:
+    """A volume chosen with a pod's node: the PV bound to an unbound claim, or (``volume`` None)
+    the claim to provision on the pod's node."""
+
+    claim: str  # claim name, in the pod's namespace
+    volume: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +321,9 @@ class Snapshot:
     queues: tuple[Queue, ...] = ()
     pod_groups: tuple[PodGroup, ...] = ()
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    claims: tuple[VolumeClaim, ...] = ()
+    volumes: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +332,7 @@ class Binding:
     node: NodeName
     gpus: tuple[int, ...] = ()
     gpu_blocks: int | None = None  # set for fractional pods
+    volumes: tuple[VolumeBinding, ...] = ()  # volumes chosen with the node, sorted by claim
 
 
 @dataclass(frozen=True, slots=True)

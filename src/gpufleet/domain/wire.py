@@ -12,11 +12,14 @@ domain model, whose quantities are keyed by them.
 from __future__ import annotations
 
 __all__ = [
+    "ANNOTATION_BOUND_BY_CONTROLLER",
+    "ANNOTATION_DEFAULT_CLASS",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
     "ANNOTATION_MPS_MEM_LIMIT",
     "ANNOTATION_NVLINK_DOMAINS",
+    "ANNOTATION_SELECTED_NODE",
     "ANNOTATION_UNHEALTHY_GPUS",
     "API_GROUP",
     "API_GROUP_VERSION",
@@ -30,8 +33,10 @@ __all__ = [
     "LABEL_QUEUE",
     "LABEL_RACK",
     "LABEL_SPOT",
+    "NO_PROVISIONER",
     "REPORTING_CONTROLLER",
     "SCHEDULER_NAME",
+    "VOLUME_ZONE_LABELS",
 ]
 
 # The custom resources (Queue, PodGroup, SchedulerConfig, and the ClusterSpec of the simulator).
@@ -61,3 +66,15 @@ ANNOTATION_NVLINK_DOMAINS = f"{LABEL_PREFIX}nvlink-domains"
 # Node labels of NVIDIA's GPU feature discovery, read for a node's GPU model and memory (MiB).
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+
+# Kubernetes' own storage vocabulary that volume binding reads and writes (docs/semantics-notes.md, "Volumes").
+ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"  # on a PVC: provision for this node
+ANNOTATION_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"  # on a PV whose claimRef we set
+ANNOTATION_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"  # a StorageClass of pre-created (local) PVs only
+VOLUME_ZONE_LABELS = (
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+)
