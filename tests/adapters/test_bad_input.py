@@ -12,6 +12,8 @@ import pytest
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_config_text, load_snapshot_file, load_snapshot_text
 
+from .test_volume_objects import BAD as VOLUME_CASES
+
 NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n"
 QUEUES = (
     "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: research}\n---\n"
@@ -271,6 +273,8 @@ CASES: list[tuple[str, str, str]] = [
     ("priorityclass-value-float", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: a}\nvalue: 1.5\n",
      "document 1 (PriorityClass a): value: must be an integer, got 1.5"),
 ]
+
+CASES += VOLUME_CASES  # PersistentVolumeClaim, PersistentVolume, StorageClass, pod volumes
 
 
 @pytest.mark.parametrize(("text", "expected"), [pytest.param(t, e, id=i) for i, t, e in CASES])
