@@ -25,6 +25,21 @@ BAD_SNAPSHOTS = {
         "spec: {schedulerName: gpufleet, containers: [{name: main}]}\n",
         "document 1 (Pod ml/nb-1): metadata.annotations.gpufleet.dev/gpu-blocks: must be an integer 1..100",
     ),
+    "claim-storage": (
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ml}\n"
+        "spec: {resources: {requests: {storage: 10Gx}}}\n",
+        'document 1 (PersistentVolumeClaim ml/data): spec.resources.requests.storage: malformed quantity "10Gx"',
+    ),
+    "binding-mode": (
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local}\n"
+        "provisioner: x\nvolumeBindingMode: Later\n",
+        'document 1 (StorageClass local): volumeBindingMode: must be one of Immediate, WaitForFirstConsumer, got "Later"',
+    ),
+    "claim-selector": (
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ml}\n"
+        "spec: {selector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}}\n",
+        "document 1 (PersistentVolumeClaim ml/data): spec.selector.matchExpressions[0].operator: must be one of",
+    ),
 }
 
 

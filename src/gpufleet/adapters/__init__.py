@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from gpufleet._lazy import lazy_exports
 from gpufleet.adapters._fields import FieldError
-from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
+from gpufleet.adapters._k8s_core import (
+    claim_from_dict,
+    node_from_dict,
+    persistent_volume_from_dict,
+    pod_from_dict,
+    priority_class_from_dict,
+    storage_class_from_dict,
+)
 from gpufleet.adapters._k8s_models import (
     QUANTITY_JSON_SCHEMA,
     PodGroupSpec,
@@ -55,6 +62,7 @@ __all__ = [
     "SchedulerConfigSpec",
     "TraceJob",
     "TraceNode",
+    "claim_from_dict",
     "cluster_from_trace_nodes",
     "decisions_to_dict",
     "dump_snapshot",
@@ -68,6 +76,7 @@ __all__ = [
     "load_snapshot_text",
     "load_trace",
     "node_from_dict",
+    "persistent_volume_from_dict",
     "pod_from_dict",
     "pod_group_from_dict",
     "priority_class_from_dict",
@@ -77,6 +86,7 @@ __all__ = [
     "render_table",
     "scheduler_config_from_dict",
     "snapshot_to_documents",
+    "storage_class_from_dict",
     "to_milli",
     "validate_snapshot",
 ]

@@ -46,6 +46,7 @@ from gpufleet.domain import (
     LabelSelector,
     Node,
     NodeName,
+    PersistentVolume,
     Pod,
     PodAffinityTerm,
     PriorityClass,
@@ -53,12 +54,22 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
     SpreadConstraint,
+    StorageClass,
     Taint,
     TaintEffect,
     Toleration,
+    VolumeClaim,
 )
+from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 
-__all__ = ["node_from_dict", "pod_from_dict", "priority_class_from_dict"]
+__all__ = [
+    "claim_from_dict",
+    "node_from_dict",
+    "persistent_volume_from_dict",
+    "pod_from_dict",
+    "priority_class_from_dict",
+    "storage_class_from_dict",
+]
 
 _EFFECTS = {effect.value: effect for effect in TaintEffect}
 _EFFECT_NAMES = ", ".join(_EFFECTS)
@@ -351,8 +362,12 @@ def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
         return ()
     path = join(path, "requiredDuringSchedulingIgnoredDuringExecution")
     required = mapping(required_raw, path)
-    path = join(path, "nodeSelectorTerms")
-    terms_raw = sequence(required.get("nodeSelectorTerms"), path)
+    return _node_selector_terms(required.get("nodeSelectorTerms"), join(path, "nodeSelectorTerms"))
+
+
+def _node_selector_terms(value: object, path: str) -> tuple[SelectorTerm, ...]:
+    """A NodeSelector's nodeSelectorTerms (pod node affinity, PV node affinity): any one term."""
+    terms_raw = sequence(value, path)
     if not terms_raw:
         raise FieldError(path, "must list at least one term")
     terms: list[SelectorTerm] = []
@@ -669,7 +684,33 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         affinity_terms=_pod_affinity(spec, "podAffinity", labels) if "affinity" in spec else (),
         anti_affinity_terms=_pod_affinity(spec, "podAntiAffinity", labels) if "affinity" in spec else (),
         spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
+        **(_pod_claims(spec.get("volumes"), name) if "volumes" in spec else {}),
     )
+
+
+def _pod_claims(value: object, pod_name: str) -> dict[str, Any]:
+    """Pod.claims and Pod.ephemeral_claims from spec.volumes (docs/semantics-notes.md, "Volumes"):
+    persistentVolumeClaim.claimName, and "<pod>-<volume>" for each generic ephemeral volume."""
+    path = "spec.volumes"
+    claims: dict[str, None] = {}
+    ephemeral: set[str] = set()
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        item = mapping(raw, item_path)
+        pvc = item.get("persistentVolumeClaim")
+        if pvc is not None:
+            pvc_path = join(item_path, "persistentVolumeClaim")
+            claims[req_str(mapping(pvc, pvc_path).get("claimName"), join(pvc_path, "claimName"))] = None
+        elif item.get("ephemeral") is not None:
+            mapping(item.get("ephemeral"), join(item_path, "ephemeral"))
+            claim = f"{pod_name}-{req_str(item.get('name'), join(item_path, 'name'))}"
+            claims[claim] = None
+            ephemeral.add(claim)
+    if not claims:
+        return {}
+    return {"claims": tuple(claims), "ephemeral_claims": frozenset(ephemeral)}
 
 
 # -------------------------------------------------------------------------------- PriorityClass
@@ -688,4 +729,128 @@ def priority_class_from_dict(doc: dict[str, Any]) -> PriorityClass:
         name=name,
         value=value,
         global_default=opt_bool(doc.get("globalDefault"), "globalDefault", False),
+    )
+
+
+# ------------------------------------------------------------- PersistentVolumeClaim, PV, StorageClass
+
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+_VOLUME_MODES = ("Filesystem", "Block")
+_BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+
+
+def _storage_bytes(value: object, path: str) -> int:
+    """A storage quantity ("10Gi") in bytes (rounded up); missing: 0."""
+    if value is None:
+        return 0
+    return -(-quantity(value, path) // MILLI)
+
+
+def _access_modes(value: object, path: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for i, raw in enumerate(sequence(value, path)):
+        mode = _choice(raw, f"{path}[{i}]", _ACCESS_MODES, None)
+        if mode not in out:
+            out.append(mode)
+    return tuple(out)
+
+
+def _deleting(meta: dict[str, Any]) -> bool:
+    return timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp") is not None
+
+
+def claim_from_dict(doc: dict[str, Any]) -> VolumeClaim:
+    """A v1 PersistentVolumeClaim."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    namespace = opt_str(meta.get("namespace"), "metadata.namespace") or "default"
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    spec = mapping(doc.get("spec"), "spec")
+    requests = mapping(mapping(spec.get("resources"), "spec.resources").get("requests"), "spec.resources.requests")
+    selected = annotations.get(ANNOTATION_SELECTED_NODE)
+    return VolumeClaim(
+        namespace=namespace,
+        name=name,
+        uid=opt_str(meta.get("uid"), "metadata.uid") or "",
+        storage_class=opt_str(spec.get("storageClassName"), "spec.storageClassName"),
+        volume_name=opt_str(spec.get("volumeName"), "spec.volumeName") or None,
+        request_bytes=_storage_bytes(requests.get("storage"), "spec.resources.requests.storage"),
+        access_modes=_access_modes(spec.get("accessModes"), "spec.accessModes"),
+        volume_mode=_choice(spec.get("volumeMode"), "spec.volumeMode", _VOLUME_MODES, "Filesystem"),
+        selector=_label_selector(spec.get("selector"), "spec.selector"),
+        selected_node=NodeName(selected) if selected else None,
+        deleting=_deleting(meta),
+    )
+
+
+def persistent_volume_from_dict(doc: dict[str, Any]) -> PersistentVolume:
+    """A v1 PersistentVolume."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    spec = mapping(doc.get("spec"), "spec")
+    status = mapping(doc.get("status"), "status")
+    capacity = mapping(spec.get("capacity"), "spec.capacity")
+    affinity = mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
+    required = affinity.get("required")
+    terms: tuple[SelectorTerm, ...] = ()
+    if required is not None:
+        path = "spec.nodeAffinity.required"
+        terms = _node_selector_terms(mapping(required, path).get("nodeSelectorTerms"), join(path, "nodeSelectorTerms"))
+    claim: str | None = None
+    ref_raw = spec.get("claimRef")
+    if ref_raw is not None:
+        ref = mapping(ref_raw, "spec.claimRef")
+        ref_ns = opt_str(ref.get("namespace"), "spec.claimRef.namespace") or "default"
+        claim = f"{ref_ns}/{req_str(ref.get('name'), 'spec.claimRef.name')}"
+    return PersistentVolume(
+        name=name,
+        labels=str_map(meta.get("labels"), "metadata.labels"),
+        storage_class=opt_str(spec.get("storageClassName"), "spec.storageClassName") or "",
+        capacity_bytes=_storage_bytes(capacity.get("storage"), "spec.capacity.storage"),
+        access_modes=_access_modes(spec.get("accessModes"), "spec.accessModes"),
+        volume_mode=_choice(spec.get("volumeMode"), "spec.volumeMode", _VOLUME_MODES, "Filesystem"),
+        node_affinity=terms,
+        claim=claim,
+        phase=opt_str(status.get("phase"), "status.phase") or "Available",
+    )
+
+
+def _allowed_topologies(value: object, path: str) -> tuple[SelectorTerm, ...]:
+    """allowedTopologies: [{matchLabelExpressions: [{key, values}]}] -> terms of "key In values"."""
+    terms: list[SelectorTerm] = []
+    for i, raw in enumerate(sequence(value, path)):
+        term_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(term_path, "must be a mapping, got null")
+        exprs_path = join(term_path, "matchLabelExpressions")
+        expressions: list[SelectorRequirement] = []
+        for j, raw_expr in enumerate(sequence(mapping(raw, term_path).get("matchLabelExpressions"), exprs_path)):
+            expr_path = f"{exprs_path}[{j}]"
+            if raw_expr is None:
+                raise FieldError(expr_path, "must be a mapping, got null")
+            expr = mapping(raw_expr, expr_path)
+            values_path = join(expr_path, "values")
+            values = tuple(
+                scalar_text(v, f"{values_path}[{k}]") for k, v in enumerate(sequence(expr.get("values"), values_path))
+            )
+            if not values:
+                raise FieldError(values_path, "must list at least one value")
+            expressions.append(SelectorRequirement(req_str(expr.get("key"), join(expr_path, "key")), "In", values))
+        terms.append(SelectorTerm(expressions=tuple(expressions)))
+    return tuple(terms)
+
+
+def storage_class_from_dict(doc: dict[str, Any]) -> StorageClass:
+    """A storage.k8s.io/v1 StorageClass."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    mode = _choice(doc.get("volumeBindingMode"), "volumeBindingMode", _BINDING_MODES, "Immediate")
+    return StorageClass(
+        name=name,
+        provisioner=opt_str(doc.get("provisioner"), "provisioner") or "",
+        wait_for_first_consumer=mode == "WaitForFirstConsumer",
+        allowed_topologies=_allowed_topologies(doc.get("allowedTopologies"), "allowedTopologies"),
+        is_default=annotations.get(ANNOTATION_DEFAULT_CLASS) == "true",
+        creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
     )

@@ -2,7 +2,8 @@
 
 Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
 number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
-v1 Pod, scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
+v1 Pod, v1 PersistentVolumeClaim and PersistentVolume, storage.k8s.io/v1 StorageClass,
+scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
 other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
 file, the document (1-based), the object and the field::
 
@@ -17,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters._fields import FieldError
-from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
+from gpufleet.adapters._k8s_core import (
+    claim_from_dict,
+    node_from_dict,
+    persistent_volume_from_dict,
+    pod_from_dict,
+    priority_class_from_dict,
+    storage_class_from_dict,
+)
 from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
     queue_from_dict,
@@ -27,7 +35,7 @@ from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
 from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
-from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot, VolumeClaim
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -93,11 +101,19 @@ def _label(kind: str, obj: dict[str, Any]) -> str:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         return kind
-    if kind in ("Pod", "PodGroup"):
+    if kind in ("Pod", "PodGroup", "PersistentVolumeClaim"):
         namespace = meta.get("namespace")
         namespace = namespace if isinstance(namespace, str) and namespace else "default"
         return f"{kind} {namespace}/{name}"
     return f"{kind} {name}"
+
+
+_CORE_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "Node": node_from_dict,
+    "Pod": pod_from_dict,
+    "PersistentVolumeClaim": claim_from_dict,
+    "PersistentVolume": persistent_volume_from_dict,
+}
 
 
 def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | None:
@@ -106,9 +122,11 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     Raises FieldError for one of gpufleet's own kinds at an unsupported version."""
     group, _, version = api_version.rpartition("/")
     if group == "" and version == "v1":
-        return {"Node": node_from_dict, "Pod": pod_from_dict}.get(kind)
+        return _CORE_READERS.get(kind)
     if group == "scheduling.k8s.io" and kind == "PriorityClass":
         return priority_class_from_dict
+    if group == "storage.k8s.io" and version == "v1" and kind == "StorageClass":
+        return storage_class_from_dict
     if group == GPUFLEET_GROUP:
         if kind not in _OUR_KINDS:
             raise FieldError(
@@ -137,6 +155,9 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "Queue": [],
         "PodGroup": [],
         "SchedulerConfig": [],
+        "PersistentVolumeClaim": [],
+        "PersistentVolume": [],
+        "StorageClass": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
     for where, obj in _iter_objects(docs, source):
@@ -171,7 +192,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
 
 
 def _key(value: Any) -> str:
-    if isinstance(value, Pod | PodGroup):
+    if isinstance(value, Pod | PodGroup | VolumeClaim):
         return f"{value.namespace}/{value.name}"
     if isinstance(value, SchedulerConfig):
         return ""
@@ -201,6 +222,9 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         queues=tuple(by_kind["Queue"]),
         pod_groups=tuple(by_kind["PodGroup"]),
         config=configs[0] if configs else SchedulerConfig(),
+        claims=tuple(by_kind["PersistentVolumeClaim"]),
+        volumes=tuple(by_kind["PersistentVolume"]),
+        storage_classes=tuple(by_kind["StorageClass"]),
     )
     return snapshot, locations
 
@@ -307,6 +331,9 @@ class _Validator:
             ("Queue", [q.name for q in s.queues]),
             ("PodGroup", [g.key for g in s.pod_groups]),
             ("Pod", [p.key for p in s.pods]),
+            ("PersistentVolumeClaim", [c.key for c in s.claims]),
+            ("PersistentVolume", [v.name for v in s.volumes]),
+            ("StorageClass", [c.name for c in s.storage_classes]),
         )
         for kind, names in groups:
             seen: set[str] = set()

@@ -30,6 +30,7 @@ from gpufleet.domain import (
     WILDCARD_IP,
     LabelSelector,
     Node,
+    PersistentVolume,
     Pod,
     PodAffinityTerm,
     PodGroup,
@@ -40,10 +41,13 @@ from gpufleet.domain import (
     SelectorTerm,
     Snapshot,
     SpreadConstraint,
+    StorageClass,
     Taint,
     Toleration,
+    VolumeClaim,
 )
 from gpufleet.domain import API_GROUP_VERSION as GPUFLEET_API
+from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 
 __all__ = ["dump_snapshot", "format_quantity", "format_time", "snapshot_to_documents"]
 
@@ -377,10 +381,85 @@ def pod_document(pod: Pod) -> dict[str, Any]:
             for protocol, ip, number in pod.host_ports
         ]
 
+    if pod.claims:
+        spec["volumes"] = [_pod_volume(pod, i, claim) for i, claim in enumerate(pod.claims)]
+
     status: dict[str, Any] = {"phase": pod.phase}
     if pod.start_time is not None:
         status["startTime"] = format_time(pod.start_time)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def _pod_volume(pod: Pod, index: int, claim: str) -> dict[str, Any]:
+    prefix = f"{pod.name}-"
+    if claim in pod.ephemeral_claims and claim.startswith(prefix) and len(claim) > len(prefix):
+        return {"name": claim[len(prefix):], "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
+    return {"name": f"claim-{index}", "persistentVolumeClaim": {"claimName": claim}}
+
+
+def claim_document(claim: VolumeClaim) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": claim.name, "namespace": claim.namespace}
+    if claim.uid:
+        metadata["uid"] = claim.uid
+    if claim.selected_node is not None:
+        metadata["annotations"] = {ANNOTATION_SELECTED_NODE: claim.selected_node}
+    if claim.deleting:
+        metadata["deletionTimestamp"] = format_time(0)
+    spec: dict[str, Any] = {
+        "accessModes": list(claim.access_modes),
+        "resources": {"requests": {"storage": format_bytes(claim.request_bytes)}},
+        "volumeMode": claim.volume_mode,
+    }
+    if claim.storage_class is not None:
+        spec["storageClassName"] = claim.storage_class
+    if claim.volume_name is not None:
+        spec["volumeName"] = claim.volume_name
+    if claim.selector is not None:
+        spec["selector"] = _label_selector(claim.selector)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def volume_document(volume: PersistentVolume) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": format_bytes(volume.capacity_bytes)},
+        "accessModes": list(volume.access_modes),
+        "volumeMode": volume.volume_mode,
+    }
+    if volume.storage_class:
+        spec["storageClassName"] = volume.storage_class
+    if volume.node_affinity:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [_term(t) for t in volume.node_affinity]}}
+    if volume.claim is not None:
+        namespace, _, name = volume.claim.partition("/")
+        spec["claimRef"] = {"namespace": namespace, "name": name}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume.name, "labels": dict(volume.labels)},
+        "spec": spec,
+        "status": {"phase": volume.phase},
+    }
+
+
+def storage_class_document(storage_class: StorageClass) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": storage_class.name}
+    if storage_class.is_default:
+        metadata["annotations"] = {ANNOTATION_DEFAULT_CLASS: "true"}
+    if storage_class.creation_time:
+        metadata["creationTimestamp"] = format_time(storage_class.creation_time)
+    doc: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": metadata,
+        "provisioner": storage_class.provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer" if storage_class.wait_for_first_consumer else "Immediate",
+    }
+    if storage_class.allowed_topologies:
+        doc["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": r.key, "values": list(r.values)} for r in term.expressions]}
+            for term in storage_class.allowed_topologies
+        ]
+    return doc
 
 
 def priority_class_document(priority_class: PriorityClass) -> dict[str, Any]:
@@ -460,13 +539,17 @@ def config_document(config: SchedulerConfig) -> dict[str, Any]:
 
 def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     """One plain dict per Kubernetes object, in the order: config, priority classes, queues,
-    nodes, pod groups, pods (the order of each kind in the snapshot is kept)."""
+    nodes, pod groups, pods, storage classes, volumes, claims (the order of each kind in the snapshot
+    is kept)."""
     documents: list[dict[str, Any]] = [config_document(snapshot.config)]
     documents.extend(priority_class_document(pc) for pc in snapshot.priority_classes)
     documents.extend(queue_document(q) for q in snapshot.queues)
     documents.extend(node_document(n) for n in snapshot.nodes)
     documents.extend(pod_group_document(g) for g in snapshot.pod_groups)
     documents.extend(pod_document(p) for p in snapshot.pods)
+    documents.extend(storage_class_document(c) for c in snapshot.storage_classes)
+    documents.extend(volume_document(v) for v in snapshot.volumes)
+    documents.extend(claim_document(c) for c in snapshot.claims)
     return documents
 
 
