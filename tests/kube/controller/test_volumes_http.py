@@ -19,13 +19,9 @@ from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
 from .controller_objects import node, pod
-from .volume_objects import FAST, LOCAL, claim, local_pv, storage_class, with_claims
+from .volume_objects import BOUND_BY, FAST, LOCAL, SELECTED, claim, local_pv, storage_class, with_claims
 
 pytestmark = pytest.mark.asyncio
-
-SELECTED = "volume.kubernetes.io/selected-node"
-BOUND_BY = "pv.kubernetes.io/bound-by-controller"
-
 
 @pytest_asyncio.fixture
 async def emulator() -> AsyncIterator[ApiServerEmulator]:

@@ -8,6 +8,8 @@ from typing import Any
 
 LOCAL = "local-storage"  # kubernetes.io/no-provisioner, WaitForFirstConsumer: pre-created local PVs
 FAST = "fast-ssd"  # a CSI provisioner, WaitForFirstConsumer
+SELECTED = "volume.kubernetes.io/selected-node"  # what the controller writes on a claim to provision
+BOUND_BY = "pv.kubernetes.io/bound-by-controller"  # and on a PV whose claimRef it writes
 
 
 def storage_class(name: str, provisioner: str, *, wait: bool = True, default: bool = False) -> dict[str, Any]:

@@ -15,13 +15,12 @@ from gpufleet.domain import Snapshot
 from gpufleet.engine import schedule
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import read_cluster, strip_object
 from gpufleet.testing.emulator import ApiServerEmulator
 
-from ..controller.controller_objects import node, pod, queue
+from ..controller.controller_objects import informing, node, pod, queue
 from ..controller.volume_objects import FAST, LOCAL, claim, local_pv, storage_class, with_claims
 
 NOISE = {"uid": "5f0c-...", "resourceVersion": "4711", "finalizers": ["kubernetes.io/pvc-protection"],
@@ -123,21 +122,12 @@ def test_snapshot_then_replay_sees_what_the_controller_sees_over_http() -> None:
             config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
             api = connect(server=emulator.url_text, field_manager="c", timeout=5.0)
             controller = Controller(api, RealClock(), config, ControllerMetrics())
-            # its informers only: no cycle binds anything before the snapshot is read
-            tasks = [asyncio.create_task(Informer(api, kind, controller.cache, RealClock()).run())
-                     for kind in INFORMED_KINDS]
             try:
-                for _ in range(1000):
-                    if controller.ready:
-                        break
-                    await asyncio.sleep(0.01)
-                view = controller.snapshot()
+                async with informing(controller, real_time=True):  # no cycle binds anything meanwhile
+                    view = controller.snapshot()
                 assert not view.problems
                 text = (await read_cluster(api)).to_yaml()
             finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
                 await api.close()
             return view.snapshot, load_snapshot_text(text, "snapshot.yaml")
 
