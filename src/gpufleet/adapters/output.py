@@ -15,6 +15,12 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
         entry: dict[str, Any] = {"pod": b.pod, "node": b.node, "gpus": list(b.gpus)}
         if b.gpu_blocks is not None:
             entry["gpuBlocks"] = b.gpu_blocks
+        if b.volumes:
+            entry["volumes"] = [
+                {"claim": v.claim, "volume": v.volume} if v.volume is not None else
+                {"claim": v.claim, "provisionOn": b.node}
+                for v in b.volumes
+            ]
         bindings.append(entry)
     return {
         "bindings": bindings,
@@ -38,7 +44,12 @@ def render_table(decisions: Decisions) -> str:
              (f"{len(b.gpus)} whole" if b.gpus else "no GPU")]
             for b in decisions.bindings
         ]
-        lines += ["  " + r for r in text_table(["pod", "node", "gpus", "share"], rows)]
+        headers = ["pod", "node", "gpus", "share"]
+        if any(b.volumes for b in decisions.bindings):  # a column only when some binding chose volumes
+            headers.append("volumes")
+            for row, b in zip(rows, decisions.bindings, strict=True):
+                row.append(" ".join(f"{v.claim}={v.volume or 'new'}" for v in b.volumes) or "-")
+        lines += ["  " + r for r in text_table(headers, rows)]
     lines.append("")
     lines.append(f"EVICTED ({len(decisions.evictions)})")
     if decisions.evictions:

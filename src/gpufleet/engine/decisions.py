@@ -6,9 +6,9 @@ nodes, sorted by pod so that it does not depend on the order of decisions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod
+from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod, VolumeBinding
 from gpufleet.engine.placement import Assignment
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -36,13 +36,15 @@ class DecisionLog:
         del self.bindings[pod]
 
     def decisions(self, nodes: Sequence[Node], pods: Sequence[PodInfo], gangs: Sequence[Gang],
-                  open_gangs: Sequence[int], cycles: int) -> Decisions:
+                  open_gangs: Sequence[int], cycles: int,
+                  volumes: Mapping[int, tuple[VolumeBinding, ...]] | None = None) -> Decisions:
         """The output: every binding and eviction, and every member of an open gang left pending
-        with its gang's reason."""
+        with its gang's reason. ``volumes``: the volumes chosen with each pod's node, by pod index."""
         bindings = []
+        volumes = volumes or {}
         for m, a in self.bindings.items():
             node = nodes[a.node].name
-            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks))
+            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ())))
         pending = []
         for g in open_gangs:
             gang = gangs[g]

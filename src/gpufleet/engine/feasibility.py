@@ -118,16 +118,23 @@ class StaticFeasibility:
             mask &= self._requirement(req, True)
         return mask
 
+    def terms_mask(self, terms: Sequence[SelectorTerm]) -> BoolArray:
+        """Nodes matching any one of ``terms`` (a NodeSelector's terms, as node affinity reads
+        them); every node when there are none."""
+        if not terms:
+            return np.ones(len(self.nodes), dtype=np.bool_)
+        any_term = np.zeros(len(self.nodes), dtype=np.bool_)
+        for term in terms:
+            any_term |= self._term(term)
+        return any_term
+
     def selector_mask(self, pod: Pod) -> BoolArray:
         mask = np.ones(len(self.nodes), dtype=np.bool_)
         for key, value in pod.node_selector.items():
             codes, vocab = self._codes(key)
             mask &= codes == vocab.get(value, -2)
         if pod.affinity:
-            any_term = np.zeros(len(self.nodes), dtype=np.bool_)
-            for term in pod.affinity:
-                any_term |= self._term(term)
-            mask &= any_term
+            mask &= self.terms_mask(pod.affinity)
         return mask
 
     def taint_mask(self, pod: Pod) -> BoolArray:

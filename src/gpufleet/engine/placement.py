@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.domain import CPU, MEMORY, Placement
+from gpufleet.domain import CPU, MEMORY, Placement, VolumeBinding
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.interpod import SOFT_CAP, InterPod
 from gpufleet.engine.ports import HostPorts, describe_port
+from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, PodInfo
 
 BIG = np.int64(1) << np.int64(40)
@@ -51,7 +52,8 @@ def plural(n: int, word: str) -> str:
 
 class Placer:
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
-                 policy: Placement, target: TargetWorkload | None = None) -> None:
+                 policy: Placement, target: TargetWorkload | None = None,
+                 volumes: VolumeBook | None = None) -> None:
         self.cluster = cluster
         self.feasibility = feasibility
         self.pods = pods
@@ -68,6 +70,8 @@ class Placer:
         self._ports: HostPorts | None = None
         # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
         self.interpod = InterPod.build(cluster.nodes, feasibility, pods)
+        # Claims, PV choices and ReadWriteOncePod users: None when no pod of ours names a claim.
+        self.volumes = volumes
 
     # -- state changes --------------------------------------------------------------------
 
@@ -80,6 +84,8 @@ class Placer:
             self._ports.change(a.node, info.pod.host_ports, 1)
         if self.interpod is not None:
             self.interpod.add(a.pod, a.node, 1)
+        if self.volumes is not None:
+            self.volumes.take(a.pod, a.node)
 
     def commit_many(self, pods: IntArray, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
                     shares: tuple[IntArray, IntArray, IntArray]) -> None:
@@ -92,6 +98,8 @@ class Placer:
         assert self._ports is None, "bulk binds come before any host-port query"
         if self.interpod is not None:
             self.interpod.add_many(pods, nodes)
+        if self.volumes is not None:
+            self.volumes.take_many(pods)
 
     def release(self, pod: int) -> None:
         info = self.pods[pod]
@@ -101,6 +109,8 @@ class Placer:
             self._ports.change(info.node, info.pod.host_ports, -1)
         if self.interpod is not None:
             self.interpod.add(pod, info.node, -1)
+        if self.volumes is not None:
+            self.volumes.give_back(pod)
         info.node, info.gpus, info.bound_blocks = None, (), None
         self.node_of[pod] = -1
 
@@ -134,6 +144,10 @@ class Placer:
             rules = self.interpod.mask(info.idx)
             if rules is not None:
                 mask = mask & rules
+        if self.volumes is not None:
+            claims = self.volumes.mask(info.idx)
+            if claims is not None:
+                mask = mask & claims
         return node_fit(c, mask, info.res, info.whole)
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
@@ -213,6 +227,10 @@ class Placer:
         n = len(c.nodes) if within is None else int(within.sum())
         if n == 0:
             return f"no {scope}"
+        if self.volumes is not None:
+            waiting = self.volumes.wait_reason(info.idx) or self.volumes.in_use(info.idx)
+            if waiting:
+                return waiting
         report = self.feasibility.report(info.pod)
         static = self.feasibility.mask(info.pod)
         if within is not None:
@@ -258,11 +276,28 @@ class Placer:
         if self.interpod is not None:
             more, left = self.interpod.explain(info.idx, left)
             causes.extend(more)
+        if self.volumes is not None:
+            more, left = self.volumes.explain(info.idx, left)
+            causes.extend(more)
         if only_taint is not None and not report.selector:
             return f"no node tolerates taint {only_taint}"
         fits = int(left.sum())
         head = f"0/{n} {scope} fit" if fits == 0 else f"{fits}/{n} {scope} fit"
         return head + (": " + ", ".join(causes) if causes else "")
+
+    def volume_wait(self, members: Sequence[int]) -> str:
+        """Why a gang waits for its pods' claims ("" when none waits): the first member's claim."""
+        if self.volumes is None:
+            return ""
+        for m in members:
+            reason = self.volumes.wait_reason(m)
+            if reason:
+                return reason if len(members) == 1 else f"{self.pods[m].key}: {reason}"
+        return ""
+
+    def volume_choices(self) -> dict[int, tuple[VolumeBinding, ...]]:
+        """The volumes chosen for each pod bound in this pass, by pod index."""
+        return {} if self.volumes is None else self.volumes.choices
 
     def rule_signature(self, info: PodInfo) -> tuple[object, ...]:
         """What the pod's inter-pod rules depend on besides the state (empty: it has none)."""

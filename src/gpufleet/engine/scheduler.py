@@ -27,6 +27,7 @@ from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates, overcommit_warnings
 from gpufleet.engine.running import bind_running, preset_node_warnings
 from gpufleet.engine.victims import VictimIndex
+from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, build_gangs, build_pod_table
 
 __all__ = ["Engine", "schedule"]
@@ -66,7 +67,8 @@ class Engine:
         self.pods, requests = build_pod_table(snapshot, self.cluster, self.forest.index)
         classes = {pc.name: pc.value for pc in snapshot.priority_classes}
         self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
-        self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement)
+        self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement,
+                             volumes=VolumeBook.build(snapshot, self.cluster.nodes, self.feasibility, self.pods))
         self.quota = QuotaGates(self.forest, self.cluster, self.pods)
         self.cycles = 0
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
@@ -103,7 +105,8 @@ class Engine:
             self.cycles += 1
             if not self.cycle():
                 break
-        return self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles)
+        return self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
+                                  self.placer.volume_choices())
 
     def cycle(self) -> bool:
         admission, quota = self.admission, self.quota
@@ -147,6 +150,8 @@ class Engine:
         if not self.MEMO_FAILURES or gang.group is not None or gang.alive or len(gang.members) != 1:
             return None
         info = self.pods[gang.members[0]]
+        if info.pod.claims and self.placer.volumes is not None:
+            return None  # claims and their volumes make each such pod's failure its own
         return (gang.queue, gang.priority, gang.preemptible, static_key(info.pod), info.res.tobytes(),
                 info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info))
 
@@ -161,6 +166,9 @@ class Engine:
 
     def attempt(self, gang: Gang, request: list[int]) -> Attempt:
         members = self.admission.pending_members(gang)
+        waiting = self.placer.volume_wait(members)
+        if waiting:  # a claim the pod waits for: neither placement nor victims can help
+            return Attempt(False, waiting)
         placed = self.try_place(gang, members, request)
         if placed.ok:
             self.record(gang, placed)
