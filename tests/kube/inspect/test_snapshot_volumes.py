@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpufleet.adapters.k8s_yaml import load_snapshot_text
-from gpufleet.domain import Snapshot
+from gpufleet.domain import Snapshot, VolumeBinding
 from gpufleet.engine import schedule
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
@@ -140,7 +140,12 @@ def test_snapshot_then_replay_sees_what_the_controller_sees_over_http() -> None:
     assert sorted(seen.storage_classes, key=key) == sorted(replayed.storage_classes, key=key)
     assert {p.key: p.claims for p in seen.pods} == {p.key: p.claims for p in replayed.pods}
     assert {p.key: p.ephemeral_claims for p in seen.pods} == {p.key: p.ephemeral_claims for p in replayed.pods}
-    assert schedule(seen) == schedule(replayed)
+    decided = schedule(seen)
+    assert decided == schedule(replayed)
+    chosen = {b.pod: b.volumes for b in decided.bindings}
+    assert chosen["ml/a"] == (VolumeBinding("data", "pv-local"),) and chosen["ml/b"] == (VolumeBinding("scratch"),)
+    assert chosen["ml/c"] == (VolumeBinding("plain"),)  # the default class provisions it
+    assert [p.pod for p in decided.pending if 'persistentvolumeclaim "missing" not found' in p.reason] == ["ml/d"]
 
 
 @pytest.mark.parametrize("kind", [Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS])

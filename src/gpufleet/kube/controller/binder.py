@@ -126,6 +126,9 @@ class Binder:
         self.annotate_via = annotate_via
         self._slots = asyncio.Semaphore(concurrency)
         self.inflight: dict[PodKey, InFlight] = {}
+        # The volume writes of the current bind_gangs call, by object: pods of several gangs that
+        # chose the same volume (a shared claim) wait for one write instead of racing on it.
+        self._volume_calls: dict[tuple[Kind, str, str], asyncio.Future[None]] = {}
         self.calls = 0  # API calls made (for API-calls-per-binding figures)
 
     async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
@@ -169,9 +172,12 @@ class Binder:
             for b in bindings:
                 first = BindStage.BINDING_VOLUMES if b.volumes else BindStage.ANNOTATING
                 self.inflight[b.pod] = InFlight(b, gang, first, now)
-        results = await asyncio.gather(
-            *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
-        )
+        try:
+            results = await asyncio.gather(
+                *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
+            )
+        finally:
+            self._volume_calls.clear()
         outcomes: list[BindOutcome] = []
         for (gang, bindings), result in zip(gangs, results, strict=True):
             if isinstance(result, BaseException):
@@ -270,7 +276,7 @@ class Binder:
         if problems:
             return problems
         ordered = list(writes.values())
-        results = await asyncio.gather(*(self._write_volume(w) for w in ordered), return_exceptions=True)
+        results = await asyncio.gather(*(self._shared_write(w) for w in ordered), return_exceptions=True)
         if any(isinstance(r, NotLeader) for r in results):
             raise NotLeader()
         for write, result in zip(ordered, results, strict=True):
@@ -278,6 +284,13 @@ class Binder:
                 for pod in users[write.target]:
                     problems.setdefault(pod, f"binding volumes: {write.what} not written: {_why(result)}")
         return problems
+
+    def _shared_write(self, write: VolumeWrite) -> asyncio.Future[None]:
+        """The one write of ``write.target`` in this bind_gangs call (started by its first user)."""
+        call = self._volume_calls.get(write.target)
+        if call is None:
+            call = self._volume_calls[write.target] = asyncio.ensure_future(self._write_volume(write))
+        return call
 
     async def _write_volume(self, write: VolumeWrite) -> None:
         # The patch carries the cached resourceVersion: a 409 means the object changed meanwhile
