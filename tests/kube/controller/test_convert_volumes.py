@@ -1,15 +1,20 @@
 """The controller's conversion of claims, PVs and StorageClasses: the snapshot holds them, changes
-that matter start a cycle, and the volumes chosen by pods held in place are applied (the overlay)."""
+that matter start a cycle, and the volumes chosen by pods held in place are applied (the overlay);
+and the running controller, whose own volume writes start no endless cycles."""
 
 from __future__ import annotations
 
 import copy
 
+import pytest
+
 from gpufleet.domain import Binding, NodeName, PodKey, VolumeBinding
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.convert import Overlay, build_snapshot, convert_object, relevant_change
+from gpufleet.kube.install.rbac import allowed
+from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import node, pod, queue
+from .controller_objects import bound_pods, make_controller, node, pod, queue, running, settle, until
 from .volume_objects import FAST, LOCAL, claim, local_pv, storage_class, with_claims
 
 
@@ -67,3 +72,23 @@ def test_relevant_changes_of_storage_objects() -> None:
     assert relevant_change(Kind.STORAGE_CLASS, sc, storage_class(FAST, "ebs.csi.aws.com", default=True))
     assert relevant_change(Kind.STORAGE_CLASS, sc, None)
     assert not relevant_change(Kind.STORAGE_CLASS, sc, {**sc, "parameters": {"type": "gp3"}})
+
+
+@pytest.mark.asyncio
+async def test_the_running_controller_binds_pods_with_volumes_and_settles() -> None:
+    cluster = FakeCluster()
+    cluster.put(Kind.NODE, node("n1"))
+    cluster.put(Kind.QUEUE, queue("team-a", 8))
+    cluster.put(Kind.STORAGE_CLASS, storage_class(FAST, "ebs.csi.aws.com"))
+    cluster.put(Kind.PERSISTENT_VOLUME_CLAIM, claim("scratch", FAST))
+    cluster.put(Kind.POD, with_claims(pod("a"), "scratch"))
+    controller = make_controller(cluster)
+    async with running(controller):
+        await until(lambda: "ml/a" in bound_pods(cluster), what="bound")
+        await settle(2000)
+        cycles = controller.cycles
+        await settle(2000)  # its own writes (the claim's annotation, the pod) start no endless cycles
+        assert controller.cycles == cycles
+    annotations = cluster.object(Kind.PERSISTENT_VOLUME_CLAIM, "ml", "scratch")["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations == {"volume.kubernetes.io/selected-node": "n1"}
+    assert [u for u in {(c.op, c.kind) for c in cluster.calls if c.caller == "controller"} if not allowed(*u)] == []
