@@ -56,10 +56,12 @@ def chose(name: str, node_name: str = "n1", *volumes: VolumeBinding) -> Binding:
     return Binding(PodKey(f"ml/{name}"), NodeName(node_name), (0,), volumes=volumes)
 
 
-async def test_the_storage_kinds_are_listed_watched_and_patched_over_http(emulator: ApiServerEmulator) -> None:
+@pytest.mark.parametrize("fast_http", [True, False])
+async def test_the_storage_kinds_are_listed_watched_and_patched_over_http(emulator: ApiServerEmulator,
+                                                                          fast_http: bool) -> None:
     store = emulator.store
     volume_cluster(store)
-    api = client(emulator)
+    api = connect(server=emulator.url_text, field_manager="test", timeout=5.0, fast_http=fast_http)
     try:
         listed = {kind: [o["metadata"]["name"] for o in (await api.list(kind)).items]
                   for kind in (Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM)}
