@@ -1,6 +1,7 @@
 """`gpufleet snapshot` with volumes: PVCs, PVs and StorageClasses cut down to what volume binding
 reads, and a round trip through the HTTP emulator: the controller's view of the cluster and
-`replay` of its snapshot hold the same claims, volumes and classes, and decide the same."""
+`replay` of its snapshot hold the same claims, volumes and classes, and decide the same; `explain`
+names the volumes a binding chose."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.inspect.explain import explain_in_cluster
 from gpufleet.kube.inspect.snapshot import read_cluster, strip_object
 from gpufleet.testing.emulator import ApiServerEmulator
+from gpufleet.testing.fake_cluster import FakeCluster
 
 from ..controller.controller_objects import informing, node, pod, queue
 from ..controller.volume_objects import FAST, LOCAL, claim, local_pv, storage_class, with_claims
@@ -158,3 +161,19 @@ def test_stripped_storage_objects_read_back_as_the_originals(kind: Kind) -> None
         if kind is Kind.PERSISTENT_VOLUME_CLAIM:
             original = dataclasses.replace(original, uid="")
         assert again == original
+
+
+def test_explain_names_the_volumes_chosen_and_the_claim_waited_for() -> None:
+    cluster = FakeCluster()
+    for kind, items in volume_cluster_objects().items():
+        for item in items:
+            cluster.put(kind, item)
+
+    def explain(name: str) -> list[str]:
+        return list(asyncio.run(explain_in_cluster(cluster.client("explain"), "ml", name)).lines)
+
+    assert explain("a")[1:] == ["gpufleet would bind it to node n2 (GPU 0).",
+                                'With its volumes: persistentvolumeclaim "data" gets persistentvolume "pv-local".']
+    node_b = explain("b")[1].split("node ")[1].split(" ")[0]
+    assert explain("b")[2] == f'With its volumes: persistentvolumeclaim "scratch" is provisioned on node {node_b}.'
+    assert explain("d")[1] == 'It would stay pending: persistentvolumeclaim "missing" not found.'
