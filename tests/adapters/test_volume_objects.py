@@ -208,3 +208,23 @@ def test_bad_volume_input_names_document_object_and_field(text: str, expected: s
     with pytest.raises(InputError) as err:
         load_snapshot_text(text, "snap.yaml")
     assert str(err.value) == f"snap.yaml: {expected}"
+
+
+def test_output_lists_volumes_only_when_a_binding_has_some() -> None:
+    from gpufleet.adapters import decisions_to_dict, render_table
+    from gpufleet.domain import Binding, Decisions, NodeName, VolumeBinding
+
+    plain = Decisions(bindings=(Binding("ml/a", NodeName("n1")),))
+    assert decisions_to_dict(plain)["bindings"] == [{"pod": "ml/a", "node": "n1", "gpus": []}]
+    assert "VOLUMES" not in render_table(plain)
+    chosen = Decisions(bindings=(
+        Binding("ml/a", NodeName("n1")),
+        Binding("ml/b", NodeName("n2"), volumes=(VolumeBinding("data", "pv-3"), VolumeBinding("scratch"))),
+    ))
+    assert decisions_to_dict(chosen)["bindings"][1] == {
+        "pod": "ml/b", "node": "n2", "gpus": [],
+        "volumes": [{"claim": "data", "volume": "pv-3"}, {"claim": "scratch", "provisionOn": "n2"}],
+    }
+    table = render_table(chosen)
+    assert "VOLUMES" in table
+    assert "data=pv-3 scratch=new" in table

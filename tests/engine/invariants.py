@@ -29,16 +29,20 @@ from gpufleet.domain import (
     Decisions,
     EvictionReason,
     Node,
+    PersistentVolume,
     Pod,
     PodGroup,
     PodKey,
     Queue,
     SelectorRequirement,
     Snapshot,
+    StorageClass,
     TaintEffect,
+    VolumeClaim,
     WithinQueue,
 )
 from gpufleet.domain.selectors import selector_matches, term_namespaces_match
+from gpufleet.domain.wire import NO_PROVISIONER, VOLUME_ZONE_LABELS
 
 BLOCKS = 100
 
@@ -836,6 +840,97 @@ def check_inter_pod(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Volumes (docs/semantics-notes.md, "Volumes")
+
+
+def _pv_allows(pv: PersistentVolume, node: Node) -> bool:
+    """The PV's node affinity (any term) and zone labels (values split at "__") admit ``node``."""
+    fields = {"metadata.name": node.name}
+    if pv.node_affinity and not any(
+        all(_requirement(r, node.labels) for r in t.expressions) and all(_requirement(r, fields) for r in t.fields)
+        for t in pv.node_affinity
+    ):
+        return False
+    return all(label not in pv.labels or node.labels.get(label) in pv.labels[label].split("__")
+               for label in VOLUME_ZONE_LABELS)
+
+
+def _claim_class(snapshot: Snapshot, claim: VolumeClaim) -> StorageClass | None:
+    name = claim.storage_class
+    if name is None:
+        defaults = sorted((c for c in snapshot.storage_classes if c.is_default), key=lambda c: (-c.creation_time, c.name))
+        name = defaults[0].name if defaults else ""
+    return next((c for c in snapshot.storage_classes if c.name == name), None) if name else None
+
+
+def check_volumes(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
+    """Every new binding's claims exist and are usable; no node outside a bound PV's affinity; each
+    chosen PV matches its claim and node and serves one claim; a ReadWriteOncePod claim has at
+    most one user after the decisions whenever a new binding uses it."""
+    world = World(snapshot)
+    out: list[Violation] = []
+    claims = {c.key: c for c in snapshot.claims}
+    pvs = {v.name: v for v in snapshot.volumes}
+    taken = {c.volume_name for c in snapshot.claims if c.volume_name}
+    held = state_after(world, decisions)
+    served: dict[str, str] = {}  # PV -> claim key it was chosen for
+    for b in decisions.bindings:
+        pod = world.pods[b.pod]
+        node = world.nodes[b.node]
+        listed = {v.claim: v for v in b.volumes}
+        if len(listed) != len(b.volumes) or [v.claim for v in b.volumes] != sorted(listed):
+            out.append(Violation("volumes", f"{b.pod}: volumes not sorted or repeated: {b.volumes}"))
+        for name in pod.claims:
+            key = f"{pod.namespace}/{name}"
+            claim = claims.get(key)
+            if claim is None or claim.deleting:
+                out.append(Violation("volumes", f"{b.pod} bound although claim {key} is missing or being deleted"))
+                continue
+            if claim.volume_name:
+                pv = pvs.get(claim.volume_name)
+                if pv is None or not _pv_allows(pv, node):
+                    out.append(Violation("volumes", f"{b.pod} on {b.node}, outside bound PV {claim.volume_name}"))
+                continue
+            storage_class = _claim_class(snapshot, claim)
+            choice = listed.get(name)
+            if storage_class is None or not storage_class.wait_for_first_consumer or choice is None:
+                out.append(Violation("volumes", f"{b.pod} bound with unbound claim {key} and no volume for it"))
+                continue
+            if claim.selected_node is not None and claim.selected_node != b.node:
+                out.append(Violation("volumes", f"{b.pod} on {b.node}, claim {key} selected {claim.selected_node}"))
+            if choice.volume is None:
+                if claim.selected_node is None and (
+                    storage_class.provisioner in ("", NO_PROVISIONER) or (
+                        storage_class.allowed_topologies and not any(
+                            all(_requirement(r, node.labels) for r in t.expressions)
+                            for t in storage_class.allowed_topologies))):
+                    out.append(Violation("volumes", f"{b.pod}: claim {key} provisioned where its class cannot"))
+                continue
+            pv = pvs.get(choice.volume)
+            if pv is None:
+                out.append(Violation("volumes", f"{b.pod}: claim {key} given unknown PV {choice.volume}"))
+                continue
+            free = (pv.claim is None and pv.phase == "Available" and pv.name not in taken) or pv.claim == key
+            if not (free and pv.storage_class == storage_class.name and pv.capacity_bytes >= claim.request_bytes
+                    and set(claim.access_modes) <= set(pv.access_modes) and pv.volume_mode == claim.volume_mode
+                    and (claim.selector is None or selector_matches(claim.selector, pv.labels))
+                    and _pv_allows(pv, node)):
+                out.append(Violation("volumes", f"{b.pod} on {b.node}: PV {pv.name} does not serve claim {key}"))
+            if served.setdefault(pv.name, key) != key:
+                out.append(Violation("volumes", f"PV {pv.name} chosen for {served[pv.name]} and {key}"))
+    users: dict[str, list[str]] = defaultdict(list)
+    for h in held.values():
+        for name in h.pod.claims:
+            users[f"{h.pod.namespace}/{name}"].append(h.pod.key)
+    new_users = {f"{world.pods[b.pod].namespace}/{n}" for b in decisions.bindings for n in world.pods[b.pod].claims}
+    for key in new_users:
+        claim = claims.get(key)
+        if claim is not None and "ReadWriteOncePod" in claim.access_modes and len(users[key]) > 1:
+            out.append(Violation("volumes", f"ReadWriteOncePod claim {key} used by {sorted(users[key])}"))
+    return out
+
+
 ALL_CHECKS: tuple[Callable[[Snapshot, Decisions], list[Violation]], ...] = (
     check_nodes,
     check_limits,
@@ -845,6 +940,7 @@ ALL_CHECKS: tuple[Callable[[Snapshot, Decisions], list[Violation]], ...] = (
     check_report,
     check_single_gang,
     check_inter_pod,
+    check_volumes,
 )
 
 

@@ -28,6 +28,7 @@ from gpufleet.domain import (
     LabelSelector,
     Node,
     NodeName,
+    PersistentVolume,
     Placement,
     Pod,
     PodAffinityTerm,
@@ -41,11 +42,14 @@ from gpufleet.domain import (
     SelectorTerm,
     Snapshot,
     SpreadConstraint,
+    StorageClass,
     Taint,
     TaintEffect,
     Toleration,
+    VolumeClaim,
     WithinQueue,
 )
+from gpufleet.domain.wire import NO_PROVISIONER
 
 T = TypeVar("T")
 Draw = Callable[[st.SearchStrategy[Any]], Any]
@@ -668,3 +672,57 @@ def inter_pod_snapshots(draw: Draw) -> Snapshot:
         app = draw(st.sampled_from((*APPS, None)))
         pods.append(pod if app is None else _with_rule(pod, app, rules[app]))
     return replace(base, pods=tuple(pods))
+
+
+# ---------------------------------------------------------------------------------------------
+# Volumes (issue 9 item 3): local and rack-pinned PVs, claims bound or not, pods naming them
+
+CLASSES = (
+    StorageClass("local", NO_PROVISIONER, wait_for_first_consumer=True),
+    StorageClass("csi", "csi.example.com", wait_for_first_consumer=True,
+                 allowed_topologies=(SelectorTerm(expressions=(SelectorRequirement(RACK, "In", ("r0",)),)),)),
+    StorageClass("instant", "csi.example.com"),
+)
+ACCESS_MODES = (("ReadWriteOnce",), ("ReadWriteOncePod",), ("ReadWriteMany",))
+GIB = 1 << 30
+
+
+@st.composite
+def volume_snapshots(draw: Draw) -> Snapshot:
+    """A general or gang snapshot with storage: PVs pinned to one host or one rack, claims of the
+    three classes (some bound to PVs), and pods (running, pending, other schedulers') naming 0-2
+    of them, and now and then a missing claim."""
+    base = draw(st.one_of(snapshots(), gang_snapshots()))
+    hosts = [n.name for n in base.nodes]
+    racks = sorted({n.labels[RACK] for n in base.nodes if RACK in n.labels})
+    volumes: list[PersistentVolume] = []
+    for i in range(draw(st.integers(0, 12))):
+        if racks and _chance(draw, 3):
+            term = SelectorTerm(expressions=(SelectorRequirement(RACK, "In", (draw(st.sampled_from(racks)),)),))
+        else:
+            term = SelectorTerm(expressions=(SelectorRequirement(HOST, "In", (draw(st.sampled_from(hosts)),)),))
+        volumes.append(PersistentVolume(
+            f"pv-{i}", storage_class=draw(st.sampled_from(("local", "local", "csi"))),
+            capacity_bytes=draw(st.integers(1, 4)) * GIB, access_modes=draw(st.sampled_from(ACCESS_MODES)),
+            node_affinity=(term,),
+        ))
+    claims: list[VolumeClaim] = []
+    for i in range(draw(st.integers(1, 8))):
+        bound = draw(st.sampled_from([None, *(v.name for v in volumes)])) if _chance(draw, 2) else None
+        claims.append(VolumeClaim(
+            NS, f"c{i}", storage_class="instant" if bound else draw(st.sampled_from(("local", "local", "csi"))),
+            volume_name=bound, request_bytes=draw(st.integers(1, 3)) * GIB,
+            access_modes=draw(st.sampled_from((*ACCESS_MODES, ("ReadWriteOnce",)))),
+        ))
+    bound_to = {c.volume_name: c.key for c in claims if c.volume_name}
+    volumes = [replace(v, claim=bound_to[v.name], phase="Bound") if v.name in bound_to else v for v in volumes]
+    names = [f"c{i}" for i in range(len(claims))]
+    pods: list[Pod] = []
+    for pod in base.pods:
+        if pod.namespace == NS and _chance(draw, 6):
+            chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+            if _chance(draw, 1):
+                chosen.append("missing")
+            pod = replace(pod, claims=tuple(chosen))
+        pods.append(pod)
+    return replace(base, pods=tuple(pods), claims=tuple(claims), volumes=tuple(volumes), storage_classes=CLASSES)
