@@ -9,7 +9,9 @@ For each volume a binding chose (:attr:`gpufleet.domain.Binding.volumes`, docs/s
 - a claim to provision gets the annotation ``volume.kubernetes.io/selected-node: <node>``; the
   external provisioner then creates a volume reachable from that node.
 
-The objects are those of the informers' cache. A write already in place (an earlier cycle wrote it
+A PV whose claimRef already names the claim (pre-bound by its owner) only gets the claim's uid
+filled in, without the annotation, as kube-scheduler does. The objects are those of the informers'
+cache. A write already in place (an earlier cycle wrote it
 and the Binding failed, or the controller restarted in between) is not made again. Each write is a
 JSON merge patch carrying the cached ``metadata.resourceVersion`` as a precondition, as
 kube-scheduler's updates do: a PV that changed meanwhile (the PV controller gave it to another
@@ -79,16 +81,20 @@ def _pv_write(namespace: str, claim: str, claim_obj: Mapping[str, Any], pv_name:
     pv = cached(Kind.PERSISTENT_VOLUME, "", pv_name)
     if pv is None:
         raise VolumeWriteProblem(f'persistentvolumeclaim "{claim}": persistentvolume "{pv_name}" not found')
-    wanted = claim_ref(namespace, claim, str(_meta(claim_obj).get("uid") or ""))
+    uid = str(_meta(claim_obj).get("uid") or "")
     spec = pv.get("spec")
     current = spec.get("claimRef") if isinstance(spec, Mapping) else None
     current = current if isinstance(current, Mapping) else {}
+    # As kube-scheduler's GetBindVolumeToClaim: a PV already bound to the claim (by the user, whose
+    # claimRef may lack the uid) is not marked bound by a controller; the uid is filled in.
+    named = current.get("namespace") == namespace and current.get("name") == claim
+    bound = named and current.get("uid") in (None, "", uid)
     meta: JsonDict = {}
-    if _annotations(pv).get(ANNOTATION_BOUND_BY_CONTROLLER) != "yes":
+    if not bound and ANNOTATION_BOUND_BY_CONTROLLER not in _annotations(pv):
         meta["annotations"] = {ANNOTATION_BOUND_BY_CONTROLLER: "yes"}
     patch: JsonDict = {}
-    if any(current.get(key) != value for key, value in wanted.items()):
-        patch["spec"] = {"claimRef": wanted}
+    if not named or (current.get("uid") or "") != uid:
+        patch["spec"] = {"claimRef": claim_ref(namespace, claim, uid)}
     if not meta and not patch:
         return None  # already in place
     patch["metadata"] = meta | _precondition(pv)
