@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -164,15 +165,28 @@ def clock_of(cluster: FakeCluster) -> VirtualClock:
     return cluster.clock
 
 
+async def eventually(condition: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
+    """Wait in real time (a controller over HTTP) until ``condition`` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        await asyncio.sleep(0.01)
+
+
 @contextlib.asynccontextmanager
-async def informing(controller: Controller) -> AsyncIterator[None]:
-    """Only the informers (cycles are run by hand with ``await controller.cycle()``)."""
+async def informing(controller: Controller, real_time: bool = False) -> AsyncIterator[None]:
+    """Only the informers (cycles are run by hand with ``await controller.cycle()``); ``real_time``:
+    over HTTP, where syncing takes real time."""
     from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer
 
     tasks = [asyncio.create_task(Informer(controller.api, k, controller.cache, controller.clock).run())
              for k in INFORMED_KINDS]
     try:
-        await until(lambda: controller.ready, what="informers synced")
+        if real_time:
+            await eventually(lambda: controller.ready, what="informers synced")
+        else:
+            await until(lambda: controller.ready, what="informers synced")
         yield
     finally:
         for task in tasks:

@@ -7,9 +7,8 @@ two, backoffs of tens of milliseconds.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -24,17 +23,9 @@ from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.testing.emulator import ApiServerEmulator
 
-from .controller_objects import bound_pods, node, pdb, pod, pod_group, queue, small_cluster
+from .controller_objects import bound_pods, eventually, node, pdb, pod, pod_group, queue, small_cluster
 
 pytestmark = pytest.mark.asyncio
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        await asyncio.sleep(0.01)
 
 
 @pytest_asyncio.fixture

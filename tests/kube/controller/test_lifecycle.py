@@ -21,6 +21,21 @@ def test_a_binding_goes_annotating_binding_bound() -> None:
     assert BINDING.next(stage, BindEvent.CONFIRMED) is BindStage.BOUND
 
 
+def test_a_binding_with_volumes_writes_them_first() -> None:
+    assert BINDING.next(BindStage.BINDING_VOLUMES, BindEvent.VOLUMES_WRITTEN) is BindStage.ANNOTATING
+
+
+@pytest.mark.parametrize(("stage", "event"), [
+    (BindStage.BINDING_VOLUMES, BindEvent.ANNOTATED),  # no annotations before the volumes
+    (BindStage.BINDING_VOLUMES, BindEvent.CONFIRMED),  # no Binding before the volumes
+    (BindStage.ANNOTATING, BindEvent.VOLUMES_WRITTEN),
+    (BindStage.BOUND, BindEvent.VOLUMES_WRITTEN),
+])
+def test_binding_volumes_refuses_other_moves(stage: BindStage, event: BindEvent) -> None:
+    with pytest.raises(IllegalTransition):
+        BINDING.next(stage, event)
+
+
 @pytest.mark.parametrize(("stage", "event"), [
     (BindStage.ANNOTATING, BindEvent.CONFIRMED),  # no Binding before the annotations
     (BindStage.BINDING, BindEvent.ANNOTATED),

@@ -130,7 +130,8 @@ def test_crds_not_installed_over_http(tmp_path: Path) -> None:
         return len(snap.documents), snap.warnings
 
     count, warnings = against_emulator(tmp_path, work, objects=objects,
-                                       served=(Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS))
+                                       served=(Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.STORAGE_CLASS,
+                                               Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM))
     assert count == 3
     assert [w.split(" (")[0] for w in warnings] == [
         "the API server does not serve gpufleet.dev/v1alpha1 SchedulerConfig",

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from gpufleet.adapters._k8s_models import queue_from_dict
 from gpufleet.cli import main
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.install.crds import CRD_KINDS, crd_yaml
 from gpufleet.kube.install.manifests import InstallOptions, controller_rbac_rules, install_objects, write_chart_files
 from gpufleet.kube.install.rbac import RULES
@@ -197,3 +198,20 @@ def test_the_webhook_is_opt_in_and_valid(default_output: str) -> None:
             continue  # ours are checked against the CRDs; cert-manager's schemas are not bundled
         for version in ("1.30.0", "1.37.0"):  # matchConditions: Kubernetes >= 1.28
             kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_volume_rules_are_least_privilege() -> None:
+    """The controller reads claims, PVs and classes through informers only (list, watch: no get),
+    and writes claims and PVs by merge patch only (a claim's selected-node, a PV's claimRef)."""
+    storage = {(kind.group, kind.plural) for kind in (Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME,
+                                                      Kind.STORAGE_CLASS)}
+    granted = {(group, resource, verb) for rule in RULES for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"] if (group, resource) in storage}
+    assert granted == {
+        ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumeclaims", "patch"),
+        ("", "persistentvolumes", "list"), ("", "persistentvolumes", "watch"), ("", "persistentvolumes", "patch"),
+        ("storage.k8s.io", "storageclasses", "list"), ("storage.k8s.io", "storageclasses", "watch"),
+    }
+    for resource in ("persistentvolumeclaims/status", "persistentvolumes/status"):
+        assert not any(resource in rule["resources"] for rule in RULES)

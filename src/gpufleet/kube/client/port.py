@@ -46,6 +46,9 @@ class Kind(Enum):
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)
+    PERSISTENT_VOLUME_CLAIM = ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True)
+    PERSISTENT_VOLUME = ("", "v1", "PersistentVolume", "persistentvolumes", False)
+    STORAGE_CLASS = ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False)
 
     @property
     def group(self) -> str:

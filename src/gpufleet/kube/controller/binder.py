@@ -2,7 +2,10 @@
 
 A gang is bound in two phases: first every pod gets its ``gpufleet.dev/gpu-index`` (and, for a
 fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A
-gang whose annotation phase fails is not bound at all. Between the patch and the confirmed
+gang whose annotation phase fails is not bound at all. Before that, the volumes its pods chose are
+written (:mod:`gpufleet.kube.controller.volume_writes`: a PV's claimRef, a claim's selected-node
+annotation), for every pod of the gang; when one of these writes fails, no pod of the gang is
+annotated or bound, and the engine decides the gang again in the next cycle. Between the patch and the confirmed
 Binding a pod is *in flight* (:attr:`Binder.inflight`): the controller's next snapshot shows it on
 its node, so that no cycle decides it again. A Binding answered 409 is looked up: already on our
 node (an earlier attempt went through but its answer was lost, as when the API server restarts)
@@ -34,6 +37,7 @@ from gpufleet.domain import (
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.lifecycle import BINDING, BindEvent, BindStage
 from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.controller.volume_writes import CachedObject, VolumeWrite, VolumeWriteProblem, volume_writes
 from gpufleet.kube.webhook.annotations import mps_memory_limit
 
 __all__ = ["BindOutcome", "Binder", "EvictOutcome", "InFlight", "NotLeader", "desired_annotations"]
@@ -107,8 +111,10 @@ class Binder:
         backoff: float = 0.05,
         annotate_via: str = "patch",
         gpu_memory_of: Callable[[str], int | None] | None = None,
+        cached: CachedObject | None = None,
     ) -> None:
         self.api = api
+        self.cached = cached  # (kind, namespace, name) -> the informers' object: claims and PVs to write
         self.gpu_memory_of = gpu_memory_of  # node name -> MiB per GPU, for the MPS memory limit
         self.clock = clock
         self.is_leader = is_leader
@@ -120,6 +126,9 @@ class Binder:
         self.annotate_via = annotate_via
         self._slots = asyncio.Semaphore(concurrency)
         self.inflight: dict[PodKey, InFlight] = {}
+        # The volume writes of the current bind_gangs call, by object: pods of several gangs that
+        # chose the same volume (a shared claim) wait for one write instead of racing on it.
+        self._volume_calls: dict[tuple[Kind, str, str], asyncio.Future[None]] = {}
         self.calls = 0  # API calls made (for API-calls-per-binding figures)
 
     async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
@@ -161,10 +170,14 @@ class Binder:
         now = self.clock.now()
         for gang, bindings in gangs:
             for b in bindings:
-                self.inflight[b.pod] = InFlight(b, gang, BindStage.ANNOTATING, now)
-        results = await asyncio.gather(
-            *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
-        )
+                first = BindStage.BINDING_VOLUMES if b.volumes else BindStage.ANNOTATING
+                self.inflight[b.pod] = InFlight(b, gang, first, now)
+        try:
+            results = await asyncio.gather(
+                *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
+            )
+        finally:
+            self._volume_calls.clear()
         outcomes: list[BindOutcome] = []
         for (gang, bindings), result in zip(gangs, results, strict=True):
             if isinstance(result, BaseException):
@@ -198,6 +211,18 @@ class Binder:
     async def _bind_gang(
         self, gang: str, bindings: Sequence[Binding], pods: Callable[[PodKey], Mapping[str, Any] | None]
     ) -> BindOutcome:
+        if any(b.volumes for b in bindings):
+            problems = await self._write_volumes(bindings)
+            if problems:  # all or nothing: no pod of the gang is annotated or bound
+                for b in bindings:
+                    self.inflight.pop(b.pod, None)
+                if self.metrics is not None:
+                    self.metrics.bindings.labels("failed").inc(len(bindings))
+                return BindOutcome(gang, (), {b.pod: problems.get(b.pod, "another pod of its gang failed")
+                                              for b in bindings})
+            for b in bindings:
+                if b.volumes:
+                    self._advance(b.pod, BindEvent.VOLUMES_WRITTEN)
         if len(bindings) == 1:
             return await self._bind_one(gang, bindings[0], pods(bindings[0].pod))
         annotated: list[Any] = await asyncio.gather(
@@ -232,6 +257,47 @@ class Binder:
             if failed:
                 self.metrics.bindings.labels("failed").inc(len(failed))
         return BindOutcome(gang, tuple(bound), failed)
+
+    async def _write_volumes(self, bindings: Sequence[Binding]) -> dict[PodKey, str]:
+        """Write what the gang's volumes still need (each object once, all concurrently); returns
+        the pods whose writes failed, and why (empty: every write is in place)."""
+        problems: dict[PodKey, str] = {}
+        writes: dict[tuple[Kind, str, str], VolumeWrite] = {}
+        users: dict[tuple[Kind, str, str], list[PodKey]] = {}
+        for b in bindings:
+            try:
+                needed = volume_writes(b, self.cached or _nothing_cached)
+            except VolumeWriteProblem as err:
+                problems[b.pod] = f"binding volumes: {err}"
+                continue
+            for write in needed:
+                writes.setdefault(write.target, write)
+                users.setdefault(write.target, []).append(b.pod)
+        if problems:
+            return problems
+        ordered = list(writes.values())
+        results = await asyncio.gather(*(self._shared_write(w) for w in ordered), return_exceptions=True)
+        if any(isinstance(r, NotLeader) for r in results):
+            raise NotLeader()
+        for write, result in zip(ordered, results, strict=True):
+            if isinstance(result, BaseException):
+                for pod in users[write.target]:
+                    problems.setdefault(pod, f"binding volumes: {write.what} not written: {_why(result)}")
+        return problems
+
+    def _shared_write(self, write: VolumeWrite) -> asyncio.Future[None]:
+        """The one write of ``write.target`` in this bind_gangs call (started by its first user)."""
+        call = self._volume_calls.get(write.target)
+        if call is None:
+            call = self._volume_calls[write.target] = asyncio.ensure_future(self._write_volume(write))
+        return call
+
+    async def _write_volume(self, write: VolumeWrite) -> None:
+        # The patch carries the cached resourceVersion: a 409 means the object changed meanwhile
+        # (retrying with the same version cannot help; the next cycle decides with the new state).
+        await self._call(f"patch {write.kind.plural}",
+                         lambda: self.api.patch(write.kind, write.namespace, write.name, write.patch),
+                         retry_conflict=False)
 
     async def _annotate(self, binding: Binding, pod: Mapping[str, Any] | None) -> dict[str, str]:
         """Write the pod's annotations (patch mode), or return those the Binding is to carry
@@ -303,6 +369,11 @@ class Binder:
 
     def forget(self) -> None:
         self.inflight.clear()
+
+
+def _nothing_cached(kind: Kind, namespace: str, name: str) -> None:
+    """No informers' cache was given: no claim or PV is known."""
+    return None
 
 
 class _Blocked(ApiError):

@@ -44,6 +44,7 @@ from gpufleet.domain.queues import (
     pod_group_of,
     resolve_queue,
 )
+from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.inspect.snapshot import wanted_pod
 
@@ -60,7 +61,8 @@ __all__ = [
 ]
 
 # The kinds that make up a snapshot (PodDisruptionBudgets, Leases and Events do not).
-CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG)
+CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG,
+                   Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS)
 NOT_OURS = "default-scheduler"
 
 
@@ -201,8 +203,39 @@ def build_snapshot(
         queues=tuple(q for q in queues if q.name not in broken),
         pod_groups=tuple(groups_list),
         config=config,
+        claims=tuple(objects.get(Kind.PERSISTENT_VOLUME_CLAIM, ())),
+        volumes=tuple(objects.get(Kind.PERSISTENT_VOLUME, ())),
+        storage_classes=tuple(objects.get(Kind.STORAGE_CLASS, ())),
     )
+    snapshot = _with_chosen_volumes(snapshot, [b for b in overlay.placed.values() if b.volumes])
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
+
+
+def _with_chosen_volumes(snapshot: Snapshot, placed: list[Binding]) -> Snapshot:
+    """``snapshot`` with the volumes that pods held in place (in flight, planned) chose written as
+    the API server will soon show them: a chosen PV's claimRef names its claim, a claim to
+    provision has its selected node. Other pods naming those claims are then restricted as by a
+    bound claim, and no other claim is offered those PVs (docs/semantics-notes.md, "Volumes")."""
+    if not placed:
+        return snapshot
+    pv_claims: dict[str, str] = {}
+    selected: dict[str, NodeName] = {}
+    for binding in placed:
+        namespace = str(binding.pod).partition("/")[0]
+        for chosen in binding.volumes:
+            if chosen.volume is not None:
+                pv_claims.setdefault(chosen.volume, f"{namespace}/{chosen.claim}")
+            else:
+                selected.setdefault(f"{namespace}/{chosen.claim}", NodeName(binding.node))
+    volumes = tuple(
+        dataclasses.replace(pv, claim=pv_claims[pv.name]) if pv.claim is None and pv.name in pv_claims else pv
+        for pv in snapshot.volumes
+    )
+    claims = tuple(
+        dataclasses.replace(c, selected_node=selected[c.key]) if c.selected_node is None and c.key in selected else c
+        for c in snapshot.claims
+    )
+    return dataclasses.replace(snapshot, claims=claims, volumes=volumes)
 
 
 def check_snapshot(view: SnapshotView) -> str | None:
@@ -230,6 +263,11 @@ def _ours(annotations: Any) -> dict[str, Any]:
     return {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(LABEL_PREFIX)}
 
 
+def _annotation(meta: Mapping[str, Any], key: str) -> Any:
+    annotations = meta.get("annotations")
+    return annotations.get(key) if isinstance(annotations, Mapping) else None
+
+
 def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
     """The part of an object a scheduling decision can depend on."""
     if obj is None:
@@ -253,6 +291,13 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
         return (meta.get("labels"), spec)  # status is ours: writing it must not start a cycle
     if kind is Kind.PRIORITY_CLASS:
         return (obj.get("value"), obj.get("globalDefault"))
+    if kind is Kind.PERSISTENT_VOLUME_CLAIM:
+        return (spec, meta.get("deletionTimestamp"), _annotation(meta, ANNOTATION_SELECTED_NODE))
+    if kind is Kind.PERSISTENT_VOLUME:
+        return (meta.get("labels"), spec, status.get("phase"))
+    if kind is Kind.STORAGE_CLASS:
+        return (_annotation(meta, ANNOTATION_DEFAULT_CLASS), meta.get("creationTimestamp"), obj.get("provisioner"),
+                obj.get("volumeBindingMode"), obj.get("allowedTopologies"))
     return None  # PodDisruptionBudgets: read for messages only
 
 

@@ -5,7 +5,9 @@ work moves through a few states. Writing the allowed moves down as a table (stat
 checked on every move, keeps the rules in one place and turns a move the code never meant to make
 into an error at once, instead of a pod silently stuck in the wrong state.
 
-- **A pod being bound** (:attr:`gpufleet.kube.controller.binder.Binder.inflight`): *annotating*
+- **A pod being bound** (:attr:`gpufleet.kube.controller.binder.Binder.inflight`): *binding
+  volumes* (only a pod whose binding chose volumes: a chosen PersistentVolume's claimRef and a
+  claim's selected-node annotation are being written, for every pod of its gang) -> *annotating*
   (its gpu-index/gpu-blocks annotations are being written) -> *binding* (its Binding is being
   posted) -> *bound* (the API server confirmed; the pod holds its place until the informer shows
   it on its node). A failure at any stage takes the pod out of the table: the engine decides it
@@ -65,14 +67,17 @@ class BindStage(StrEnum):
     ANNOTATING = "annotating"
     BINDING = "binding"
     BOUND = "bound"
+    BINDING_VOLUMES = "binding volumes"  # the first stage of a pod whose binding chose volumes
 
 
 class BindEvent(StrEnum):
     ANNOTATED = "annotated"  # every annotation the binding needs is written (or carried by the Binding)
     CONFIRMED = "confirmed"  # the API server accepted the Binding (or showed it already on our node)
+    VOLUMES_WRITTEN = "volumes written"  # every volume write of the pod's gang is in place
 
 
 BINDING: Lifecycle[BindStage, BindEvent] = Lifecycle("binding", {
+    (BindStage.BINDING_VOLUMES, BindEvent.VOLUMES_WRITTEN): BindStage.ANNOTATING,
     (BindStage.ANNOTATING, BindEvent.ANNOTATED): BindStage.BINDING,
     (BindStage.BINDING, BindEvent.CONFIRMED): BindStage.BOUND,
 })

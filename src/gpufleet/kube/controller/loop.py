@@ -151,7 +151,8 @@ class Controller:
         if self.elector is None:
             self.metrics.leader.set(1)
         self.binder = Binder(api, clock, self.is_leader, self.metrics, config.concurrency,
-                             annotate_via=config.annotate_via, gpu_memory_of=self._gpu_memory_of)
+                             annotate_via=config.annotate_via, gpu_memory_of=self._gpu_memory_of,
+                             cached=self.cache.get)
         self.events = EventRecorder(api, clock, config.identity, self.metrics)
         self.plans: dict[str, Plan] = {}
         self.victims: dict[PodKey, Victim] = {}

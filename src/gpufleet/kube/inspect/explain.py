@@ -123,6 +123,11 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
     lines.append(f"{key} is pending; it asks for {_asks(pod)}{gang}.")
     if binding is not None:
         lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}).")
+        if binding.volumes:
+            lines.append("With its volumes: " + "; ".join(
+                f'persistentvolumeclaim "{v.claim}" ' + (f'gets persistentvolume "{v.volume}"' if v.volume is not None
+                                                         else f"is provisioned on node {binding.node}")
+                for v in binding.volumes) + ".")
         members = _gang_members(pod, snapshot)
         victims = [e for e in decisions.evictions if e.by in members]
         if victims:

@@ -1,6 +1,7 @@
 """A live cluster's state as a replay snapshot (the multi-document YAML ``gpufleet replay`` reads).
 
-What is read: Nodes, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, and the
+What is read: Nodes, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, the
+PersistentVolumeClaims, PersistentVolumes and StorageClasses that volume binding reads, and the
 Pods that matter to a scheduling pass: gpufleet's pending pods, and every pod bound to a node that
 has not finished (those hold capacity, whoever scheduled them). Each object is cut down to the
 fields the loader reads (:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields``, statuses,
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from gpufleet.domain import API_GROUP, LABEL_PREFIX, SCHEDULER_NAME
+from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, access_error
 
 __all__ = [
@@ -35,7 +37,8 @@ __all__ = [
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 # The kinds a snapshot holds, in the order they are written.
-SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD)
+SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD,
+                  Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM)
 
 
 # --------------------------------------------------------------------------------- stripping
@@ -56,7 +59,10 @@ def _pick(source: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return {key: _canonical(source[key]) for key in keys if source.get(key) is not None}
 
 
-def _metadata(obj: Mapping[str, Any], namespaced: bool, timestamps: bool = False) -> dict[str, Any]:
+def _metadata(obj: Mapping[str, Any], namespaced: bool, timestamps: bool = False,
+              annotations_kept: tuple[str, ...] = ()) -> dict[str, Any]:
+    """name (namespace), labels, gpufleet's annotations and those named in ``annotations_kept``,
+    and with ``timestamps`` the creation time."""
     raw = obj.get("metadata")
     meta: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     out = _pick(meta, ("name", "namespace") if namespaced else ("name",))
@@ -65,7 +71,8 @@ def _metadata(obj: Mapping[str, Any], namespaced: bool, timestamps: bool = False
         out["labels"] = _canonical(labels)
     annotations = meta.get("annotations")
     if isinstance(annotations, Mapping):
-        ours = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(LABEL_PREFIX)}
+        ours = {k: v for k, v in annotations.items()
+                if isinstance(k, str) and (k.startswith(LABEL_PREFIX) or k in annotations_kept)}
         if ours:
             out["annotations"] = _canonical(ours)
     if timestamps and meta.get("creationTimestamp") is not None:
@@ -104,12 +111,62 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept.update(_pick(affinity, ("podAffinity", "podAntiAffinity")))  # inter-pod terms, preferred ones too
         if kept:
             out_spec["affinity"] = kept
+    volumes = _claim_volumes(spec.get("volumes"))
+    if volumes:
+        out_spec["volumes"] = volumes
     raw_status = obj.get("status")
     status = _pick(raw_status, ("phase", "startTime")) if isinstance(raw_status, Mapping) else {}
     doc: dict[str, Any] = {"metadata": _metadata(obj, namespaced=True, timestamps=True), "spec": out_spec}
     if status:
         doc["status"] = status
     return doc
+
+
+def _claim_volumes(value: object) -> list[Any]:
+    """A pod's volumes that name claims (persistentVolumeClaim, ephemeral); other volume types
+    (configMap, secret, emptyDir, ...) do not matter to scheduling."""
+    if not isinstance(value, list):
+        return []
+    kept = ("persistentVolumeClaim", "ephemeral")
+    return [_pick(v, ("name", *kept)) for v in value
+            if isinstance(v, Mapping) and any(v.get(source) is not None for source in kept)]
+
+
+_CLAIM_SPEC_FIELDS = ("storageClassName", "volumeName", "accessModes", "volumeMode", "resources", "selector")
+_VOLUME_SPEC_FIELDS = ("storageClassName", "capacity", "accessModes", "volumeMode", "nodeAffinity", "claimRef")
+_CLASS_FIELDS = ("provisioner", "volumeBindingMode", "allowedTopologies")
+
+
+def _claim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    raw_spec = obj.get("spec")
+    meta = _metadata(obj, namespaced=True, annotations_kept=(ANNOTATION_SELECTED_NODE,))
+    raw_meta = obj.get("metadata")
+    if isinstance(raw_meta, Mapping) and raw_meta.get("deletionTimestamp") is not None:
+        meta["deletionTimestamp"] = raw_meta["deletionTimestamp"]
+    spec = _pick(raw_spec, _CLAIM_SPEC_FIELDS) if isinstance(raw_spec, Mapping) else {}
+    resources = spec.get("resources")
+    if isinstance(resources, Mapping):  # the requested size only (limits do not matter to binding)
+        spec["resources"] = _pick(resources, ("requests",))
+    return {"metadata": meta, "spec": spec}
+
+
+def _volume(obj: Mapping[str, Any]) -> dict[str, Any]:
+    raw_spec = obj.get("spec")
+    raw_status = obj.get("status")
+    spec = _pick(raw_spec, _VOLUME_SPEC_FIELDS) if isinstance(raw_spec, Mapping) else {}
+    ref = spec.get("claimRef")
+    if isinstance(ref, Mapping):  # which claim, not which version of it
+        spec["claimRef"] = _pick(ref, ("namespace", "name"))
+    doc: dict[str, Any] = {"metadata": _metadata(obj, namespaced=False), "spec": spec}
+    status = _pick(raw_status, ("phase",)) if isinstance(raw_status, Mapping) else {}
+    if status:
+        doc["status"] = status
+    return doc
+
+
+def _storage_class(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = _metadata(obj, namespaced=False, timestamps=True, annotations_kept=(ANNOTATION_DEFAULT_CLASS,))
+    return {"metadata": meta} | _pick(obj, _CLASS_FIELDS)
 
 
 def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,6 +188,12 @@ def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         return head | _node(obj)
     if kind is Kind.PRIORITY_CLASS:
         return head | {"metadata": _metadata(obj, namespaced=False)} | _pick(obj, ("value", "globalDefault"))
+    if kind is Kind.PERSISTENT_VOLUME_CLAIM:
+        return head | _claim(obj)
+    if kind is Kind.PERSISTENT_VOLUME:
+        return head | _volume(obj)
+    if kind is Kind.STORAGE_CLASS:
+        return head | _storage_class(obj)
     body: dict[str, Any] = {"metadata": _metadata(obj, namespaced=kind.namespaced)}
     if obj.get("spec") is not None:
         body["spec"] = _canonical(obj["spec"])

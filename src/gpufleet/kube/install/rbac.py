@@ -26,6 +26,11 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+    # Volumes: informers (read only through them: no get), and the writes before a Binding (a chosen
+    # PV's claimRef, a claim's selected-node annotation), as kube-scheduler's VolumeBinding PreBind.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
+     "verbs": ["list", "watch", "patch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
