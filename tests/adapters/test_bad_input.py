@@ -197,6 +197,18 @@ CASES: list[tuple[str, str, str]] = [
      "[{weight: 0, podAffinityTerm: {topologyKey: zone}}]}}"),
      "document 1 (Pod ml/nb-1): spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
      "weight: must be an integer 1..100, got 0"),
+    ("node-affinity-preferred-weight", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 101, preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "weight: must be an integer 1..100, got 101"),
+    ("node-affinity-preferred-no-preference", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 5}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "preference: required field missing"),
+    ("node-affinity-preferred-bad-operator", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 5, preference: {matchExpressions: [{key: zone, operator: Near, values: [a]}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "preference.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt, got \"Near\""),
     ("spread-max-skew-zero", pod(spec="topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]"),
      "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].maxSkew: must be at least 1, got 0"),
     ("spread-unknown-when", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]"),

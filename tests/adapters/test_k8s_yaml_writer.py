@@ -169,6 +169,10 @@ def full_snapshot() -> Snapshot:
             SpreadConstraint(2, "zone", "ScheduleAnyway", LabelSelector((("app", "llama"),))),
             SpreadConstraint(1, "kubernetes.io/hostname", "DoNotSchedule", None, 3, "Ignore", "Honor"),
         ),
+        preferred_affinity=(
+            (30, SelectorTerm(expressions=(SelectorRequirement("zone", "In", ("z1",)),))),
+            (5, SelectorTerm(fields=(SelectorRequirement("metadata.name", "In", ("gpu-2",)),))),
+        ),
     )
     blocks = Pod(
         namespace="ml",

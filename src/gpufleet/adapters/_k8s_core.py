@@ -339,6 +339,17 @@ def _requirements(value: object, path: str, fields: bool,
     return tuple(out)
 
 
+def _node_term(raw_term: object, term_path: str) -> SelectorTerm:
+    """One nodeSelectorTerm (required terms and preferred terms' ``preference`` alike)."""
+    if raw_term is None:
+        raise FieldError(term_path, "must be a mapping, got null")
+    term = mapping(raw_term, term_path)
+    return SelectorTerm(
+        expressions=_requirements(term.get("matchExpressions"), join(term_path, "matchExpressions"), False),
+        fields=_requirements(term.get("matchFields"), join(term_path, "matchFields"), True),
+    )
+
+
 def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
     raw = spec.get("affinity")
     if raw is None:
@@ -355,21 +366,28 @@ def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
     terms_raw = sequence(required.get("nodeSelectorTerms"), path)
     if not terms_raw:
         raise FieldError(path, "must list at least one term")
-    terms: list[SelectorTerm] = []
-    for i, raw_term in enumerate(terms_raw):
-        term_path = f"{path}[{i}]"
-        if raw_term is None:
-            raise FieldError(term_path, "must be a mapping, got null")
-        term = mapping(raw_term, term_path)
-        terms.append(
-            SelectorTerm(
-                expressions=_requirements(
-                    term.get("matchExpressions"), join(term_path, "matchExpressions"), False
-                ),
-                fields=_requirements(term.get("matchFields"), join(term_path, "matchFields"), True),
-            )
-        )
-    return tuple(terms)
+    return tuple(_node_term(raw_term, f"{path}[{i}]") for i, raw_term in enumerate(terms_raw))
+
+
+def _preferred_node_affinity(spec: dict[str, Any]) -> tuple[tuple[int, SelectorTerm], ...]:
+    """nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference)."""
+    path = "spec.affinity"
+    node_affinity = mapping(mapping(spec.get("affinity"), path).get("nodeAffinity"), join(path, "nodeAffinity"))
+    path = join(join(path, "nodeAffinity"), "preferredDuringSchedulingIgnoredDuringExecution")
+    out: list[tuple[int, SelectorTerm]] = []
+    for i, item in enumerate(sequence(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), path)):
+        item_path = f"{path}[{i}]"
+        if item is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        weighted = mapping(item, item_path)
+        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
+        if weight is None or not 1 <= weight <= 100:
+            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+        preference = weighted.get("preference")
+        if preference is None:
+            raise FieldError(join(item_path, "preference"), "required field missing")
+        out.append((weight, _node_term(preference, join(item_path, "preference"))))
+    return tuple(out)
 
 
 _POD_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -669,6 +687,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         affinity_terms=_pod_affinity(spec, "podAffinity", labels) if "affinity" in spec else (),
         anti_affinity_terms=_pod_affinity(spec, "podAntiAffinity", labels) if "affinity" in spec else (),
         spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
+        preferred_affinity=_preferred_node_affinity(spec) if "affinity" in spec else (),
     )
 
 

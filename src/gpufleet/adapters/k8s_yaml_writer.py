@@ -355,6 +355,10 @@ def pod_document(pod: Pod) -> dict[str, Any]:
                 }
             }
         }
+    if pod.preferred_affinity:
+        spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ] = [{"weight": weight, "preference": _term(term)} for weight, term in pod.preferred_affinity]
     for kind, terms in (("podAffinity", pod.affinity_terms), ("podAntiAffinity", pod.anti_affinity_terms)):
         if terms:
             spec.setdefault("affinity", {})[kind] = _pod_affinity(terms)

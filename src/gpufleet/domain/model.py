@@ -185,6 +185,8 @@ class Pod:
     # generic ephemeral volumes (in spec.volumes order, without repeats)
     claims: tuple[str, ...] = ()
     ephemeral_claims: frozenset[str] = frozenset()  # those of ``claims`` made for ephemeral volumes
+    # nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference term)
+    preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()
 
     @property
     def key(self) -> PodKey:

@@ -27,9 +27,12 @@ __all__ = ["InterPod"]
 
 AFFINITY, ANTI, SYMMETRIC, SPREAD = "affinity", "anti", "symmetric", "spread"
 PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms, ScheduleAnyway
-SOFT_CAP = (1 << 16) - 1  # penalties are clipped below this, so that they rank nodes in int64 scores
+# Other pods' preferred terms matching the pod (symmetric scoring): affinity lowers, anti raises.
+THEIR_PREFER, THEIR_AVOID = "their-prefer", "their-avoid"
+MATCH, CARRY, CARRY_PREFERRED = 0, 1, 2  # kinds of sets
 
-# A set: ("match", selector, owner namespace, namespaces, namespace selector) or ("carry", term, owner namespace)
+# A set: ("match", selector, owner namespace, namespaces, namespace selector), ("carry", term, owner
+# namespace) for a required anti-affinity term, or ("carry-preferred", kind, term, owner namespace)
 SetKey = tuple[object, ...]
 
 
@@ -55,6 +58,11 @@ class Rule:
 
 def _match_key(term: PodAffinityTerm, owner_ns: str) -> SetKey:
     return ("match", term.selector, owner_ns, term.namespaces, term.namespace_selector)
+
+
+def _carried_key(anti: bool, term: PodAffinityTerm, owner_ns: str) -> SetKey:
+    """The set of pods carrying a preferred term (for other pods' symmetric scores)."""
+    return ("carry-preferred", anti, term, owner_ns)
 
 
 def _spread_term(c: SpreadConstraint) -> PodAffinityTerm:
@@ -90,20 +98,26 @@ class InterPod:
         self._selector_masks: dict[object, BoolArray] = {}
         self.set_index: dict[SetKey, int] = {}
         self.set_terms: list[tuple[PodAffinityTerm, str]] = []  # per set: its term and the owner's namespace
-        self.set_is_carry: list[bool] = []
+        self.set_kind: list[int] = []  # MATCH | CARRY | CARRY_PREFERRED
+        self.carry_anti: list[bool] = []  # per set: a carried preferred anti-affinity term (else affinity)
         # Every set a rule may ask about: the pods' own terms and constraints, and the carried anti terms.
         for info in pods:
             pod = info.pod
             if not (pod.affinity_terms or pod.anti_affinity_terms or pod.spread_constraints):
                 continue
             for t in pod.affinity_terms + pod.anti_affinity_terms:  # preferred terms too (scores)
-                self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
+                self._set(_match_key(t, pod.namespace), t, pod.namespace, MATCH)
             for c in pod.spread_constraints:
                 t = _spread_term(c)
-                self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
+                self._set(_match_key(t, pod.namespace), t, pod.namespace, MATCH)
             for t in _required(pod.anti_affinity_terms):
-                self._set(("carry", t, pod.namespace), t, pod.namespace, True)
-        n_sets = len(self.set_is_carry)
+                self._set(("carry", t, pod.namespace), t, pod.namespace, CARRY)
+            for anti, terms in ((False, pod.affinity_terms), (True, pod.anti_affinity_terms)):
+                for t in terms:
+                    if t.weight:
+                        self._set(_carried_key(anti, t, pod.namespace), t, pod.namespace, CARRY_PREFERRED, anti)
+        self.has_carried_preferred = CARRY_PREFERRED in self.set_kind
+        n_sets = len(self.set_kind)
         # Sets whose selector names a label pair can only hold pods with that pair: each pod is
         # matched against those of its own pairs and the sets naming none.
         by_pair: dict[tuple[str, str], list[int]] = {}
@@ -115,9 +129,10 @@ class InterPod:
             else:
                 anywhere.append(s_id)
         # Membership by (namespace, labels): pods alike share the verdicts.
-        by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int]]] = {}
+        by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int], list[int]]] = {}
         self.members: list[list[int]] = []  # per pod: the sets it belongs to
         self.symmetric: list[list[int]] = []  # per pod: the carry sets whose term it matches
+        self.their_preferred: list[list[int]] = []  # per pod: the carried preferred sets it matches
         self.sigs: list[tuple[str, frozenset[tuple[str, str]]]] = []
         rows: list[int] = []
         cols: list[int] = []
@@ -132,13 +147,20 @@ class InterPod:
                     candidates.extend(by_pair.get(pair, ()))
                 candidates.sort()
                 hits = [s for s in candidates if self._matches(self.set_terms[s], pod)]
-                got = ([s for s in hits if not self.set_is_carry[s]], [s for s in hits if self.set_is_carry[s]])
+                kinds = self.set_kind
+                got = ([s for s in hits if kinds[s] == MATCH], [s for s in hits if kinds[s] == CARRY],
+                       [s for s in hits if kinds[s] == CARRY_PREFERRED])
                 by_labels[sig] = got
             own = got[0]
             if pod.anti_affinity_terms:
                 own = own + [self.set_index[("carry", t, pod.namespace)] for t in _required(pod.anti_affinity_terms)]
+            if self.has_carried_preferred and (pod.affinity_terms or pod.anti_affinity_terms):
+                own = own + [self.set_index[_carried_key(anti, t, pod.namespace)]
+                             for anti, terms in ((False, pod.affinity_terms), (True, pod.anti_affinity_terms))
+                             for t in terms if t.weight]
             self.members.append(own)
             self.symmetric.append(got[1])
+            self.their_preferred.append(got[2])
             if own:
                 rows.extend(own)
                 cols.extend([info.idx] * len(own))
@@ -156,11 +178,12 @@ class InterPod:
         self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
         self._all_cache: dict[int, bool] = {}  # keyed by id() of masks kept in _eligible_cache
 
-    def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, carry: bool) -> None:
+    def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, kind: int, anti: bool = False) -> None:
         if key not in self.set_index:
-            self.set_index[key] = len(self.set_is_carry)
+            self.set_index[key] = len(self.set_kind)
             self.set_terms.append((term, owner_ns))
-            self.set_is_carry.append(carry)
+            self.set_kind.append(kind)
+            self.carry_anti.append(anti)
 
     @staticmethod
     def _matches(term_owner: tuple[PodAffinityTerm, str], pod: Pod) -> bool:
@@ -261,7 +284,9 @@ class InterPod:
         got = self._soft.get(idx)
         if got is None:
             pod = self.pods[idx].pod
-            alike = (self.sigs[idx][0], pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
+            # Other pods' preferred terms depend on the pod's labels too, when there are any.
+            sig = self.sigs[idx] if self.has_carried_preferred else self.sigs[idx][0]
+            alike = (sig, pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
             got = self._soft_alike.get(alike)
             if got is None:
                 ns = pod.namespace
@@ -271,17 +296,23 @@ class InterPod:
                         for t in pod.anti_affinity_terms if t.weight]
                 got += [Rule(SOFT_SPREAD, self.set_index[_match_key(_spread_term(c), ns)], c.topology_key,
                              c.selector, c) for c in pod.spread_constraints if not c.hard]
+                for s_id in self.their_preferred[idx]:
+                    t, _ = self.set_terms[s_id]
+                    got.append(Rule(THEIR_AVOID if self.carry_anti[s_id] else THEIR_PREFER, s_id, t.topology_key,
+                                    t.selector, weight=t.weight))
                 self._soft_alike[alike] = got
             self._soft[idx] = got
         return got
 
     def penalty(self, idx: int) -> IntArray | None:
-        """How much each node goes against the pod's soft rules (0: best; None: it has none).
+        """How much each node goes against the pod's soft rules (lower: better; None: it has none),
+        before the Placer adds the static part and normalises (docs/semantics-notes.md, "Soft scores").
 
         A preferred affinity term costs its weight on nodes whose domain holds no matching pod, a
-        preferred anti-affinity term its weight where the domain holds one, and a ScheduleAnyway
-        constraint the number of matching pods in the node's domain (nodes without its key: one
-        more than the most)."""
+        preferred anti-affinity term its weight where the domain holds one; another pod's preferred
+        anti-affinity (affinity) term the pod matches adds (subtracts) its weight where the domain
+        holds a pod carrying it; a ScheduleAnyway constraint costs the number of matching pods in
+        the node's domain (nodes without its key: one more than the most)."""
         soft = self.soft_rules(idx)
         if not soft:
             return None
@@ -291,13 +322,14 @@ class InterPod:
             counts = self.dom(r.set_id, r.key)[codes]
             if r.kind is PREFER:
                 total += np.where(counts > 0, 0, r.weight)
-            elif r.kind is AVOID:
+            elif r.kind is AVOID or r.kind is THEIR_AVOID:
                 total += np.where(counts > 0, r.weight, 0)
+            elif r.kind is THEIR_PREFER:
+                total -= np.where(counts > 0, r.weight, 0)
             else:
                 worst = int(counts.max(initial=0)) + 1
                 total += np.where(codes == d, worst, counts)
-        out: IntArray = np.minimum(total, SOFT_CAP)
-        return out
+        return total
 
     def signature(self, idx: int) -> tuple[object, ...]:
         """What this pod's rules depend on besides the counts (for the engine's failure memo)."""
