@@ -53,7 +53,7 @@ CASES: list[tuple[str, str, str]] = [
     ("missing-apiVersion", "kind: Node\nmetadata: {name: x}\n", "document 1 (Node): apiVersion: required field missing"),
     ("kind-not-string", "apiVersion: v1\nkind: [Node]\n", "document 1: kind: must be a string, got a list"),
     ("list-items-not-list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", "document 1 (List): items: must be a list, got a mapping"),
-    ("list-item-not-mapping", "apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Namespace}, 3]\n",
+    ("list-item-not-mapping", "apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: ConfigMap}, 3]\n",
      "document 1, item 2: expected a Kubernetes object (a mapping), got 3"),
     ("list-item-field", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n}, spec: {unschedulable: 'yes'}}\n",
      'document 1, item 1 (Node n): spec.unschedulable: must be true or false, got "yes"'),

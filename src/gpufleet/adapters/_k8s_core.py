@@ -1,4 +1,4 @@
-"""Kubernetes core objects (v1 Node, v1 Pod, scheduling.k8s.io PriorityClass) -> domain objects.
+"""Kubernetes core objects (v1 Node, v1 Pod, v1 Namespace, scheduling.k8s.io PriorityClass) -> domain objects.
 
 Hand-written field access rather than pydantic: a snapshot may hold tens of thousands of pods,
 and reading one must cost a few microseconds. Unknown fields are ignored, as Kubernetes clients
@@ -44,6 +44,7 @@ from gpufleet.domain import (
     WILDCARD_IP,
     HostPort,
     LabelSelector,
+    Namespace,
     Node,
     NodeName,
     Pod,
@@ -58,7 +59,7 @@ from gpufleet.domain import (
     Toleration,
 )
 
-__all__ = ["node_from_dict", "pod_from_dict", "priority_class_from_dict"]
+__all__ = ["namespace_from_dict", "node_from_dict", "pod_from_dict", "priority_class_from_dict"]
 
 _EFFECTS = {effect.value: effect for effect in TaintEffect}
 _EFFECT_NAMES = ", ".join(_EFFECTS)
@@ -707,4 +708,16 @@ def priority_class_from_dict(doc: dict[str, Any]) -> PriorityClass:
         name=name,
         value=value,
         global_default=opt_bool(doc.get("globalDefault"), "globalDefault", False),
+    )
+
+
+# ------------------------------------------------------------------------------------ Namespace
+
+
+def namespace_from_dict(doc: dict[str, Any]) -> Namespace:
+    """A v1 Namespace: its name and labels (what a namespaceSelector matches)."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    return Namespace(
+        name=req_str(meta.get("name"), "metadata.name"),
+        labels=str_map(meta.get("labels"), "metadata.labels"),
     )

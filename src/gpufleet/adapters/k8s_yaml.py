@@ -2,8 +2,8 @@
 
 Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
 number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
-v1 Pod, scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
-other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
+v1 Pod, v1 Namespace, scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and
+SchedulerConfig; other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
 file, the document (1-based), the object and the field::
 
     snap.yaml: document 7 (Queue team-a): spec.resources.nvidia.com/gpu.quota: negative quantity "-1"
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters._fields import FieldError
-from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_class_from_dict
+from gpufleet.adapters._k8s_core import namespace_from_dict, node_from_dict, pod_from_dict, priority_class_from_dict
 from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
     queue_from_dict,
@@ -106,7 +106,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     Raises FieldError for one of gpufleet's own kinds at an unsupported version."""
     group, _, version = api_version.rpartition("/")
     if group == "" and version == "v1":
-        return {"Node": node_from_dict, "Pod": pod_from_dict}.get(kind)
+        return {"Node": node_from_dict, "Pod": pod_from_dict, "Namespace": namespace_from_dict}.get(kind)
     if group == "scheduling.k8s.io" and kind == "PriorityClass":
         return priority_class_from_dict
     if group == GPUFLEET_GROUP:
@@ -137,6 +137,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "Queue": [],
         "PodGroup": [],
         "SchedulerConfig": [],
+        "Namespace": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
     for where, obj in _iter_objects(docs, source):
@@ -201,6 +202,7 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         queues=tuple(by_kind["Queue"]),
         pod_groups=tuple(by_kind["PodGroup"]),
         config=configs[0] if configs else SchedulerConfig(),
+        namespaces=tuple(by_kind["Namespace"]),
     )
     return snapshot, locations
 
@@ -307,6 +309,7 @@ class _Validator:
             ("Queue", [q.name for q in s.queues]),
             ("PodGroup", [g.key for g in s.pod_groups]),
             ("Pod", [p.key for p in s.pods]),
+            ("Namespace", [ns.name for ns in s.namespaces]),
         )
         for kind, names in groups:
             seen: set[str] = set()

@@ -29,6 +29,7 @@ from gpufleet.domain import (
     MILLI,
     WILDCARD_IP,
     LabelSelector,
+    Namespace,
     Node,
     Pod,
     PodAffinityTerm,
@@ -387,6 +388,13 @@ def pod_document(pod: Pod) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
+def namespace_document(namespace: Namespace) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": namespace.name}
+    if namespace.labels:
+        meta["labels"] = dict(namespace.labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
 def priority_class_document(priority_class: PriorityClass) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "apiVersion": "scheduling.k8s.io/v1",
@@ -471,6 +479,7 @@ def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     documents.extend(node_document(n) for n in snapshot.nodes)
     documents.extend(pod_group_document(g) for g in snapshot.pod_groups)
     documents.extend(pod_document(p) for p in snapshot.pods)
+    documents.extend(namespace_document(ns) for ns in snapshot.namespaces)
     return documents
 
 

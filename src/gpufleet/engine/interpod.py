@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain import LabelSelector, Node, Pod, PodAffinityTerm, SpreadConstraint
-from gpufleet.domain.selectors import selector_matches, selector_text, term_namespaces_match
+from gpufleet.domain.selectors import NamespaceLabels, selector_matches, selector_text, term_namespaces_match
 from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.workload import PodInfo
@@ -82,13 +82,17 @@ class InterPod:
     """Counts of bound pods per set, node and domain, and each pod's inter-pod node mask."""
 
     @staticmethod
-    def build(nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo]) -> InterPod | None:
-        """None when no pod of the snapshot has a required inter-pod rule: nothing to keep."""
+    def build(nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo],
+              namespaces: NamespaceLabels | None = None) -> InterPod | None:
+        """None when no pod of the snapshot has an inter-pod rule: nothing to keep. ``namespaces``:
+        the labels of the snapshot's Namespace objects (for namespaceSelector)."""
         if not any(p.pod.anti_affinity_terms or p.pod.affinity_terms or p.pod.spread_constraints for p in pods):
             return None
-        return InterPod(nodes, feasibility, pods)
+        return InterPod(nodes, feasibility, pods, namespaces)
 
-    def __init__(self, nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo]) -> None:
+    def __init__(self, nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo],
+                 namespaces: NamespaceLabels | None = None) -> None:
+        self.namespaces = namespaces
         self.nodes = nodes
         self.n = len(nodes)
         self.feasibility = feasibility
@@ -185,10 +189,10 @@ class InterPod:
             self.set_kind.append(kind)
             self.carry_anti.append(anti)
 
-    @staticmethod
-    def _matches(term_owner: tuple[PodAffinityTerm, str], pod: Pod) -> bool:
+    def _matches(self, term_owner: tuple[PodAffinityTerm, str], pod: Pod) -> bool:
         term, owner_ns = term_owner
-        return term_namespaces_match(term, owner_ns, pod.namespace) and selector_matches(term.selector, pod.labels)
+        return term_namespaces_match(term, owner_ns, pod.namespace, self.namespaces) and selector_matches(
+            term.selector, pod.labels)
 
     # -- domains ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.domain import CPU, MEMORY, Placement
+from gpufleet.domain.selectors import NamespaceLabels
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
@@ -51,7 +52,8 @@ def plural(n: int, word: str) -> str:
 
 class Placer:
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
-                 policy: Placement, target: TargetWorkload | None = None) -> None:
+                 policy: Placement, target: TargetWorkload | None = None,
+                 namespaces: NamespaceLabels | None = None) -> None:
         self.cluster = cluster
         self.feasibility = feasibility
         self.pods = pods
@@ -67,7 +69,7 @@ class Placer:
         # bound then, and kept up to date after; a snapshot without host ports never pays for it.
         self._ports: HostPorts | None = None
         # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
-        self.interpod = InterPod.build(cluster.nodes, feasibility, pods)
+        self.interpod = InterPod.build(cluster.nodes, feasibility, pods, namespaces)
         # Soft node penalties (docs/semantics-notes.md, "Soft scores"): asked for only when some
         # pod or node can have one.
         self.soft = self.interpod is not None or feasibility.has_soft_taints or any(
