@@ -46,6 +46,7 @@ class Kind(Enum):
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)
+    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
 
     @property
     def group(self) -> str:

@@ -24,6 +24,7 @@ from gpufleet.adapters import FieldError, InputError, reader_for, validate_snaps
 from gpufleet.domain import (
     LABEL_PREFIX,
     Binding,
+    Namespace,
     Node,
     NodeName,
     Pod,
@@ -62,7 +63,8 @@ __all__ = [
 ]
 
 # The kinds that make up a snapshot (PodDisruptionBudgets, Leases and Events do not).
-CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG)
+CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG,
+                   Kind.NAMESPACE)
 NOT_OURS = "default-scheduler"
 
 
@@ -167,6 +169,7 @@ def build_snapshot(
     groups_list: list[PodGroup] = list(objects.get(Kind.POD_GROUP, ()))
     classes: list[PriorityClass] = list(objects.get(Kind.PRIORITY_CLASS, ()))
     configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
+    namespaces: list[Namespace] = list(objects.get(Kind.NAMESPACE, ()))
     config = configs[0] if configs else SchedulerConfig()
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
     tree = QueueTree.of(queues)
@@ -203,6 +206,7 @@ def build_snapshot(
         queues=tuple(q for q in queues if q.name not in broken),
         pod_groups=tuple(groups_list),
         config=config,
+        namespaces=tuple(namespaces),
     )
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
 
@@ -255,6 +259,8 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
         return (meta.get("labels"), spec)  # status is ours: writing it must not start a cycle
     if kind is Kind.PRIORITY_CLASS:
         return (obj.get("value"), obj.get("globalDefault"))
+    if kind is Kind.NAMESPACE:
+        return meta.get("labels")  # what namespaceSelectors match
     return None  # PodDisruptionBudgets: read for messages only
 
 
