@@ -1,13 +1,15 @@
 """Inter-pod rules: required pod affinity and anti-affinity (both ways) and DoNotSchedule topology
 spread, as boolean node masks (docs/semantics-notes.md, "Inter-pod affinity" and "Topology spread").
 
-A **set** is a predicate over pods whose bound members are counted per node: the pods matching
-one term's selector in its namespaces, or the pods carrying one required anti-affinity term (for
-the symmetric rule). Membership depends only on a pod's namespace and labels, so it is decided
-once per call. Counts per node, and per domain of each topology key a rule asks about, are NumPy
-arrays updated by the Placer's commit and release, so trial placements of the victim search roll
-back exactly. A pod's rules are built on first use; a pod with none costs one list lookup, and a
-snapshot where no pod has any rule builds nothing at all (``InterPod.build`` returns None).
+A **set** is a predicate over pods whose bound members are counted: the pods matching one term's
+selector in its namespaces, or the pods carrying one required anti-affinity term or preferred term
+(for the symmetric rule and scores). Membership depends only on a pod's namespace and labels, so it is decided
+once per call. Counts per domain of each topology key a rule asks about (a hostname's domain is
+its node) are NumPy arrays updated by the Placer's commit and release, so trial placements of the
+victim search roll back exactly; at most ``MAX_COUNT_CELLS`` of them are kept at once, the others
+built again from the bound members' nodes when asked for (memory bounded for hostile rule sets).
+A pod's rules are built on first use; a pod with none costs one list lookup, and a snapshot where
+no pod has any rule builds nothing at all (``InterPod.build`` returns None).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms
 # Other pods' preferred terms matching the pod (symmetric scoring): affinity lowers, anti raises.
 THEIR_PREFER, THEIR_AVOID = "their-prefer", "their-avoid"
 MATCH, CARRY, CARRY_PREFERRED = 0, 1, 2  # kinds of sets
+# The most counts (per set and domain of a key) kept at once, whatever the number of distinct
+# sets and nodes (docs/semantics-notes.md, "Cluster state the engine does not trust"): 32 MiB.
+MAX_COUNT_CELLS = 1 << 22
 
 # A set: ("match", selector, owner namespace, namespaces, namespace selector), ("carry", term, owner
 # namespace) for a required anti-affinity term, or ("carry-preferred", kind, term, owner namespace)
@@ -168,12 +173,20 @@ class InterPod:
             if own:
                 rows.extend(own)
                 cols.extend([info.idx] * len(own))
-        # Memberships as (set, pod) pairs, for bulk binding: memory grows with memberships only.
-        self.pair_sets: IntArray = np.array(rows, dtype=np.int64)
-        self.pair_pods: IntArray = np.array(cols, dtype=np.int64)
-        self.node_count: IntArray = np.zeros((n_sets, self.n), dtype=np.int64)
+        # Memberships as (set, pod) pairs, grouped by set: memory grows with memberships only.
+        pair_sets = np.array(rows, dtype=np.int64)
+        order = np.argsort(pair_sets, kind="stable")
+        self.pair_sets: IntArray = pair_sets[order]
+        self.pair_pods: IntArray = np.array(cols, dtype=np.int64)[order]
+        self.set_start: IntArray = np.searchsorted(self.pair_sets, np.arange(n_sets + 1)).astype(np.int64)
+        self.where: IntArray = np.full(len(pods), -1, dtype=np.int64)  # each pod's node (-1: not bound)
         self.total: list[int] = [0] * n_sets
+        # Counts of bound members per set and domain of a key, built when asked for and kept up to
+        # date; at most MAX_COUNT_CELLS of them at once (the oldest built are dropped first, and
+        # built again from the members' nodes when asked for again).
         self.doms: list[dict[str, IntArray]] = [{} for _ in range(n_sets)]
+        self._kept: dict[tuple[int, str], int] = {}  # (set, key) -> cells, oldest first
+        self._cells = 0
         self._rules: dict[int, list[Rule]] = {}
         self._rules_alike: dict[object, list[Rule]] = {}
         self._soft: dict[int, list[Rule]] = {}
@@ -215,24 +228,47 @@ class InterPod:
     def per_node(self, s: int, key: str) -> IntArray:
         """Bound members of set ``s`` in each node's domain of ``key`` (0 where it has no label)."""
         codes, _ = self.codes(key)
-        out: IntArray = self.node_count[s] if key in self._per_node_keys else self.dom(s, key)[codes]
+        out: IntArray = self.dom(s, key)[:self.n] if key in self._per_node_keys else self.dom(s, key)[codes]
         return out  # per node: no gather needed when the domain is the node
+
+    def member_nodes(self, s: int) -> IntArray:
+        """The nodes of the bound members of set ``s`` (one entry per member)."""
+        nodes = self.where[self.pair_pods[self.set_start[s]:self.set_start[s + 1]]]
+        out: IntArray = nodes[nodes >= 0]
+        return out
+
+    def node_counts(self, s: int) -> IntArray:
+        """Bound members of set ``s`` on each node (built on demand, not kept)."""
+        out: IntArray = np.bincount(self.member_nodes(s), minlength=self.n).astype(np.int64)
+        return out
 
     def dom(self, s: int, key: str) -> IntArray:
         """Bound members of set ``s`` per domain of ``key`` (kept up to date once asked for)."""
         arr = self.doms[s].get(key)
         if arr is None:
             codes, d = self.codes(key)
-            arr = np.bincount(codes, weights=self.node_count[s], minlength=d + 1).astype(np.int64)
+            arr = np.bincount(codes[self.member_nodes(s)], minlength=d + 1).astype(np.int64)
             arr[d] = 0
-            self.doms[s][key] = arr
+            self._keep(s, key, arr)
         return arr
+
+    def _keep(self, s: int, key: str, arr: IntArray) -> None:
+        """Keep ``arr`` as set ``s``'s counts for ``key``, dropping the oldest kept over the bound."""
+        self.doms[s][key] = arr
+        self._kept[s, key] = len(arr)
+        self._cells += len(arr)
+        while self._cells > MAX_COUNT_CELLS and len(self._kept) > 1:
+            old = next(iter(self._kept))
+            if old == (s, key):  # pragma: no cover - the newest is last in the order
+                break
+            self._cells -= self._kept.pop(old)
+            del self.doms[old[0]][old[1]]
 
     # -- changes ------------------------------------------------------------------------------
 
     def add(self, pod: int, node: int, delta: int) -> None:
+        self.where[pod] = node if delta > 0 else -1
         for s in self.members[pod]:
-            self.node_count[s, node] += delta
             self.total[s] += delta
             for key, arr in self.doms[s].items():
                 codes, d = self._codes[key]
@@ -242,15 +278,15 @@ class InterPod:
 
     def add_many(self, pods: IntArray, nodes: IntArray) -> None:
         """``add`` for pods bound in bulk (the snapshot's running pods)."""
-        node_of = np.full(len(self.pods), -1, dtype=np.int64)
-        node_of[pods] = nodes
-        where = node_of[self.pair_pods]
-        hit = where >= 0
-        sets = self.pair_sets[hit]
-        np.add.at(self.node_count, (sets, where[hit]), 1)
+        was = self.where[self.pair_pods] >= 0
+        self.where[pods] = nodes
+        now = self.where[self.pair_pods] >= 0
+        sets = self.pair_sets[now & ~was]
         for s, count in zip(*np.unique(sets, return_counts=True), strict=True):
             self.total[int(s)] += int(count)
-            self.doms[int(s)].clear()
+            for key in list(self.doms[int(s)]):  # built again from the members' nodes when asked for
+                self._cells -= self._kept.pop((int(s), key))
+                del self.doms[int(s)][key]
 
     # -- rules of a pod ---------------------------------------------------------------------------
 
@@ -404,7 +440,7 @@ class InterPod:
             counts = self.dom(rule.set_id, rule.key)
             by_node = self.per_node(rule.set_id, rule.key)
         else:
-            counts = np.bincount(codes[eligible], weights=self.node_count[rule.set_id][eligible],
+            counts = np.bincount(codes[eligible], weights=self.node_counts(rule.set_id)[eligible],
                                  minlength=d + 1).astype(np.int64)
             by_node = counts[codes]
         n_domains = int(present.sum())
