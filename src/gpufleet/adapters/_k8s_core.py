@@ -8,6 +8,7 @@ do; fields that gpufleet reads are checked and reported with their full path.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from gpufleet.adapters._fields import (
@@ -120,13 +121,18 @@ def _nvlink_domains(text: str, path: str) -> tuple[tuple[int, ...], ...]:
     return tuple(domains)
 
 
-def _taints(value: object, path: str) -> tuple[Taint, ...]:
-    out: list[Taint] = []
+def _mappings(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of a list of mappings, each with its path (a null item is an error)."""
     for i, raw in enumerate(sequence(value, path)):
         item_path = f"{path}[{i}]"
         if raw is None:
             raise FieldError(item_path, "must be a mapping, got null")
-        item = mapping(raw, item_path)
+        yield item_path, mapping(raw, item_path)
+
+
+def _taints(value: object, path: str) -> tuple[Taint, ...]:
+    out: list[Taint] = []
+    for item_path, item in _mappings(value, path):
         key = req_str(item.get("key"), join(item_path, "key"))
         taint_value = scalar_text(item.get("value"), join(item_path, "value"))
         effect_raw = item.get("effect")
@@ -370,20 +376,22 @@ def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
     return tuple(_node_term(raw_term, f"{path}[{i}]") for i, raw_term in enumerate(terms_raw))
 
 
+def _weighted(value: object, path: str) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """The items of a preferredDuringScheduling... list: (path, the item, its weight 1..100)."""
+    for item_path, weighted in _mappings(value, path):
+        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
+        if weight is None or not 1 <= weight <= 100:
+            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+        yield item_path, weighted, weight
+
+
 def _preferred_node_affinity(spec: dict[str, Any]) -> tuple[tuple[int, SelectorTerm], ...]:
     """nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference)."""
     path = "spec.affinity"
     node_affinity = mapping(mapping(spec.get("affinity"), path).get("nodeAffinity"), join(path, "nodeAffinity"))
-    path = join(join(path, "nodeAffinity"), "preferredDuringSchedulingIgnoredDuringExecution")
+    path = join(join(path, "nodeAffinity"), _PREFERRED)
     out: list[tuple[int, SelectorTerm]] = []
-    for i, item in enumerate(sequence(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), path)):
-        item_path = f"{path}[{i}]"
-        if item is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        weighted = mapping(item, item_path)
-        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
-        if weight is None or not 1 <= weight <= 100:
-            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+    for item_path, weighted, weight in _weighted(node_affinity.get(_PREFERRED), path):
         preference = weighted.get("preference")
         if preference is None:
             raise FieldError(join(item_path, "preference"), "required field missing")
@@ -454,15 +462,7 @@ def _pod_affinity(spec: dict[str, Any], kind: str, labels: dict[str, str]) -> tu
     req_path = join(path, _REQUIRED)
     for i, item in enumerate(sequence(raw.get(_REQUIRED), req_path)):
         out.append(_affinity_term(item, f"{req_path}[{i}]", labels, 0))
-    pref_path = join(path, _PREFERRED)
-    for i, item in enumerate(sequence(raw.get(_PREFERRED), pref_path)):
-        item_path = f"{pref_path}[{i}]"
-        if item is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        weighted = mapping(item, item_path)
-        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
-        if weight is None or not 1 <= weight <= 100:
-            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+    for item_path, weighted, weight in _weighted(raw.get(_PREFERRED), join(path, _PREFERRED)):
         out.append(_affinity_term(weighted.get("podAffinityTerm"), join(item_path, "podAffinityTerm"), labels, weight))
     return tuple(out)
 

@@ -10,12 +10,17 @@ from gpufleet.testing.fake_cluster import FakeCluster
 from .controller_objects import bound_pods, make_controller, node, pod, queue, running, settle, until
 
 
-@pytest.mark.asyncio
-async def test_replicas_with_hostname_anti_affinity_land_on_different_nodes() -> None:
+def two_nodes_and_a_queue() -> FakeCluster:
     cluster = FakeCluster()
     for i in range(2):
         cluster.put(Kind.NODE, node(f"n{i}"))
     cluster.put(Kind.QUEUE, queue("team-a", 8))
+    return cluster
+
+
+@pytest.mark.asyncio
+async def test_replicas_with_hostname_anti_affinity_land_on_different_nodes() -> None:
+    cluster = two_nodes_and_a_queue()
     for i in range(3):
         obj = pod(f"serve-{i}", labels={"app": "serve"})
         obj["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -43,10 +48,7 @@ def _web_avoiding_team_ml_db() -> dict[str, object]:
 
 @pytest.mark.asyncio
 async def test_namespace_selector_matches_the_watched_namespace_labels() -> None:
-    cluster = FakeCluster()
-    for i in range(2):
-        cluster.put(Kind.NODE, node(f"n{i}"))
-    cluster.put(Kind.QUEUE, queue("team-a", 8))
+    cluster = two_nodes_and_a_queue()
     cluster.put(Kind.NAMESPACE, _namespace("infra", {"team": "ml"}))
     # Another scheduler's db pod in infra fills half of n0 (binpack's choice); web must avoid it.
     cluster.put(Kind.POD, pod("db", 4, queue=None, namespace="infra", node_name="n0", phase="Running",
