@@ -55,7 +55,7 @@ CASES: list[tuple[str, str, str]] = [
     ("missing-apiVersion", "kind: Node\nmetadata: {name: x}\n", "document 1 (Node): apiVersion: required field missing"),
     ("kind-not-string", "apiVersion: v1\nkind: [Node]\n", "document 1: kind: must be a string, got a list"),
     ("list-items-not-list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", "document 1 (List): items: must be a list, got a mapping"),
-    ("list-item-not-mapping", "apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Namespace}, 3]\n",
+    ("list-item-not-mapping", "apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: ConfigMap}, 3]\n",
      "document 1, item 2: expected a Kubernetes object (a mapping), got 3"),
     ("list-item-field", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n}, spec: {unschedulable: 'yes'}}\n",
      'document 1, item 1 (Node n): spec.unschedulable: must be true or false, got "yes"'),
@@ -199,6 +199,18 @@ CASES: list[tuple[str, str, str]] = [
      "[{weight: 0, podAffinityTerm: {topologyKey: zone}}]}}"),
      "document 1 (Pod ml/nb-1): spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
      "weight: must be an integer 1..100, got 0"),
+    ("node-affinity-preferred-weight", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 101, preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "weight: must be an integer 1..100, got 101"),
+    ("node-affinity-preferred-no-preference", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 5}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "preference: required field missing"),
+    ("node-affinity-preferred-bad-operator", pod(spec="affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+     "[{weight: 5, preference: {matchExpressions: [{key: zone, operator: Near, values: [a]}]}}]}}"),
+     "document 1 (Pod ml/nb-1): spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+     "preference.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt, got \"Near\""),
     ("spread-max-skew-zero", pod(spec="topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]"),
      "document 1 (Pod ml/nb-1): spec.topologySpreadConstraints[0].maxSkew: must be at least 1, got 0"),
     ("spread-unknown-when", pod(spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]"),

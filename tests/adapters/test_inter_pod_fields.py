@@ -51,3 +51,30 @@ def test_terms_and_constraints_are_read_with_label_keys_merged() -> None:
             (("app", "web"),), (SelectorRequirement("rev", "In", ("r7",)),)), 3, "Honor", "Honor"),
         SpreadConstraint(2, "kubernetes.io/hostname", "ScheduleAnyway", None),
     )
+
+
+NODE_PREFERENCES = """apiVersion: v1
+kind: Pod
+metadata: {name: train-0, namespace: ml}
+spec:
+  schedulerName: gpufleet
+  containers: [{name: main}]
+  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 80
+        preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [z1, z2]}]}
+      - weight: 1
+        preference: {matchFields: [{key: metadata.name, operator: NotIn, values: [n3]}]}
+"""
+
+
+def test_preferred_node_affinity_is_read_with_weights() -> None:
+    from gpufleet.domain import SelectorTerm
+
+    pod = load_snapshot_text(NODE_PREFERENCES, "snap.yaml").pods[0]
+    assert pod.affinity == ()
+    assert pod.preferred_affinity == (
+        (80, SelectorTerm(expressions=(SelectorRequirement("topology.kubernetes.io/zone", "In", ("z1", "z2")),))),
+        (1, SelectorTerm(fields=(SelectorRequirement("metadata.name", "NotIn", ("n3",)),))),
+    )

@@ -20,6 +20,7 @@ from gpufleet.domain import (
     GPU,
     MILLI,
     LabelSelector,
+    Namespace,
     Node,
     NodeName,
     Placement,
@@ -65,6 +66,7 @@ def canonical(snapshot: Snapshot) -> Snapshot:
         queues=tuple(sorted(snapshot.queues, key=lambda q: q.name)),
         pod_groups=tuple(sorted(snapshot.pod_groups, key=lambda g: g.key)),
         config=snapshot.config,
+        namespaces=tuple(sorted(snapshot.namespaces, key=lambda ns: ns.name)),
     )
 
 
@@ -72,7 +74,7 @@ def assert_round_trip(snapshot: Snapshot) -> None:
     back = canonical(load(dump_snapshot(snapshot)))
     want = canonical(snapshot)
     # Field by field first, for a readable failure.
-    for kind in ("nodes", "pods", "priority_classes", "queues", "pod_groups"):
+    for kind in ("nodes", "pods", "priority_classes", "queues", "pod_groups", "namespaces"):
         got_items, want_items = getattr(back, kind), getattr(want, kind)
         assert len(got_items) == len(want_items), kind
         for got_item, want_item in zip(got_items, want_items, strict=True):
@@ -168,6 +170,10 @@ def full_snapshot() -> Snapshot:
         spread_constraints=(
             SpreadConstraint(2, "zone", "ScheduleAnyway", LabelSelector((("app", "llama"),))),
             SpreadConstraint(1, "kubernetes.io/hostname", "DoNotSchedule", None, 3, "Ignore", "Honor"),
+        ),
+        preferred_affinity=(
+            (30, SelectorTerm(expressions=(SelectorRequirement("zone", "In", ("z1",)),))),
+            (5, SelectorTerm(fields=(SelectorRequirement("metadata.name", "In", ("gpu-2",)),))),
         ),
     )
     blocks = Pod(
@@ -438,4 +444,11 @@ def test_round_trip_of_spec_examples(example: str) -> None:
     if not EXAMPLES.is_dir():
         pytest.skip("spec examples not available")
     snapshot = load((EXAMPLES / example).read_text(encoding="utf-8"))
+    assert_round_trip(snapshot)
+
+
+def test_round_trip_of_namespaces() -> None:
+    namespaces = (Namespace("ml", {"team": "research", "kubernetes.io/metadata.name": "ml"}), Namespace("bare"))
+    snapshot = Snapshot(nodes=(Node(NodeName("n1")),), namespaces=namespaces)
+    assert [d["kind"] for d in snapshot_to_documents(snapshot)][-2:] == ["Namespace", "Namespace"]
     assert_round_trip(snapshot)

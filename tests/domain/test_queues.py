@@ -10,6 +10,7 @@ from gpufleet.domain.queues import (
     QueueTree,
     UnknownParent,
     UnknownQueue,
+    gang_id,
     gang_key,
     pod_group_of,
     queue_source,
@@ -96,3 +97,12 @@ def test_gang_key_is_the_pod_group_label_whether_or_not_the_group_exists() -> No
     assert gang_key(pod(group="absent")) == "ml/absent"
     assert gang_key(pod()) == "ml/p"
 
+
+
+def test_gang_id_keeps_a_pod_alone_apart_from_a_group_of_its_name() -> None:
+    alone = Pod(namespace="ml", name="llama")
+    member = Pod(namespace="ml", name="llama-0", group_label="llama")
+    assert gang_key(alone) == gang_key(member) == "ml/llama"  # the names shown stay as they were
+    assert gang_id(alone) != gang_id(member)
+    assert gang_id(member) == "ml/llama"
+    assert gang_id(Pod(namespace="ml", name="llama-1", group_label="llama")) == gang_id(member)

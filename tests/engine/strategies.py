@@ -667,11 +667,31 @@ def inter_pod_snapshots(draw: Draw) -> Snapshot:
     each app with one inter-pod rule that all its pods carry."""
     base = draw(st.one_of(snapshots(), gang_snapshots()))
     rules = {app: draw(st.sampled_from(INTER_POD_RULES)) for app in APPS}
+    soft = _chance(draw, 5)  # soft scores too: they must never break a required rule
     pods: list[Pod] = []
     for pod in base.pods:
         app = draw(st.sampled_from((*APPS, None)))
-        pods.append(pod if app is None else _with_rule(pod, app, rules[app]))
-    return replace(base, pods=tuple(pods))
+        pod = pod if app is None else _with_rule(pod, app, rules[app])
+        pods.append(_with_preferences(pod, APPS[(APPS.index(app) + 1) % len(APPS)]) if soft and app else pod)
+    nodes = base.nodes
+    if soft:  # PreferNoSchedule on some nodes
+        nodes = tuple(replace(n, taints=(*n.taints, SPOT)) if i % 2 else n for i, n in enumerate(nodes))
+    return replace(base, pods=tuple(pods), nodes=nodes)
+
+
+SPOT = Taint("spot", "true", TaintEffect.PREFER_NO_SCHEDULE)
+
+
+def _with_preferences(pod: Pod, other_app: str) -> Pod:
+    """Preferred terms of every kind: node affinity to rack r0, anti-affinity to another app (which
+    that app's pods score both ways), affinity to it over racks."""
+    away = PodAffinityTerm(HOST, LabelSelector((("app", other_app),)), weight=50)
+    near = PodAffinityTerm(RACK, LabelSelector((("app", other_app),)), weight=20)
+    rack0 = SelectorTerm(expressions=(SelectorRequirement(RACK, "In", ("r0",)),))
+    return replace(pod, anti_affinity_terms=(*pod.anti_affinity_terms, away),
+                   affinity_terms=(*pod.affinity_terms, near), preferred_affinity=((30, rack0),))
+
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Kubernetes core objects (v1 Node, v1 Pod, scheduling.k8s.io PriorityClass) -> domain objects.
+"""Kubernetes core objects (v1 Node, v1 Pod, v1 Namespace, scheduling.k8s.io PriorityClass) -> domain objects.
 
 Hand-written field access rather than pydantic: a snapshot may hold tens of thousands of pods,
 and reading one must cost a few microseconds. Unknown fields are ignored, as Kubernetes clients
@@ -8,6 +8,7 @@ do; fields that gpufleet reads are checked and reported with their full path.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from gpufleet.adapters._fields import (
@@ -44,6 +45,7 @@ from gpufleet.domain import (
     WILDCARD_IP,
     HostPort,
     LabelSelector,
+    Namespace,
     Node,
     NodeName,
     PersistentVolume,
@@ -64,6 +66,7 @@ from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_N
 
 __all__ = [
     "claim_from_dict",
+    "namespace_from_dict",
     "node_from_dict",
     "persistent_volume_from_dict",
     "pod_from_dict",
@@ -130,13 +133,18 @@ def _nvlink_domains(text: str, path: str) -> tuple[tuple[int, ...], ...]:
     return tuple(domains)
 
 
-def _taints(value: object, path: str) -> tuple[Taint, ...]:
-    out: list[Taint] = []
+def _mappings(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of a list of mappings, each with its path (a null item is an error)."""
     for i, raw in enumerate(sequence(value, path)):
         item_path = f"{path}[{i}]"
         if raw is None:
             raise FieldError(item_path, "must be a mapping, got null")
-        item = mapping(raw, item_path)
+        yield item_path, mapping(raw, item_path)
+
+
+def _taints(value: object, path: str) -> tuple[Taint, ...]:
+    out: list[Taint] = []
+    for item_path, item in _mappings(value, path):
         key = req_str(item.get("key"), join(item_path, "key"))
         taint_value = scalar_text(item.get("value"), join(item_path, "value"))
         effect_raw = item.get("effect")
@@ -350,6 +358,17 @@ def _requirements(value: object, path: str, fields: bool,
     return tuple(out)
 
 
+def _node_term(raw_term: object, term_path: str) -> SelectorTerm:
+    """One nodeSelectorTerm (required terms and preferred terms' ``preference`` alike)."""
+    if raw_term is None:
+        raise FieldError(term_path, "must be a mapping, got null")
+    term = mapping(raw_term, term_path)
+    return SelectorTerm(
+        expressions=_requirements(term.get("matchExpressions"), join(term_path, "matchExpressions"), False),
+        fields=_requirements(term.get("matchFields"), join(term_path, "matchFields"), True),
+    )
+
+
 def _affinity(spec: dict[str, Any]) -> tuple[SelectorTerm, ...]:
     raw = spec.get("affinity")
     if raw is None:
@@ -370,21 +389,30 @@ def _node_selector_terms(value: object, path: str) -> tuple[SelectorTerm, ...]:
     terms_raw = sequence(value, path)
     if not terms_raw:
         raise FieldError(path, "must list at least one term")
-    terms: list[SelectorTerm] = []
-    for i, raw_term in enumerate(terms_raw):
-        term_path = f"{path}[{i}]"
-        if raw_term is None:
-            raise FieldError(term_path, "must be a mapping, got null")
-        term = mapping(raw_term, term_path)
-        terms.append(
-            SelectorTerm(
-                expressions=_requirements(
-                    term.get("matchExpressions"), join(term_path, "matchExpressions"), False
-                ),
-                fields=_requirements(term.get("matchFields"), join(term_path, "matchFields"), True),
-            )
-        )
-    return tuple(terms)
+    return tuple(_node_term(raw_term, f"{path}[{i}]") for i, raw_term in enumerate(terms_raw))
+
+
+def _weighted(value: object, path: str) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """The items of a preferredDuringScheduling... list: (path, the item, its weight 1..100)."""
+    for item_path, weighted in _mappings(value, path):
+        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
+        if weight is None or not 1 <= weight <= 100:
+            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+        yield item_path, weighted, weight
+
+
+def _preferred_node_affinity(spec: dict[str, Any]) -> tuple[tuple[int, SelectorTerm], ...]:
+    """nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference)."""
+    path = "spec.affinity"
+    node_affinity = mapping(mapping(spec.get("affinity"), path).get("nodeAffinity"), join(path, "nodeAffinity"))
+    path = join(join(path, "nodeAffinity"), _PREFERRED)
+    out: list[tuple[int, SelectorTerm]] = []
+    for item_path, weighted, weight in _weighted(node_affinity.get(_PREFERRED), path):
+        preference = weighted.get("preference")
+        if preference is None:
+            raise FieldError(join(item_path, "preference"), "required field missing")
+        out.append((weight, _node_term(preference, join(item_path, "preference"))))
+    return tuple(out)
 
 
 _POD_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -450,15 +478,7 @@ def _pod_affinity(spec: dict[str, Any], kind: str, labels: dict[str, str]) -> tu
     req_path = join(path, _REQUIRED)
     for i, item in enumerate(sequence(raw.get(_REQUIRED), req_path)):
         out.append(_affinity_term(item, f"{req_path}[{i}]", labels, 0))
-    pref_path = join(path, _PREFERRED)
-    for i, item in enumerate(sequence(raw.get(_PREFERRED), pref_path)):
-        item_path = f"{pref_path}[{i}]"
-        if item is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        weighted = mapping(item, item_path)
-        weight = opt_int32(weighted.get("weight"), join(item_path, "weight"))
-        if weight is None or not 1 <= weight <= 100:
-            raise FieldError(join(item_path, "weight"), f"must be an integer 1..100, got {describe(weight)}")
+    for item_path, weighted, weight in _weighted(raw.get(_PREFERRED), join(path, _PREFERRED)):
         out.append(_affinity_term(weighted.get("podAffinityTerm"), join(item_path, "podAffinityTerm"), labels, weight))
     return tuple(out)
 
@@ -685,6 +705,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         anti_affinity_terms=_pod_affinity(spec, "podAntiAffinity", labels) if "affinity" in spec else (),
         spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
         **(_pod_claims(spec.get("volumes"), name) if "volumes" in spec else {}),
+        preferred_affinity=_preferred_node_affinity(spec) if "affinity" in spec else (),
     )
 
 
@@ -853,4 +874,16 @@ def storage_class_from_dict(doc: dict[str, Any]) -> StorageClass:
         allowed_topologies=_allowed_topologies(doc.get("allowedTopologies"), "allowedTopologies"),
         is_default=annotations.get(ANNOTATION_DEFAULT_CLASS) == "true",
         creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+    )
+
+
+# ------------------------------------------------------------------------------------ Namespace
+
+
+def namespace_from_dict(doc: dict[str, Any]) -> Namespace:
+    """A v1 Namespace: its name and labels (what a namespaceSelector matches)."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    return Namespace(
+        name=req_str(meta.get("name"), "metadata.name"),
+        labels=str_map(meta.get("labels"), "metadata.labels"),
     )

@@ -2,7 +2,7 @@
 
 Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
 number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
-v1 Pod, v1 PersistentVolumeClaim and PersistentVolume, storage.k8s.io/v1 StorageClass,
+v1 Pod, v1 Namespace, v1 PersistentVolumeClaim and PersistentVolume, storage.k8s.io/v1 StorageClass,
 scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
 other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
 file, the document (1-based), the object and the field::
@@ -20,6 +20,7 @@ from typing import Any
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import (
     claim_from_dict,
+    namespace_from_dict,
     node_from_dict,
     persistent_volume_from_dict,
     pod_from_dict,
@@ -113,6 +114,7 @@ _CORE_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "Pod": pod_from_dict,
     "PersistentVolumeClaim": claim_from_dict,
     "PersistentVolume": persistent_volume_from_dict,
+    "Namespace": namespace_from_dict,
 }
 
 
@@ -158,6 +160,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "PersistentVolumeClaim": [],
         "PersistentVolume": [],
         "StorageClass": [],
+        "Namespace": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
     for where, obj in _iter_objects(docs, source):
@@ -225,6 +228,7 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         claims=tuple(by_kind["PersistentVolumeClaim"]),
         volumes=tuple(by_kind["PersistentVolume"]),
         storage_classes=tuple(by_kind["StorageClass"]),
+        namespaces=tuple(by_kind["Namespace"]),
     )
     return snapshot, locations
 
@@ -334,6 +338,7 @@ class _Validator:
             ("PersistentVolumeClaim", [c.key for c in s.claims]),
             ("PersistentVolume", [v.name for v in s.volumes]),
             ("StorageClass", [c.name for c in s.storage_classes]),
+            ("Namespace", [ns.name for ns in s.namespaces]),
         )
         for kind, names in groups:
             seen: set[str] = set()

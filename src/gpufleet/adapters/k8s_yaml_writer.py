@@ -29,6 +29,7 @@ from gpufleet.domain import (
     MILLI,
     WILDCARD_IP,
     LabelSelector,
+    Namespace,
     Node,
     PersistentVolume,
     Pod,
@@ -359,6 +360,10 @@ def pod_document(pod: Pod) -> dict[str, Any]:
                 }
             }
         }
+    if pod.preferred_affinity:
+        spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ] = [{"weight": weight, "preference": _term(term)} for weight, term in pod.preferred_affinity]
     for kind, terms in (("podAffinity", pod.affinity_terms), ("podAntiAffinity", pod.anti_affinity_terms)):
         if terms:
             spec.setdefault("affinity", {})[kind] = _pod_affinity(terms)
@@ -462,6 +467,13 @@ def storage_class_document(storage_class: StorageClass) -> dict[str, Any]:
     return doc
 
 
+def namespace_document(namespace: Namespace) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": namespace.name}
+    if namespace.labels:
+        meta["labels"] = dict(namespace.labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
 def priority_class_document(priority_class: PriorityClass) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "apiVersion": "scheduling.k8s.io/v1",
@@ -550,6 +562,7 @@ def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     documents.extend(storage_class_document(c) for c in snapshot.storage_classes)
     documents.extend(volume_document(v) for v in snapshot.volumes)
     documents.extend(claim_document(c) for c in snapshot.claims)
+    documents.extend(namespace_document(ns) for ns in snapshot.namespaces)
     return documents
 
 

@@ -185,6 +185,8 @@ class Pod:
     # generic ephemeral volumes (in spec.volumes order, without repeats)
     claims: tuple[str, ...] = ()
     ephemeral_claims: frozenset[str] = frozenset()  # those of ``claims`` made for ephemeral volumes
+    # nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference term)
+    preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()
 
     @property
     def key(self) -> PodKey:
@@ -312,6 +314,16 @@ class SchedulerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Namespace:
+    """A v1 Namespace: its name and labels (what namespace selectors match). The API server sets
+    the label ``kubernetes.io/metadata.name`` to the name; a namespace with no Namespace object in
+    a snapshot is seen with that one label (``gpufleet.domain.selectors.namespace_labels``)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A whole cluster state as the scheduler sees it: the engine's only input."""
 
@@ -324,6 +336,7 @@ class Snapshot:
     claims: tuple[VolumeClaim, ...] = ()
     volumes: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()  # v1 Namespaces (for namespaceSelector): may be none
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ __all__ = [
     "QueueTree",
     "UnknownParent",
     "UnknownQueue",
+    "gang_id",
     "gang_key",
     "pod_group_of",
     "queue_source",
@@ -50,6 +51,14 @@ def gang_key(pod: Pod) -> str:
     else the pod alone (its own key)."""
     label = pod.group_label
     return f"{pod.namespace}/{label}" if label else pod.key
+
+
+def gang_id(pod: Pod) -> str:
+    """A key that tells gangs apart: :func:`gang_key` for a labelled pod, and for a pod alone its
+    key behind ``pod:``, which no group key (``namespace/label``) can start with (a namespace has
+    no colon). So a pod named like a PodGroup label of its namespace is never merged into it."""
+    label = pod.group_label
+    return f"{pod.namespace}/{label}" if label else f"pod:{pod.key}"
 
 
 def queue_source(pod: Pod, group: PodGroup | None) -> QueueSource:

@@ -6,15 +6,31 @@ of placements both ask these functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from gpufleet.domain.model import LabelSelector, PodAffinityTerm
+from gpufleet.domain.model import LabelSelector, Namespace, PodAffinityTerm
 
-__all__ = ["NAMESPACE_NAME_LABEL", "selector_matches", "selector_text", "term_namespaces_match"]
+__all__ = [
+    "NAMESPACE_NAME_LABEL",
+    "NamespaceLabels",
+    "namespace_labels",
+    "selector_matches",
+    "selector_text",
+    "term_namespaces_match",
+]
 
-# Every Namespace carries its own name under this label; gpufleet reads no Namespace objects, so
-# it is the one namespace label a namespaceSelector can be matched against.
+# Every Namespace carries its own name under this label (the API server sets it): a namespace
+# with no Namespace object in the snapshot is matched by this label alone.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+# The labels of each namespace that has a Namespace object, by name.
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+
+
+def namespace_labels(namespaces: Iterable[Namespace]) -> dict[str, Mapping[str, str]]:
+    """Each Namespace's labels by name, with ``kubernetes.io/metadata.name`` set to the name (as
+    the API server sets it, whatever the object says)."""
+    return {ns.name: {**ns.labels, NAMESPACE_NAME_LABEL: ns.name} for ns in namespaces}
 
 
 def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
@@ -44,17 +60,20 @@ def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) 
     return True
 
 
-def term_namespaces_match(term: PodAffinityTerm, owner_namespace: str, namespace: str) -> bool:
+def term_namespaces_match(term: PodAffinityTerm, owner_namespace: str, namespace: str,
+                          labels: NamespaceLabels | None = None) -> bool:
     """Whether pods of ``namespace`` are in the scope of ``term`` written by a pod of
-    ``owner_namespace``: the listed namespaces, plus those its namespaceSelector matches (by
-    their name label), or the owner's own namespace when neither is given."""
+    ``owner_namespace``: the listed namespaces, plus those its namespaceSelector matches (against
+    the namespace's labels in ``labels``, from :func:`namespace_labels`; a namespace not there by
+    its name label alone), or the owner's own namespace when neither is given."""
     if not term.namespaces and term.namespace_selector is None:
         return namespace == owner_namespace
     if namespace in term.namespaces:
         return True
-    return term.namespace_selector is not None and selector_matches(
-        term.namespace_selector, {NAMESPACE_NAME_LABEL: namespace}
-    )
+    if term.namespace_selector is None:
+        return False
+    known = labels.get(namespace) if labels else None
+    return selector_matches(term.namespace_selector, known if known is not None else {NAMESPACE_NAME_LABEL: namespace})
 
 
 def selector_text(selector: LabelSelector | None) -> str:

@@ -2,7 +2,8 @@
 
 Schedulability, taints against tolerations, nodeSelector and required node affinity depend only
 on the node's labels and taints, so they are computed once per distinct set of pod constraints
-as a boolean mask over all nodes (vectorised per label key), and cached.
+as a boolean mask over all nodes (vectorised per label key), and cached. So is the static part of
+a pod's soft node penalty (preferred node affinity, PreferNoSchedule taints).
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain import Node, Pod, SelectorRequirement, SelectorTerm, Taint, TaintEffect, Toleration
-from gpufleet.engine.cluster import BoolArray
+from gpufleet.engine.cluster import BoolArray, IntArray
 
 BLOCKING_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+# An untolerated PreferNoSchedule taint costs as much as the heaviest preferred term
+# (docs/semantics-notes.md, "Soft scores").
+PREFER_NO_SCHEDULE_PENALTY = 100
+SOFT_CAP = (1 << 16) - 1  # node penalties are clipped below this, so that they rank nodes in int64 scores
+
+PreferenceKey = tuple[tuple[tuple[int, SelectorTerm], ...], tuple[Toleration, ...]]
 
 StaticKey = tuple[
     tuple[tuple[str, str], ...], tuple[SelectorTerm, ...], tuple[Toleration, ...]
@@ -41,6 +48,12 @@ def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
     return False
 
 
+def soft_normal(penalty: IntArray) -> IntArray:
+    """A node penalty as it ranks nodes: less its minimum (the best node: 0), capped at SOFT_CAP."""
+    out: IntArray = np.minimum(penalty - penalty.min(), SOFT_CAP) if len(penalty) else penalty
+    return out
+
+
 @dataclass
 class StaticReport:
     """Why nodes are out for a pod, for pending reasons: counts per cause."""
@@ -58,11 +71,13 @@ class StaticFeasibility:
         self.schedulable = schedulable
         self._labels: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
         self._taints: dict[Taint, BoolArray] = {}
+        self._soft_taints: dict[Taint, BoolArray] = {}  # PreferNoSchedule: scores, never filters
         for i, node in enumerate(nodes):
             for taint in node.taints:
-                if taint.effect in BLOCKING_EFFECTS:
-                    mask = self._taints.setdefault(taint, np.zeros(len(nodes), dtype=np.bool_))
-                    mask[i] = True
+                table = self._taints if taint.effect in BLOCKING_EFFECTS else self._soft_taints
+                mask = table.setdefault(taint, np.zeros(len(nodes), dtype=np.bool_))
+                mask[i] = True
+        self._preferences: dict[PreferenceKey, IntArray | None] = {}
         self._cache: dict[StaticKey, BoolArray] = {}
         self._names = np.array([n.name for n in nodes], dtype=object)
 
@@ -151,6 +166,34 @@ class StaticFeasibility:
             got = self.schedulable & self.selector_mask(pod) & self.taint_mask(pod)
             got.setflags(write=False)
             self._cache[key] = got
+        return got
+
+    @property
+    def has_soft_taints(self) -> bool:
+        """Whether any node has a PreferNoSchedule taint (then every pod may have a preference)."""
+        return bool(self._soft_taints)
+
+    def preference(self, pod: Pod) -> IntArray | None:
+        """The static part of the pod's node penalty: the weights of its preferred node-affinity
+        terms each node does not match, plus ``PREFER_NO_SCHEDULE_PENALTY`` per untolerated
+        PreferNoSchedule taint. None when it is the same on every node (it orders nothing).
+        Cached per distinct (preferred terms, tolerations)."""
+        if not pod.preferred_affinity and not self._soft_taints:
+            return None
+        key: PreferenceKey = (pod.preferred_affinity, pod.tolerations if self._soft_taints else ())
+        if key in self._preferences:
+            return self._preferences[key]
+        total = np.zeros(len(self.nodes), dtype=np.int64)
+        for weight, term in pod.preferred_affinity:
+            total += np.where(self._term(term), 0, weight)
+        for taint, has in self._soft_taints.items():
+            if not tolerates(pod.tolerations, taint):
+                total += has * PREFER_NO_SCHEDULE_PENALTY
+        got: IntArray | None = None
+        if len(total) and total.min() != total.max():
+            got = soft_normal(total)
+            got.setflags(write=False)
+        self._preferences[key] = got
         return got
 
     def report(self, pod: Pod) -> StaticReport:

@@ -1,13 +1,15 @@
 """Inter-pod rules: required pod affinity and anti-affinity (both ways) and DoNotSchedule topology
 spread, as boolean node masks (docs/semantics-notes.md, "Inter-pod affinity" and "Topology spread").
 
-A **set** is a predicate over pods whose bound members are counted per node: the pods matching
-one term's selector in its namespaces, or the pods carrying one required anti-affinity term (for
-the symmetric rule). Membership depends only on a pod's namespace and labels, so it is decided
-once per call. Counts per node, and per domain of each topology key a rule asks about, are NumPy
-arrays updated by the Placer's commit and release, so trial placements of the victim search roll
-back exactly. A pod's rules are built on first use; a pod with none costs one list lookup, and a
-snapshot where no pod has any rule builds nothing at all (``InterPod.build`` returns None).
+A **set** is a predicate over pods whose bound members are counted: the pods matching one term's
+selector in its namespaces, or the pods carrying one required anti-affinity term or preferred term
+(for the symmetric rule and scores). Membership depends only on a pod's namespace and labels, so it is decided
+once per call. Counts per domain of each topology key a rule asks about (a hostname's domain is
+its node) are NumPy arrays updated by the Placer's commit and release, so trial placements of the
+victim search roll back exactly; at most ``MAX_COUNT_CELLS`` of them are kept at once, the others
+built again from the bound members' nodes when asked for (memory bounded for hostile rule sets).
+A pod's rules are built on first use; a pod with none costs one list lookup, and a snapshot where
+no pod has any rule builds nothing at all (``InterPod.build`` returns None).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.domain import LabelSelector, Node, Pod, PodAffinityTerm, SpreadConstraint
-from gpufleet.domain.selectors import selector_matches, selector_text, term_namespaces_match
+from gpufleet.domain.selectors import NamespaceLabels, selector_matches, selector_text, term_namespaces_match
 from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.workload import PodInfo
@@ -27,9 +29,15 @@ __all__ = ["InterPod"]
 
 AFFINITY, ANTI, SYMMETRIC, SPREAD = "affinity", "anti", "symmetric", "spread"
 PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms, ScheduleAnyway
-SOFT_CAP = (1 << 16) - 1  # penalties are clipped below this, so that they rank nodes in int64 scores
+# Other pods' preferred terms matching the pod (symmetric scoring): affinity lowers, anti raises.
+THEIR_PREFER, THEIR_AVOID = "their-prefer", "their-avoid"
+MATCH, CARRY, CARRY_PREFERRED = 0, 1, 2  # kinds of sets
+# The most counts (per set and domain of a key) kept at once, whatever the number of distinct
+# sets and nodes (docs/semantics-notes.md, "Cluster state the engine does not trust"): 32 MiB.
+MAX_COUNT_CELLS = 1 << 22
 
-# A set: ("match", selector, owner namespace, namespaces, namespace selector) or ("carry", term, owner namespace)
+# A set: ("match", selector, owner namespace, namespaces, namespace selector), ("carry", term, owner
+# namespace) for a required anti-affinity term, or ("carry-preferred", kind, term, owner namespace)
 SetKey = tuple[object, ...]
 
 
@@ -57,6 +65,11 @@ def _match_key(term: PodAffinityTerm, owner_ns: str) -> SetKey:
     return ("match", term.selector, owner_ns, term.namespaces, term.namespace_selector)
 
 
+def _carried_key(anti: bool, term: PodAffinityTerm, owner_ns: str) -> SetKey:
+    """The set of pods carrying a preferred term (for other pods' symmetric scores)."""
+    return ("carry-preferred", anti, term, owner_ns)
+
+
 def _spread_term(c: SpreadConstraint) -> PodAffinityTerm:
     """The pods a spread constraint counts: its selector, in the pod's own namespace."""
     return PodAffinityTerm(topology_key=c.topology_key, selector=c.selector)
@@ -74,13 +87,17 @@ class InterPod:
     """Counts of bound pods per set, node and domain, and each pod's inter-pod node mask."""
 
     @staticmethod
-    def build(nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo]) -> InterPod | None:
-        """None when no pod of the snapshot has a required inter-pod rule: nothing to keep."""
+    def build(nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo],
+              namespaces: NamespaceLabels | None = None) -> InterPod | None:
+        """None when no pod of the snapshot has an inter-pod rule: nothing to keep. ``namespaces``:
+        the labels of the snapshot's Namespace objects (for namespaceSelector)."""
         if not any(p.pod.anti_affinity_terms or p.pod.affinity_terms or p.pod.spread_constraints for p in pods):
             return None
-        return InterPod(nodes, feasibility, pods)
+        return InterPod(nodes, feasibility, pods, namespaces)
 
-    def __init__(self, nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo]) -> None:
+    def __init__(self, nodes: Sequence[Node], feasibility: StaticFeasibility, pods: Sequence[PodInfo],
+                 namespaces: NamespaceLabels | None = None) -> None:
+        self.namespaces = namespaces
         self.nodes = nodes
         self.n = len(nodes)
         self.feasibility = feasibility
@@ -90,20 +107,26 @@ class InterPod:
         self._selector_masks: dict[object, BoolArray] = {}
         self.set_index: dict[SetKey, int] = {}
         self.set_terms: list[tuple[PodAffinityTerm, str]] = []  # per set: its term and the owner's namespace
-        self.set_is_carry: list[bool] = []
+        self.set_kind: list[int] = []  # MATCH | CARRY | CARRY_PREFERRED
+        self.carry_anti: list[bool] = []  # per set: a carried preferred anti-affinity term (else affinity)
         # Every set a rule may ask about: the pods' own terms and constraints, and the carried anti terms.
         for info in pods:
             pod = info.pod
             if not (pod.affinity_terms or pod.anti_affinity_terms or pod.spread_constraints):
                 continue
             for t in pod.affinity_terms + pod.anti_affinity_terms:  # preferred terms too (scores)
-                self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
+                self._set(_match_key(t, pod.namespace), t, pod.namespace, MATCH)
             for c in pod.spread_constraints:
                 t = _spread_term(c)
-                self._set(_match_key(t, pod.namespace), t, pod.namespace, False)
+                self._set(_match_key(t, pod.namespace), t, pod.namespace, MATCH)
             for t in _required(pod.anti_affinity_terms):
-                self._set(("carry", t, pod.namespace), t, pod.namespace, True)
-        n_sets = len(self.set_is_carry)
+                self._set(("carry", t, pod.namespace), t, pod.namespace, CARRY)
+            for anti, terms in ((False, pod.affinity_terms), (True, pod.anti_affinity_terms)):
+                for t in terms:
+                    if t.weight:
+                        self._set(_carried_key(anti, t, pod.namespace), t, pod.namespace, CARRY_PREFERRED, anti)
+        self.has_carried_preferred = CARRY_PREFERRED in self.set_kind
+        n_sets = len(self.set_kind)
         # Sets whose selector names a label pair can only hold pods with that pair: each pod is
         # matched against those of its own pairs and the sets naming none.
         by_pair: dict[tuple[str, str], list[int]] = {}
@@ -115,9 +138,10 @@ class InterPod:
             else:
                 anywhere.append(s_id)
         # Membership by (namespace, labels): pods alike share the verdicts.
-        by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int]]] = {}
+        by_labels: dict[tuple[str, frozenset[tuple[str, str]]], tuple[list[int], list[int], list[int]]] = {}
         self.members: list[list[int]] = []  # per pod: the sets it belongs to
         self.symmetric: list[list[int]] = []  # per pod: the carry sets whose term it matches
+        self.their_preferred: list[list[int]] = []  # per pod: the carried preferred sets it matches
         self.sigs: list[tuple[str, frozenset[tuple[str, str]]]] = []
         rows: list[int] = []
         cols: list[int] = []
@@ -132,22 +156,37 @@ class InterPod:
                     candidates.extend(by_pair.get(pair, ()))
                 candidates.sort()
                 hits = [s for s in candidates if self._matches(self.set_terms[s], pod)]
-                got = ([s for s in hits if not self.set_is_carry[s]], [s for s in hits if self.set_is_carry[s]])
+                kinds = self.set_kind
+                got = ([s for s in hits if kinds[s] == MATCH], [s for s in hits if kinds[s] == CARRY],
+                       [s for s in hits if kinds[s] == CARRY_PREFERRED])
                 by_labels[sig] = got
             own = got[0]
             if pod.anti_affinity_terms:
                 own = own + [self.set_index[("carry", t, pod.namespace)] for t in _required(pod.anti_affinity_terms)]
+            if self.has_carried_preferred and (pod.affinity_terms or pod.anti_affinity_terms):
+                own = own + [self.set_index[_carried_key(anti, t, pod.namespace)]
+                             for anti, terms in ((False, pod.affinity_terms), (True, pod.anti_affinity_terms))
+                             for t in terms if t.weight]
             self.members.append(own)
             self.symmetric.append(got[1])
+            self.their_preferred.append(got[2])
             if own:
                 rows.extend(own)
                 cols.extend([info.idx] * len(own))
-        # Memberships as (set, pod) pairs, for bulk binding: memory grows with memberships only.
-        self.pair_sets: IntArray = np.array(rows, dtype=np.int64)
-        self.pair_pods: IntArray = np.array(cols, dtype=np.int64)
-        self.node_count: IntArray = np.zeros((n_sets, self.n), dtype=np.int64)
+        # Memberships as (set, pod) pairs, grouped by set: memory grows with memberships only.
+        pair_sets = np.array(rows, dtype=np.int64)
+        order = np.argsort(pair_sets, kind="stable")
+        self.pair_sets: IntArray = pair_sets[order]
+        self.pair_pods: IntArray = np.array(cols, dtype=np.int64)[order]
+        self.set_start: IntArray = np.searchsorted(self.pair_sets, np.arange(n_sets + 1)).astype(np.int64)
+        self.where: IntArray = np.full(len(pods), -1, dtype=np.int64)  # each pod's node (-1: not bound)
         self.total: list[int] = [0] * n_sets
+        # Counts of bound members per set and domain of a key, built when asked for and kept up to
+        # date; at most MAX_COUNT_CELLS of them at once (the oldest built are dropped first, and
+        # built again from the members' nodes when asked for again).
         self.doms: list[dict[str, IntArray]] = [{} for _ in range(n_sets)]
+        self._kept: dict[tuple[int, str], int] = {}  # (set, key) -> cells, oldest first
+        self._cells = 0
         self._rules: dict[int, list[Rule]] = {}
         self._rules_alike: dict[object, list[Rule]] = {}
         self._soft: dict[int, list[Rule]] = {}
@@ -156,16 +195,17 @@ class InterPod:
         self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
         self._all_cache: dict[int, bool] = {}  # keyed by id() of masks kept in _eligible_cache
 
-    def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, carry: bool) -> None:
+    def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, kind: int, anti: bool = False) -> None:
         if key not in self.set_index:
-            self.set_index[key] = len(self.set_is_carry)
+            self.set_index[key] = len(self.set_kind)
             self.set_terms.append((term, owner_ns))
-            self.set_is_carry.append(carry)
+            self.set_kind.append(kind)
+            self.carry_anti.append(anti)
 
-    @staticmethod
-    def _matches(term_owner: tuple[PodAffinityTerm, str], pod: Pod) -> bool:
+    def _matches(self, term_owner: tuple[PodAffinityTerm, str], pod: Pod) -> bool:
         term, owner_ns = term_owner
-        return term_namespaces_match(term, owner_ns, pod.namespace) and selector_matches(term.selector, pod.labels)
+        return term_namespaces_match(term, owner_ns, pod.namespace, self.namespaces) and selector_matches(
+            term.selector, pod.labels)
 
     # -- domains ------------------------------------------------------------------------------
 
@@ -188,24 +228,47 @@ class InterPod:
     def per_node(self, s: int, key: str) -> IntArray:
         """Bound members of set ``s`` in each node's domain of ``key`` (0 where it has no label)."""
         codes, _ = self.codes(key)
-        out: IntArray = self.node_count[s] if key in self._per_node_keys else self.dom(s, key)[codes]
+        out: IntArray = self.dom(s, key)[:self.n] if key in self._per_node_keys else self.dom(s, key)[codes]
         return out  # per node: no gather needed when the domain is the node
+
+    def member_nodes(self, s: int) -> IntArray:
+        """The nodes of the bound members of set ``s`` (one entry per member)."""
+        nodes = self.where[self.pair_pods[self.set_start[s]:self.set_start[s + 1]]]
+        out: IntArray = nodes[nodes >= 0]
+        return out
+
+    def node_counts(self, s: int) -> IntArray:
+        """Bound members of set ``s`` on each node (built on demand, not kept)."""
+        out: IntArray = np.bincount(self.member_nodes(s), minlength=self.n).astype(np.int64)
+        return out
 
     def dom(self, s: int, key: str) -> IntArray:
         """Bound members of set ``s`` per domain of ``key`` (kept up to date once asked for)."""
         arr = self.doms[s].get(key)
         if arr is None:
             codes, d = self.codes(key)
-            arr = np.bincount(codes, weights=self.node_count[s], minlength=d + 1).astype(np.int64)
+            arr = np.bincount(codes[self.member_nodes(s)], minlength=d + 1).astype(np.int64)
             arr[d] = 0
-            self.doms[s][key] = arr
+            self._keep(s, key, arr)
         return arr
+
+    def _keep(self, s: int, key: str, arr: IntArray) -> None:
+        """Keep ``arr`` as set ``s``'s counts for ``key``, dropping the oldest kept over the bound."""
+        self.doms[s][key] = arr
+        self._kept[s, key] = len(arr)
+        self._cells += len(arr)
+        while self._cells > MAX_COUNT_CELLS and len(self._kept) > 1:
+            old = next(iter(self._kept))
+            if old == (s, key):  # pragma: no cover - the newest is last in the order
+                break
+            self._cells -= self._kept.pop(old)
+            del self.doms[old[0]][old[1]]
 
     # -- changes ------------------------------------------------------------------------------
 
     def add(self, pod: int, node: int, delta: int) -> None:
+        self.where[pod] = node if delta > 0 else -1
         for s in self.members[pod]:
-            self.node_count[s, node] += delta
             self.total[s] += delta
             for key, arr in self.doms[s].items():
                 codes, d = self._codes[key]
@@ -215,15 +278,15 @@ class InterPod:
 
     def add_many(self, pods: IntArray, nodes: IntArray) -> None:
         """``add`` for pods bound in bulk (the snapshot's running pods)."""
-        node_of = np.full(len(self.pods), -1, dtype=np.int64)
-        node_of[pods] = nodes
-        where = node_of[self.pair_pods]
-        hit = where >= 0
-        sets = self.pair_sets[hit]
-        np.add.at(self.node_count, (sets, where[hit]), 1)
+        was = self.where[self.pair_pods] >= 0
+        self.where[pods] = nodes
+        now = self.where[self.pair_pods] >= 0
+        sets = self.pair_sets[now & ~was]
         for s, count in zip(*np.unique(sets, return_counts=True), strict=True):
             self.total[int(s)] += int(count)
-            self.doms[int(s)].clear()
+            for key in list(self.doms[int(s)]):  # built again from the members' nodes when asked for
+                self._cells -= self._kept.pop((int(s), key))
+                del self.doms[int(s)][key]
 
     # -- rules of a pod ---------------------------------------------------------------------------
 
@@ -261,7 +324,9 @@ class InterPod:
         got = self._soft.get(idx)
         if got is None:
             pod = self.pods[idx].pod
-            alike = (self.sigs[idx][0], pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
+            # Other pods' preferred terms depend on the pod's labels too, when there are any.
+            sig = self.sigs[idx] if self.has_carried_preferred else self.sigs[idx][0]
+            alike = (sig, pod.affinity_terms, pod.anti_affinity_terms, pod.spread_constraints)
             got = self._soft_alike.get(alike)
             if got is None:
                 ns = pod.namespace
@@ -271,17 +336,23 @@ class InterPod:
                         for t in pod.anti_affinity_terms if t.weight]
                 got += [Rule(SOFT_SPREAD, self.set_index[_match_key(_spread_term(c), ns)], c.topology_key,
                              c.selector, c) for c in pod.spread_constraints if not c.hard]
+                for s_id in self.their_preferred[idx]:
+                    t, _ = self.set_terms[s_id]
+                    got.append(Rule(THEIR_AVOID if self.carry_anti[s_id] else THEIR_PREFER, s_id, t.topology_key,
+                                    t.selector, weight=t.weight))
                 self._soft_alike[alike] = got
             self._soft[idx] = got
         return got
 
     def penalty(self, idx: int) -> IntArray | None:
-        """How much each node goes against the pod's soft rules (0: best; None: it has none).
+        """How much each node goes against the pod's soft rules (lower: better; None: it has none),
+        before the Placer adds the static part and normalises (docs/semantics-notes.md, "Soft scores").
 
         A preferred affinity term costs its weight on nodes whose domain holds no matching pod, a
-        preferred anti-affinity term its weight where the domain holds one, and a ScheduleAnyway
-        constraint the number of matching pods in the node's domain (nodes without its key: one
-        more than the most)."""
+        preferred anti-affinity term its weight where the domain holds one; another pod's preferred
+        anti-affinity (affinity) term the pod matches adds (subtracts) its weight where the domain
+        holds a pod carrying it; a ScheduleAnyway constraint costs the number of matching pods in
+        the node's domain (nodes without its key: one more than the most)."""
         soft = self.soft_rules(idx)
         if not soft:
             return None
@@ -291,13 +362,14 @@ class InterPod:
             counts = self.dom(r.set_id, r.key)[codes]
             if r.kind is PREFER:
                 total += np.where(counts > 0, 0, r.weight)
-            elif r.kind is AVOID:
+            elif r.kind is AVOID or r.kind is THEIR_AVOID:
                 total += np.where(counts > 0, r.weight, 0)
+            elif r.kind is THEIR_PREFER:
+                total -= np.where(counts > 0, r.weight, 0)
             else:
                 worst = int(counts.max(initial=0)) + 1
                 total += np.where(codes == d, worst, counts)
-        out: IntArray = np.minimum(total, SOFT_CAP)
-        return out
+        return total
 
     def signature(self, idx: int) -> tuple[object, ...]:
         """What this pod's rules depend on besides the counts (for the engine's failure memo)."""
@@ -368,7 +440,7 @@ class InterPod:
             counts = self.dom(rule.set_id, rule.key)
             by_node = self.per_node(rule.set_id, rule.key)
         else:
-            counts = np.bincount(codes[eligible], weights=self.node_count[rule.set_id][eligible],
+            counts = np.bincount(codes[eligible], weights=self.node_counts(rule.set_id)[eligible],
                                  minlength=d + 1).astype(np.int64)
             by_node = counts[codes]
         n_domains = int(present.sum())

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.domain import CPU, MEMORY, Placement, VolumeBinding
+from gpufleet.domain.selectors import NamespaceLabels
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
-from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
-from gpufleet.engine.interpod import SOFT_CAP, InterPod
+from gpufleet.engine.interpod import InterPod
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, PodInfo
@@ -53,7 +54,7 @@ def plural(n: int, word: str) -> str:
 class Placer:
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
                  policy: Placement, target: TargetWorkload | None = None,
-                 volumes: VolumeBook | None = None) -> None:
+                 volumes: VolumeBook | None = None, namespaces: NamespaceLabels | None = None) -> None:
         self.cluster = cluster
         self.feasibility = feasibility
         self.pods = pods
@@ -68,10 +69,14 @@ class Placer:
         # Host ports in use (NodePorts): built on the first pod that asks for one, from the pods
         # bound then, and kept up to date after; a snapshot without host ports never pays for it.
         self._ports: HostPorts | None = None
-        # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
-        self.interpod = InterPod.build(cluster.nodes, feasibility, pods)
         # Claims, PV choices and ReadWriteOncePod users: None when no pod of ours names a claim.
         self.volumes = volumes
+        # Inter-pod affinity, anti-affinity and topology spread: None when no pod has such a rule.
+        self.interpod = InterPod.build(cluster.nodes, feasibility, pods, namespaces)
+        # Soft node penalties (docs/semantics-notes.md, "Soft scores"): asked for only when some
+        # pod or node can have one.
+        self.soft = self.interpod is not None or feasibility.has_soft_taints or any(
+            p.pod.preferred_affinity for p in pods)
 
     # -- state changes --------------------------------------------------------------------
 
@@ -152,7 +157,7 @@ class Placer:
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None) -> Assignment | None:
-        if self.interpod is not None:
+        if self.soft:
             rank = self._soft_rank(info, rank)
         if self.defrag:
             return self._defrag_node(info, within, rank)
@@ -186,10 +191,15 @@ class Placer:
         return Assignment(info.idx, node, tuple(gpus), None)
 
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
-        """``rank`` refined by the pod's soft inter-pod rules (preferred terms, ScheduleAnyway):
-        the given rank first, then the inter-pod penalty; the placement strategy breaks ties."""
-        assert self.interpod is not None
-        penalty = self.interpod.penalty(info.idx)
+        """``rank`` refined by the pod's node penalty (docs/semantics-notes.md, "Soft scores"):
+        the static part (preferred node affinity, PreferNoSchedule taints) plus the inter-pod part
+        (preferred terms both ways, ScheduleAnyway). The given rank first, then the penalty; the
+        placement strategy breaks ties."""
+        penalty = self.feasibility.preference(info.pod)
+        if self.interpod is not None:
+            pod_part = self.interpod.penalty(info.idx)
+            if pod_part is not None:
+                penalty = soft_normal(pod_part if penalty is None else penalty + pod_part)
         if penalty is None:
             return rank
         if rank is None:

@@ -16,6 +16,7 @@ import gc
 from dataclasses import dataclass
 
 from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Queue, QueueName, Snapshot
+from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.decisions import DecisionLog
@@ -68,7 +69,8 @@ class Engine:
         classes = {pc.name: pc.value for pc in snapshot.priority_classes}
         self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
         self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement,
-                             volumes=VolumeBook.build(snapshot, self.cluster.nodes, self.feasibility, self.pods))
+                             volumes=VolumeBook.build(snapshot, self.cluster.nodes, self.feasibility, self.pods),
+                             namespaces=namespace_labels(snapshot.namespaces) if snapshot.namespaces else None)
         self.quota = QuotaGates(self.forest, self.cluster, self.pods)
         self.cycles = 0
         self.version = 0  # bumped by every change of bindings, so remembered failures expire

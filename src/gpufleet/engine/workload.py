@@ -140,28 +140,33 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     """Gangs of our pods (a PodGroup, named or existing, or a pod of its own); other schedulers'
     pods get none."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
-    by_key: dict[str, list[int]] = {}
-    labelled: set[str] = set()  # gangs named by a pod-group label
+    # Pods of their own and labelled gangs are kept apart (gang_id): a pod named like a label of
+    # its namespace is not merged into that gang. In the sorted keys such a clash shows twice:
+    # first the labelled gang, then the pod alone.
+    alone: dict[str, list[int]] = {}
+    labelled: dict[str, list[int]] = {}  # gangs named by a pod-group label
     for info in pods:
         pod = info.pod
         if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
             continue
         if pod.group_label:  # most pods: no call
             key = gang_key(pod)
-            labelled.add(key)
+            same = labelled.get(key)
+            if same is None:
+                labelled[key] = [info.idx]
+            else:
+                same.append(info.idx)
         else:
-            key = info.key
-        same = by_key.get(key)
-        if same is None:
-            by_key[key] = [info.idx]
-        else:
-            same.append(info.idx)
+            alone[info.key] = [info.idx]
     gangs: list[Gang] = []
     append = gangs.append
-    keys = sorted(by_key)
+    keys = sorted([*labelled, *alone]) if labelled else sorted(alone)
     for rank, key in enumerate(keys):
-        members = by_key[key]
-        group = groups.get(key) if groups else None
+        got = labelled.get(key) if labelled else None
+        if got is not None and (rank == 0 or keys[rank - 1] != key):
+            members, group = got, groups.get(key) if groups else None
+        else:
+            members, group = alone[key], None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
             info = pods[members[0]]
             info.gang = len(gangs)
@@ -197,7 +202,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         for m in members:
             pods[m].gang = gang.idx
         gangs.append(gang)
-    for key in labelled.difference(groups):  # a label naming no PodGroup: the gang waits for it (api.md)
-        gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key
+    for key in labelled.keys() - groups.keys():  # a label naming no PodGroup: the gang waits for it (api.md)
+        gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key (a labelled one first)
     return gangs
 

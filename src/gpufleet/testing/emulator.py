@@ -39,6 +39,20 @@ from gpufleet.kube import ApiError, Kind
 from gpufleet.testing.fake_cluster import PDB_MESSAGE, FakeCluster
 
 _BY_PATH: dict[tuple[str | None, str | None, str | None], Kind] = {(k.group, k.version, k.plural): k for k in Kind}
+# kmock reads /api/v1/namespaces[/NAME] as a namespace prefix with no resource: such requests are
+# served under this plural instead (rewritten by ``namespaces_rewritten`` before kmock parses them).
+NAMESPACES_ALIAS = "gpufleet-emulator-namespaces"
+_BY_PATH[("", "v1", NAMESPACES_ALIAS)] = Kind.NAMESPACE
+
+
+def namespaces_rewritten(raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.BaseRequest:
+    """``raw_request`` with a path on the Namespace kind itself (``/api/v1/namespaces[/NAME]``)
+    moved to :data:`NAMESPACES_ALIAS`, which kmock parses as a resource; other requests as they are."""
+    parts = raw_request.path.strip("/").split("/")
+    if parts[:3] != ["api", "v1", "namespaces"] or len(parts) not in (3, 4):
+        return raw_request
+    path = "/".join(["", "api", "v1", NAMESPACES_ALIAS, *parts[3:]])
+    return raw_request.clone(rel_url=raw_request.rel_url.with_path(path).with_query(raw_request.query))
 _encode = msgspec.json.encode
 
 
@@ -89,6 +103,10 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
         await super().__aexit__(*exc)
 
     # --------------------------------------------------------------------------- routing
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        response: aiohttp.web.StreamResponse = await super().__call__(namespaces_rewritten(raw_request))
+        return response
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         resource = request.resource

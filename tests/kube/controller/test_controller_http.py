@@ -307,3 +307,21 @@ async def test_queue_status_subresource_over_http(emulator: ApiServerEmulator) -
     finally:
         await stop(task, c)
     assert store.count("patch_status", status=200) >= 1
+
+
+async def test_namespaces_are_watched_over_http(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    store.put(Kind.NAMESPACE, {"metadata": {"name": "infra", "labels": {"team": "ml"}}})
+    cache = ObjectCache([Kind.NAMESPACE])
+    informer = Informer(client(emulator), Kind.NAMESPACE, cache, RealClock(), ControllerMetrics(), backoff=(0.02, 0.1))
+    task = asyncio.create_task(informer.run())
+    try:
+        await eventually(lambda: cache.synced and cache.count(Kind.NAMESPACE) == 1, what="listed")
+        store.put(Kind.NAMESPACE, {"metadata": {"name": "infra", "labels": {"team": "web"}}})
+        await eventually(lambda: (cache.get(Kind.NAMESPACE, "", "infra") or {}).get("metadata", {})
+                         .get("labels") == {"team": "web"}, what="watched MODIFIED")
+        values, problems = cache.converted(Kind.NAMESPACE)
+        assert [(ns.name, dict(ns.labels)) for ns in values] == [("infra", {"team": "web"})] and not problems
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

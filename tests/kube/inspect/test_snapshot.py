@@ -102,7 +102,7 @@ def test_wanted_pods(phase: str, node: str | None, scheduler: str, wanted: bool)
     assert wanted_pod(pod("ns", "p", node_name=node, phase=phase, scheduler=scheduler)) is wanted
 
 
-def test_stripping_keeps_required_node_affinity_and_inter_pod_rules() -> None:
+def test_stripping_keeps_node_affinity_and_inter_pod_rules() -> None:
     obj = pod("ns", "p")
     obj["spec"]["affinity"] = {
         "nodeAffinity": {
@@ -114,9 +114,11 @@ def test_stripping_keeps_required_node_affinity_and_inter_pod_rules() -> None:
     }
     obj["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
     spec = strip_object(Kind.POD, obj)["spec"]
-    # Preferred node affinity is dropped; inter-pod terms and spread constraints are kept (issue 9).
+    # Node affinity (required, and preferred: scored since issue 9's soft scores), inter-pod terms
+    # and spread constraints are kept.
     assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}},
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     assert spec["topologySpreadConstraints"] == [
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]

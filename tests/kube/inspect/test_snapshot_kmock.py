@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp.web
 import kmock
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from gpufleet.engine import schedule
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import ClusterAccessError, Kind
 from gpufleet.kube.inspect.snapshot import SNAPSHOT_KINDS, ClusterSnapshot, read_cluster
+from gpufleet.testing.emulator import NAMESPACES_ALIAS, namespaces_rewritten
 
 from .cluster_objects import client, cluster_objects, snapshot_yaml
 from .test_snapshot import EXPECTED_DECISIONS
@@ -43,17 +45,26 @@ def write_kubeconfig(path: Path, server: str, namespace: str = "team-a") -> Path
     return path
 
 
+class _Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator, serving the Namespace kind too (kmock cannot parse its paths)."""
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        response: aiohttp.web.StreamResponse = await super().__call__(namespaces_rewritten(raw_request))
+        return response
+
+
 def against_emulator(tmp_path: Path, work: Callable[[Path], T],
                      objects: dict[Kind, list[dict[str, Any]]] | None = None,
                      served: tuple[Kind, ...] = SNAPSHOT_KINDS) -> T:
     """Run the blocking ``work(kubeconfig)`` in a thread while kmock serves ``objects`` over HTTP."""
 
     async def serve() -> T:
-        async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
+        async with _Emulator() as emulator, kmock.Server(emulator) as server:
             contents = objects if objects is not None else cluster_objects()
             for kind in served:
                 group, _, version = kind.api_version.rpartition("/")
-                resource = kmock.resource(group, version, kind.plural)
+                plural = NAMESPACES_ALIAS if kind is Kind.NAMESPACE else kind.plural
+                resource = kmock.resource(group, version, plural)
                 emulator.resources[resource] = {"kind": kind.kind, "namespaced": kind.namespaced}
                 for obj in contents.get(kind, []):
                     emulator.objects[resource, obj["metadata"].get("namespace"), obj["metadata"]["name"]] = obj
@@ -131,7 +142,7 @@ def test_crds_not_installed_over_http(tmp_path: Path) -> None:
 
     count, warnings = against_emulator(tmp_path, work, objects=objects,
                                        served=(Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.STORAGE_CLASS,
-                                               Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM))
+                                               Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE))
     assert count == 3
     assert [w.split(" (")[0] for w in warnings] == [
         "the API server does not serve gpufleet.dev/v1alpha1 SchedulerConfig",

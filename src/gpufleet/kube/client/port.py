@@ -49,6 +49,7 @@ class Kind(Enum):
     PERSISTENT_VOLUME_CLAIM = ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True)
     PERSISTENT_VOLUME = ("", "v1", "PersistentVolume", "persistentvolumes", False)
     STORAGE_CLASS = ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False)
+    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
 
     @property
     def group(self) -> str:

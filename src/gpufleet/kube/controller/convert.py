@@ -24,6 +24,7 @@ from gpufleet.adapters import FieldError, InputError, reader_for, validate_snaps
 from gpufleet.domain import (
     LABEL_PREFIX,
     Binding,
+    Namespace,
     Node,
     NodeName,
     Pod,
@@ -40,6 +41,7 @@ from gpufleet.domain.queues import (
     QueueTree,
     UnknownParent,
     UnknownQueue,
+    gang_id,
     gang_key,
     pod_group_of,
     resolve_queue,
@@ -55,6 +57,7 @@ __all__ = [
     "SnapshotView",
     "build_snapshot",
     "convert_object",
+    "gang_id",
     "gang_key",
     "label_selector_matches",
     "relevant_change",
@@ -62,7 +65,7 @@ __all__ = [
 
 # The kinds that make up a snapshot (PodDisruptionBudgets, Leases and Events do not).
 CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG,
-                   Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS)
+                   Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS, Kind.NAMESPACE)
 NOT_OURS = "default-scheduler"
 
 
@@ -167,6 +170,7 @@ def build_snapshot(
     groups_list: list[PodGroup] = list(objects.get(Kind.POD_GROUP, ()))
     classes: list[PriorityClass] = list(objects.get(Kind.PRIORITY_CLASS, ()))
     configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
+    namespaces: list[Namespace] = list(objects.get(Kind.NAMESPACE, ()))
     config = configs[0] if configs else SchedulerConfig()
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
     tree = QueueTree.of(queues)
@@ -206,6 +210,7 @@ def build_snapshot(
         claims=tuple(objects.get(Kind.PERSISTENT_VOLUME_CLAIM, ())),
         volumes=tuple(objects.get(Kind.PERSISTENT_VOLUME, ())),
         storage_classes=tuple(objects.get(Kind.STORAGE_CLASS, ())),
+        namespaces=tuple(namespaces),
     )
     snapshot = _with_chosen_volumes(snapshot, [b for b in overlay.placed.values() if b.volumes])
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
@@ -298,6 +303,8 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
     if kind is Kind.STORAGE_CLASS:
         return (_annotation(meta, ANNOTATION_DEFAULT_CLASS), meta.get("creationTimestamp"), obj.get("provisioner"),
                 obj.get("volumeBindingMode"), obj.get("allowedTopologies"))
+    if kind is Kind.NAMESPACE:
+        return meta.get("labels")  # what namespaceSelectors match
     return None  # PodDisruptionBudgets: read for messages only
 
 

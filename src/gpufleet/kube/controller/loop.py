@@ -43,7 +43,7 @@ from gpufleet.kube.controller.convert import (
     SnapshotView,
     build_snapshot,
     check_snapshot,
-    gang_key,
+    gang_id,
     label_selector_matches,
     relevant_change,
 )
@@ -340,11 +340,11 @@ class Controller:
         gangs: dict[str, list[Binding]] = {}
         for binding in decisions.bindings:
             pod = view.pods[binding.pod]
-            gangs.setdefault(gang_key(pod), []).append(binding)
+            gangs.setdefault(gang_id(pod), []).append(binding)
         caused: dict[str, set[PodKey]] = {}
         for eviction in decisions.evictions:
             by = view.pods.get(eviction.by)
-            caused.setdefault(gang_key(by) if by else eviction.by, set()).add(eviction.pod)
+            caused.setdefault(gang_id(by) if by else eviction.by, set()).add(eviction.pod)
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
                 self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Decisions, Pod, PodGroup, PodKey, Queue
-from gpufleet.kube.controller.convert import SnapshotView, gang_key
+from gpufleet.kube.controller.convert import SnapshotView, gang_id
 from gpufleet.kube.controller.status import (
     Condition,
     ConditionStatus,
@@ -106,13 +106,13 @@ def queue_reports(queues: Sequence[Queue], view: SnapshotView, state: EndState) 
         assert queue is not None
         for r, amount in zip(resources, usage_of(pod, resources), strict=True):
             reports[queue].usage[r] += amount
-        admitted[queue].add(gang_key(pod))
+        admitted[queue].add(gang_id(pod))
     for key in state.pending:
         queue = view.queue_of.get(key)
         pending_pod = view.pods.get(key)
         if queue in pending and pending_pod is not None:
             assert queue is not None
-            gang = gang_key(pending_pod)
+            gang = gang_id(pending_pod)
             if gang not in admitted[queue]:
                 pending[queue].add(gang)
     by_name: dict[str, Queue] = {str(q.name): q for q in queues}

@@ -1,6 +1,6 @@
 """A live cluster's state as a replay snapshot (the multi-document YAML ``gpufleet replay`` reads).
 
-What is read: Nodes, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, the
+What is read: Nodes, Namespaces, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, the
 PersistentVolumeClaims, PersistentVolumes and StorageClasses that volume binding reads, and the
 Pods that matter to a scheduling pass: gpufleet's pending pods, and every pod bound to a node that
 has not finished (those hold capacity, whoever scheduled them). Each object is cut down to the
@@ -38,7 +38,7 @@ __all__ = [
 FINISHED_PHASES = ("Succeeded", "Failed")
 # The kinds a snapshot holds, in the order they are written.
 SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD,
-                  Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM)
+                  Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE)
 
 
 # --------------------------------------------------------------------------------- stripping
@@ -103,11 +103,12 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     affinity = spec.get("affinity")
     if isinstance(affinity, Mapping):
         node_affinity = affinity.get("nodeAffinity")
-        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") \
-            if isinstance(node_affinity, Mapping) else None
         kept: dict[str, Any] = {}
-        if required is not None:
-            kept["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": _canonical(required)}
+        if isinstance(node_affinity, Mapping):  # required and preferred (scored) terms
+            node_kept = _pick(node_affinity, ("requiredDuringSchedulingIgnoredDuringExecution",
+                                              "preferredDuringSchedulingIgnoredDuringExecution"))
+            if node_kept:
+                kept["nodeAffinity"] = node_kept
         kept.update(_pick(affinity, ("podAffinity", "podAntiAffinity")))  # inter-pod terms, preferred ones too
         if kept:
             out_spec["affinity"] = kept
@@ -194,6 +195,8 @@ def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         return head | _volume(obj)
     if kind is Kind.STORAGE_CLASS:
         return head | _storage_class(obj)
+    if kind is Kind.NAMESPACE:  # name and labels (what namespaceSelectors match)
+        return head | {"metadata": _metadata(obj, namespaced=False)}
     body: dict[str, Any] = {"metadata": _metadata(obj, namespaced=kind.namespaced)}
     if obj.get("spec") is not None:
         body["spec"] = _canonical(obj["spec"])

@@ -35,6 +35,8 @@ RULES: tuple[dict[str, Any], ...] = (
      "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    # Namespaces: informer (their labels are what namespaceSelectors of pod affinity terms match).
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     # Leader election (a Role in the controller's namespace).
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
 )  # fmt: skip
