@@ -20,10 +20,12 @@ from gpufleet.adapters._k8s_core import node_from_dict, pod_from_dict, priority_
 from gpufleet.adapters._k8s_models import (
     QUANTITY_JSON_SCHEMA,
     PodGroupSpec,
+    ProjectModel,
     QueueSpec,
     SchedulerConfigSpec,
     pod_group_from_dict,
     queue_from_dict,
+    read_project,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.errors import InputError
@@ -51,6 +53,7 @@ __all__ = [
     "FieldError",
     "InputError",
     "PodGroupSpec",
+    "ProjectModel",
     "QueueSpec",
     "SchedulerConfigSpec",
     "TraceJob",
@@ -72,6 +75,7 @@ __all__ = [
     "pod_group_from_dict",
     "priority_class_from_dict",
     "queue_from_dict",
+    "read_project",
     "reader_for",
     "render_json",
     "render_table",

@@ -74,7 +74,7 @@ def enabled() -> list[dict[str, Any]]:
 def test_enabled_objects_are_valid_kubernetes(enabled: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in ours(enabled))
     assert kinds == ["DaemonSet", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Secret",
-                     "Service"]
+                     "Service", "ValidatingWebhookConfiguration"]
     for version in KUBE_VERSIONS:
         for doc in ours(enabled):
             kubernetes_validate.validate(doc, version, strict=True)
@@ -141,7 +141,7 @@ def test_cert_manager_mode() -> None:
     docs = render({"webhook": {"enabled": True, "certificates": {"mode": "certManager"}}})
     kinds = sorted(d["kind"] for d in ours(docs))
     assert kinds == ["Certificate", "Deployment", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget",
-                     "Service"]
+                     "Service", "ValidatingWebhookConfiguration"]
     certificate = one(docs, "Certificate")
     config = one(docs, "MutatingWebhookConfiguration")
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (

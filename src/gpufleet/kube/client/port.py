@@ -46,6 +46,13 @@ class Kind(Enum):
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)
+    # Tenancy (docs/tenancy.md): Projects and Namespaces for the controller; the RBAC kinds for snapshots.
+    PROJECT = (API_GROUP, API_VERSION, "Project", "projects", False)
+    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
+    ROLE = ("rbac.authorization.k8s.io", "v1", "Role", "roles", True)
+    CLUSTER_ROLE = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
+    ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
+    CLUSTER_ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False)
 
     @property
     def group(self) -> str:

@@ -32,6 +32,10 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     # Leader election (a Role in the controller's namespace).
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+    # Tenancy: Projects and the Namespaces they select (informers), and the Projects' status.
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects/status"], "verbs": ["patch"]},
 )  # fmt: skip
 
 # ClusterApi method -> (Kubernetes verb, subresource)
