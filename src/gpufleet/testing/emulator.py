@@ -39,6 +39,10 @@ from gpufleet.kube import ApiError, Kind
 from gpufleet.testing.fake_cluster import PDB_MESSAGE, FakeCluster
 
 _BY_PATH: dict[tuple[str | None, str | None, str | None], Kind] = {(k.group, k.version, k.plural): k for k in Kind}
+# kmock reads /api/v1/namespaces[/NAME] as the start of a namespaced path: such requests are served
+# under this plural instead (see ApiServerEmulator.__call__).
+_NAMESPACES_PLURAL = "x-gpufleet-namespaces"
+_BY_PATH[("", "v1", _NAMESPACES_PLURAL)] = Kind.NAMESPACE
 _encode = msgspec.json.encode
 
 
@@ -89,6 +93,14 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
         await super().__aexit__(*exc)
 
     # --------------------------------------------------------------------------- routing
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        parts = raw_request.rel_url.path.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:  # Namespace objects themselves
+            path = "/".join(["", "api", "v1", _NAMESPACES_PLURAL, *parts[3:]])
+            raw_request = raw_request.clone(rel_url=raw_request.rel_url.with_path(path).with_query(
+                raw_request.rel_url.query))
+        return await super().__call__(raw_request)
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         resource = request.resource
