@@ -3,6 +3,7 @@
 (scheduling) call the same rules, so that a pod refused at admission is also held by the scheduler."""
 
 from gpufleet.policy.projects import ProjectIndex
+from gpufleet.policy.rbac import PolicyRule, QueueAccess, RbacAuthorizer, Role, RoleBinding, Subject
 from gpufleet.policy.rules import (
     namespace_problem,
     non_preemptible_problem,
@@ -13,7 +14,13 @@ from gpufleet.policy.rules import (
 )
 
 __all__ = [
+    "PolicyRule",
     "ProjectIndex",
+    "QueueAccess",
+    "RbacAuthorizer",
+    "Role",
+    "RoleBinding",
+    "Subject",
     "namespace_problem",
     "non_preemptible_problem",
     "pool_names",
