@@ -261,3 +261,25 @@ def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
     assert hook_own["failurePolicy"] == "Ignore"
     assert not [d for d in render({"webhook": {"enabled": True, "tenancy": {"enabled": False}}})
                 if d["kind"] == "ValidatingWebhookConfiguration"]  # fmt: skip
+
+
+def test_the_webhook_has_its_own_account_for_subject_access_reviews() -> None:
+    docs = _objects(webhook=True)
+    [deploy] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-webhook"]
+    pod_spec = deploy["spec"]["template"]["spec"]
+    assert pod_spec["serviceAccountName"] == "gpufleet-webhook" and "automountServiceAccountToken" not in pod_spec
+    grants = _grants(_role(docs, "gpufleet-webhook"))
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in grants
+    assert {verb for _, resource, verb in grants if resource != "subjectaccessreviews"} == {"get", "list", "watch"}
+    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "gpufleet-webhook"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpufleet-webhook", "namespace": NAMESPACE}]
+    # the chart: the same account; without the tenancy admission, no token at all (as before)
+    chart = render({"webhook": {"enabled": True}})
+    [chart_deploy] = [d for d in chart if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-webhook"]
+    assert chart_deploy["spec"]["template"]["spec"]["serviceAccountName"] == "gpufleet-webhook"
+    assert _role(chart, "gpufleet-webhook")["rules"] == _role(docs, "gpufleet-webhook")["rules"]
+    plain = render({"webhook": {"enabled": True, "tenancy": {"enabled": False}}})
+    [plain_deploy] = [d for d in plain if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-webhook"]
+    assert plain_deploy["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert not [d for d in plain if d["metadata"]["name"] == "gpufleet-webhook" and d["kind"] in (
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]

@@ -82,6 +82,17 @@ TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...
     )),
 )  # fmt: skip
 
+# What the tenancy admission of the webhook calls: SubjectAccessReviews (`use` of a queue), and reads
+# of what its rules depend on (Projects and the Namespaces they select, PodGroups, PriorityClasses,
+# Queues and the SchedulerConfig). The webhook's own ServiceAccount and ClusterRole carry them.
+WEBHOOK_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects", "queues", "podgroups", "schedulerconfigs"],
+     "verbs": list(_READ)},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": list(_READ)},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": list(_READ)},
+)  # fmt: skip
+
 # --- the ValidatingAdmissionPolicy --------------------------------------------------------------
 
 POLICY_SUFFIX = "pod-annotations"  # the policy and its binding: <release>-pod-annotations
