@@ -282,13 +282,20 @@ Cap = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 _SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 
 
+def _checked(rule: str, message: str) -> ConfigDict:
+    """A spec model whose check (a model validator raising ``message``) the API server also makes:
+    the CEL ``rule`` in the CRD's schema (x-kubernetes-validations)."""
+    return ConfigDict(extra="forbid", frozen=True,
+                      json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]})
+
+
+_VALUES_FIT = "values must be given for In and NotIn, and only for them"
+_DEFAULT_LISTED = "defaultQueue must be one of queues"
+
+
 class SelectorRequirementSpec(_Spec):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True,
-        json_schema_extra={"x-kubernetes-validations": [{
-            "rule": "(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
-            "message": "values must be given for In and NotIn, and only for them"}]},
-    )  # fmt: skip
+    model_config = _checked(
+        "(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)", _VALUES_FIT)
     key: Name = Field(description="The label key.")
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="In, NotIn, Exists or DoesNotExist.")
     values: list[StrictStr] = Field(default_factory=list, description="For In and NotIn: the values.")
@@ -296,7 +303,7 @@ class SelectorRequirementSpec(_Spec):
     @model_validator(mode="after")
     def _values_fit_the_operator(self) -> SelectorRequirementSpec:
         if (self.operator in ("In", "NotIn")) != bool(self.values):
-            raise ValueError("values must be given for In and NotIn, and only for them")
+            raise ValueError(_VALUES_FIT)
         return self
 
 
@@ -342,12 +349,8 @@ class VolumePolicySpec(_Spec):
 
 
 class ProjectModel(_Spec):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True,
-        json_schema_extra={"x-kubernetes-validations": [{
-            "rule": "!has(self.defaultQueue) || (has(self.queues) && self.defaultQueue in self.queues)",
-            "message": "defaultQueue must be one of queues"}]},
-    )  # fmt: skip
+    model_config = _checked(
+        "!has(self.defaultQueue) || (has(self.queues) && self.defaultQueue in self.queues)", _DEFAULT_LISTED)
     namespaces: ProjectNamespacesSpec = Field(
         default_factory=ProjectNamespacesSpec, description="The namespaces the project governs."
     )
@@ -373,7 +376,7 @@ class ProjectModel(_Spec):
     @model_validator(mode="after")
     def _default_queue_is_listed(self) -> ProjectModel:
         if self.defaultQueue is not None and self.defaultQueue not in self.queues:
-            raise ValueError("defaultQueue must be one of queues")
+            raise ValueError(_DEFAULT_LISTED)
         names = [pool.name for pool in self.nodePools]
         if len(set(names)) != len(names):
             raise ValueError("nodePools: names must be unique")

@@ -149,3 +149,25 @@ async def test_a_namespace_claimed_by_three_projects_names_all_others(emulator: 
         assert store.object(Kind.PROJECT, "", "c")["status"]["namespaceCount"] == 1  # type: ignore[index]
     finally:
         await stop(task, c)
+
+
+@pytest.mark.asyncio
+async def test_without_the_project_crd_the_controller_schedules_as_before() -> None:
+    """CRDs managed apart and not yet upgraded: Projects are not served (404); the controller still
+    becomes ready and binds, and reads Projects once their CRD is there."""
+    from gpufleet.testing.fake_cluster import FakeCluster
+
+    from .controller_objects import clock_of, make_controller, running, small_cluster, until
+
+    cluster = FakeCluster(not_served=[Kind.PROJECT])
+    small_cluster(cluster, pending=2)
+    controller = make_controller(cluster)
+    async with running(controller):
+        await until(lambda: len(bound_pods(cluster)) == 2, what="2 pods bound")
+        cluster.not_served.clear()
+        cluster.put(Kind.PROJECT, project("vision", ["ml"], queues=["team-a"]))
+        for _ in range(40):  # the informer retries on its backoff (at most 10 s of virtual time)
+            if _condition(cluster, "vision").get("status") == "False":
+                break
+            await clock_of(cluster).advance(0.5)
+        assert _condition(cluster, "vision")["reason"] == "NoConflict"
