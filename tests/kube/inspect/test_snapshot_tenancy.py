@@ -160,3 +160,20 @@ def test_policy_check_decides_from_the_snapshot(tmp_path: Path) -> None:
     assert check("--as", "bob") == (1, "denied: project team-a does not allow queue team-b (allowed: team-a)\n")
     assert check("--as", "root") == (
         0, "allowed: pod team-a/borrow (project team-a) may use queue team-b, granted to root by RBAC\n")
+
+
+def test_over_http_the_snapshot_is_the_in_memory_one() -> None:
+    """The lightkube adapter lists Namespaces and the (namespaced and cluster-wide) RBAC kinds at their
+    real paths, served by the HTTP emulator."""
+    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.testing.emulator import ApiServerEmulator
+
+    async def over_http() -> ClusterSnapshot:
+        async with ApiServerEmulator(store=fake_cluster(tenancy_objects())) as emulator:
+            api = connect(server=emulator.url_text, timeout=10.0)
+            try:
+                return await read_cluster(api)
+            finally:
+                await api.close()
+
+    assert asyncio.run(over_http()).to_yaml() == read(fake_cluster(tenancy_objects())).to_yaml()
