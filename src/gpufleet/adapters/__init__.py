@@ -27,10 +27,12 @@ from gpufleet.adapters._k8s_core import (
 from gpufleet.adapters._k8s_models import (
     QUANTITY_JSON_SCHEMA,
     PodGroupSpec,
+    ProjectModel,
     QueueSpec,
     SchedulerConfigSpec,
     pod_group_from_dict,
     queue_from_dict,
+    read_project,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.errors import InputError
@@ -58,6 +60,7 @@ __all__ = [
     "FieldError",
     "InputError",
     "PodGroupSpec",
+    "ProjectModel",
     "QueueSpec",
     "SchedulerConfigSpec",
     "TraceJob",
@@ -81,6 +84,7 @@ __all__ = [
     "pod_group_from_dict",
     "priority_class_from_dict",
     "queue_from_dict",
+    "read_project",
     "reader_for",
     "render_json",
     "render_table",

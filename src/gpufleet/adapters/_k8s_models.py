@@ -8,9 +8,19 @@ quantities accept Kubernetes quantity strings (and plain YAML numbers).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
@@ -18,22 +28,30 @@ from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping,
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
+    ImagePolicy,
+    LabelSelector,
+    NodePool,
     Placement,
     PodGroup,
+    Project,
     Queue,
     QueueName,
     QueueResource,
     SchedulerConfig,
+    SelectorRequirement,
+    VolumePolicy,
     WithinQueue,
 )
 
 __all__ = [
     "QUANTITY_JSON_SCHEMA",
     "PodGroupSpec",
+    "ProjectModel",
     "QueueSpec",
     "SchedulerConfigSpec",
     "pod_group_from_dict",
     "queue_from_dict",
+    "read_project",
     "scheduler_config_from_dict",
 ]
 
@@ -180,6 +198,10 @@ def _message(error: ErrorDetails) -> str:
         return f"must be <= {_bound(ctx.get('le'))}, got {got}"
     if kind == "string_too_short":
         return "must not be empty"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '?')}, got {got}"
+    if kind == "string_pattern_mismatch":
+        return f"must match {ctx.get('pattern', '?')}, got {got}"
     return f"{error['msg']}, got {got}"
 
 
@@ -239,3 +261,152 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         non_preemptible_priority=spec.nonPreemptiblePriority,
         placement=spec.placement,
     )
+
+
+# --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------
+# ProjectModel is the spec model the Project CRD is generated from (kube.install.crds) and that
+# read_project validates with. (Written by the tkube branch; the engine's branch reads Projects in
+# replay: one of the two models stays when they meet.)
+
+# The volume sources of a PodSpec (core/v1 Volume), as a Project's volumes.kinds names them.
+VolumeKind = Literal[
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "configMap", "csi", "downwardAPI",
+    "emptyDir", "ephemeral", "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs",
+    "hostPath", "image", "iscsi", "nfs", "persistentVolumeClaim", "photonPersistentDisk", "portworxVolume",
+    "projected", "quobyte", "rbd", "scaleIO", "secret", "storageos", "vsphereVolume",
+]  # fmt: skip
+Name = Annotated[StrictStr, Field(min_length=1, max_length=253)]
+# A glob over image references or claim names: no blanks (docs/semantics-notes.md, "Projects").
+Glob = Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=r"^\S+$")]
+Cap = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
+_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
+
+
+def _checked(rule: str, message: str) -> ConfigDict:
+    """A spec model whose check (a model validator raising ``message``) the API server also makes:
+    the CEL ``rule`` in the CRD's schema (x-kubernetes-validations)."""
+    return ConfigDict(extra="forbid", frozen=True,
+                      json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]})
+
+
+_VALUES_FIT = "values must be given for In and NotIn, and only for them"
+_DEFAULT_LISTED = "defaultQueue must be one of queues"
+
+
+class SelectorRequirementSpec(_Spec):
+    model_config = _checked(
+        "(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)", _VALUES_FIT)
+    key: Name = Field(description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[StrictStr] = Field(default_factory=list, description="For In and NotIn: the values.")
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> SelectorRequirementSpec:
+        if (self.operator in ("In", "NotIn")) != bool(self.values):
+            raise ValueError(_VALUES_FIT)
+        return self
+
+
+class LabelSelectorSpec(_Spec):
+    matchLabels: dict[StrictStr, StrictStr] = Field(default_factory=dict, description="Labels that must be equal.")
+    matchExpressions: list[SelectorRequirementSpec] = Field(
+        default_factory=list, max_length=32, description="Requirements that must all hold."
+    )
+
+    def to_domain(self) -> LabelSelector:
+        return LabelSelector(
+            tuple(sorted(self.matchLabels.items())),
+            tuple(SelectorRequirement(r.key, r.operator, tuple(r.values)) for r in self.matchExpressions),
+        )
+
+
+class ProjectNamespacesSpec(_Spec):
+    names: list[Name] = Field(default_factory=list, description="Namespaces of the project, by name.",
+                              json_schema_extra=_SET)
+    selector: LabelSelectorSpec | None = Field(
+        None, description="Namespaces of the project, by their labels (also kubernetes.io/metadata.name)."
+    )
+
+
+class NodePoolSpec(_Spec):
+    name: Name = Field(description="Name of the pool, as pending reasons show it.")
+    nodeSelector: LabelSelectorSpec = Field(description="The nodes of the pool, by their labels.")
+
+
+class ImagePolicySpec(_Spec):
+    allowed: list[Glob] = Field(default_factory=list, description="Image globs allowed; empty: any image.")
+    denied: list[Glob] = Field(default_factory=list, description="Image globs denied, even when allowed.")
+    requireDigest: StrictBool = Field(False, description="Images must be pinned by digest (@sha256:...).")
+
+
+class VolumePolicySpec(_Spec):
+    kinds: list[VolumeKind] | None = Field(
+        None, description="Volume sources allowed; default persistentVolumeClaim, configMap, secret, emptyDir, "
+        "projected, downwardAPI, ephemeral.", json_schema_extra=_SET,
+    )
+    storageClasses: list[Name] | None = Field(None, description="StorageClasses its claims may use; absent: any.")
+    claimNames: list[Glob] | None = Field(None, description="Globs over the names of claims it may mount; absent: any.")
+
+
+class ProjectModel(_Spec):
+    model_config = _checked(
+        "!has(self.defaultQueue) || (has(self.queues) && self.defaultQueue in self.queues)", _DEFAULT_LISTED)
+    namespaces: ProjectNamespacesSpec = Field(
+        default_factory=ProjectNamespacesSpec, description="The namespaces the project governs."
+    )
+    # maxItems bound the cost the API server estimates for the defaultQueue rule (CEL).
+    queues: list[Name] = Field(default_factory=list, max_length=1000, description="Leaf queues its pods may name.",
+                               json_schema_extra=_SET)
+    defaultQueue: Name | None = Field(None, description="Queue of its pods that name none (one of queues).")
+    nodePools: list[NodePoolSpec] = Field(
+        default_factory=list, max_length=64, description="Nodes its pods may use; empty: every node.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    priorityClasses: list[Name] | None = Field(
+        None, description="PriorityClasses its pods and PodGroups may name; absent: any.", json_schema_extra=_SET
+    )
+    allowNonPreemptible: StrictBool = Field(False, description="Whether its work may be non-preemptible.")
+    maxGPUsPerUser: Cap | None = Field(None, description="GPUs one user may hold in the project; absent: no cap.")
+    maxPendingGangsPerUser: Cap | None = Field(
+        None, description="Pending gangs of one user considered at a time; absent: no cap."
+    )
+    images: ImagePolicySpec = Field(default_factory=ImagePolicySpec, description="Images its pods may run.")
+    volumes: VolumePolicySpec = Field(default_factory=VolumePolicySpec, description="Volumes its pods may mount.")
+
+    @model_validator(mode="after")
+    def _default_queue_is_listed(self) -> ProjectModel:
+        if self.defaultQueue is not None and self.defaultQueue not in self.queues:
+            raise ValueError(_DEFAULT_LISTED)
+        names = [pool.name for pool in self.nodePools]
+        if len(set(names)) != len(names):
+            raise ValueError("nodePools: names must be unique")
+        return self
+
+    def to_domain(self, name: str) -> Project:
+        volumes = self.volumes
+        return Project(
+            name=name,
+            namespace_names=tuple(self.namespaces.names),
+            namespace_selector=self.namespaces.selector.to_domain() if self.namespaces.selector else None,
+            queues=tuple(QueueName(q) for q in self.queues),
+            default_queue=QueueName(self.defaultQueue) if self.defaultQueue else None,
+            node_pools=tuple(NodePool(p.name, p.nodeSelector.to_domain()) for p in self.nodePools),
+            priority_classes=tuple(self.priorityClasses) if self.priorityClasses is not None else None,
+            allow_non_preemptible=self.allowNonPreemptible,
+            max_gpus_per_user=self.maxGPUsPerUser,
+            max_pending_gangs_per_user=self.maxPendingGangsPerUser,
+            images=ImagePolicy(tuple(self.images.allowed), tuple(self.images.denied), self.images.requireDigest),
+            volumes=VolumePolicy(
+                kinds=tuple(volumes.kinds) if volumes.kinds is not None else VolumePolicy().kinds,
+                storage_classes=tuple(volumes.storageClasses) if volumes.storageClasses is not None else None,
+                claim_names=tuple(volumes.claimNames) if volumes.claimNames is not None else None,
+            ),
+        )
+
+
+def read_project(doc: dict[str, Any]) -> Project:
+    """A Project object (cluster-scoped) as the domain's :class:`~gpufleet.domain.Project`."""
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    spec: ProjectModel = _validate(ProjectModel, doc, required=False)
+    return spec.to_domain(name)

@@ -24,6 +24,8 @@ COMMANDS: Mapping[str, str] = {
     "manifests": "gpufleet.commands.manifests:manifests",
     "controller": "gpufleet.commands.controller:controller",
     "webhook": "gpufleet.commands.webhook:webhook",
+    "policy": "gpufleet.commands.policy:policy",
+    "policy check": "gpufleet.commands.policy_check:check",
 }
 
 

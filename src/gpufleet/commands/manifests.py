@@ -35,12 +35,16 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 @click.option("--webhook", is_flag=True,
               help="Include the fractional-GPU admission webhook; its certificate comes from cert-manager, "
                    "which must be installed (Kubernetes >= 1.28).")
+@click.option("--admission-policy/--no-admission-policy", default=True, show_default=True,
+              help="Include the ValidatingAdmissionPolicy that guards gpufleet's pod annotations "
+                   "(Kubernetes >= 1.30).")
 @click.option("--crds-only", is_flag=True, help="Print only the CRDs (to install or upgrade them apart).")
 @click.option("--update-chart", "chart_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Instead of printing: rewrite the generated files (CRDs, RBAC rules) of the Helm chart "
                    "in this directory, e.g. deploy/helm/gpufleet.")
 def manifests(
-    namespace: str, image: str, examples: bool, webhook: bool, crds_only: bool, chart_dir: Path | None
+    namespace: str, image: str, examples: bool, webhook: bool, admission_policy: bool, crds_only: bool,
+    chart_dir: Path | None,
 ) -> None:
     """Print everything needed to install gpufleet without Helm, as multi-document YAML.
 
@@ -69,5 +73,6 @@ def manifests(
     if crds_only:
         click.echo(render_crds(), nl=False)
         return
-    options = InstallOptions(namespace=namespace, image=image, examples=examples, webhook=webhook)
+    options = InstallOptions(namespace=namespace, image=image, examples=examples, webhook=webhook,
+                             admission_policy=admission_policy)
     click.echo(render_manifests(options, rules), nl=False)

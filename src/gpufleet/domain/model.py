@@ -187,6 +187,8 @@ class Pod:
     ephemeral_claims: frozenset[str] = frozenset()  # those of ``claims`` made for ephemeral volumes
     # nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: (weight 1..100, preference term)
     preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()
+    submitted_by: str | None = None  # annotation gpufleet.dev/submitted-by (written by the webhook)
+    queue_grant: QueueName | None = None  # annotation gpufleet.dev/queue-grant (written by the webhook)
 
     @property
     def key(self) -> PodKey:
@@ -311,6 +313,53 @@ class SchedulerConfig:
     topology_levels: tuple[str, ...] = ()
     non_preemptible_priority: int = DEFAULT_NON_PREEMPTIBLE_PRIORITY
     placement: Placement = Placement.BINPACK
+    require_project: bool = False  # pods of namespaces in no Project wait (docs/semantics-notes.md, "Projects")
+
+
+# Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").
+DEFAULT_VOLUME_KINDS = (
+    "persistentVolumeClaim", "configMap", "secret", "emptyDir", "projected", "downwardAPI", "ephemeral",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """A named set of nodes a Project's pods may use: the nodes matching ``selector``."""
+
+    name: str
+    selector: LabelSelector = field(default_factory=LabelSelector)
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePolicy:
+    allowed: tuple[str, ...] = ()  # glob patterns; (): any image
+    denied: tuple[str, ...] = ()
+    require_digest: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VolumePolicy:
+    kinds: tuple[str, ...] = DEFAULT_VOLUME_KINDS
+    storage_classes: tuple[str, ...] | None = None  # None: any
+    claim_names: tuple[str, ...] | None = None  # glob patterns; None: any
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """A tenant: namespaces bound to queues, and the policy of everything they submit to gpufleet."""
+
+    name: str
+    namespace_names: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None  # over Namespace labels; None: names only
+    queues: tuple[QueueName, ...] = ()
+    default_queue: QueueName | None = None
+    node_pools: tuple[NodePool, ...] = ()  # (): every node
+    priority_classes: tuple[str, ...] | None = None  # None: any
+    allow_non_preemptible: bool = False
+    max_gpus_per_user: int | None = None  # whole GPUs (fractions count as blocks/100)
+    max_pending_gangs_per_user: int | None = None
+    images: ImagePolicy = field(default_factory=ImagePolicy)
+    volumes: VolumePolicy = field(default_factory=VolumePolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +386,9 @@ class Snapshot:
     volumes: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
     namespaces: tuple[Namespace, ...] = ()  # v1 Namespaces (for namespaceSelector): may be none
+    projects: tuple[Project, ...] = ()
+    # namespace name -> its labels, for Project namespace selectors (absent: the name label only)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,9 @@ __all__ = [
     "ANNOTATION_GPU_MEMORY",
     "ANNOTATION_MPS_MEM_LIMIT",
     "ANNOTATION_NVLINK_DOMAINS",
+    "ANNOTATION_QUEUE_GRANT",
     "ANNOTATION_SELECTED_NODE",
+    "ANNOTATION_SUBMITTED_BY",
     "ANNOTATION_UNHEALTHY_GPUS",
     "API_GROUP",
     "API_GROUP_VERSION",
@@ -36,6 +38,7 @@ __all__ = [
     "NO_PROVISIONER",
     "REPORTING_CONTROLLER",
     "SCHEDULER_NAME",
+    "UNVERIFIED_USER",
     "VOLUME_ZONE_LABELS",
 ]
 
@@ -62,6 +65,11 @@ ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
 ANNOTATION_MPS_MEM_LIMIT = f"{LABEL_PREFIX}mps-mem-limit"
 ANNOTATION_UNHEALTHY_GPUS = f"{LABEL_PREFIX}unhealthy-gpus"
 ANNOTATION_NVLINK_DOMAINS = f"{LABEL_PREFIX}nvlink-domains"
+# Written by the admission webhook only (the chart's ValidatingAdmissionPolicy refuses any other
+# writer): the verified creator of a pod, and a queue its creator may use by RBAC (verb "use").
+ANNOTATION_SUBMITTED_BY = f"{LABEL_PREFIX}submitted-by"
+ANNOTATION_QUEUE_GRANT = f"{LABEL_PREFIX}queue-grant"
+UNVERIFIED_USER = "unverified"  # the user of a pod without a submitted-by annotation
 
 # Node labels of NVIDIA's GPU feature discovery, read for a node's GPU model and memory (MiB).
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"

@@ -29,15 +29,17 @@ from gpufleet.adapters._k8s_models import (
     QUANTITY_PATTERN,
     pod_group_from_dict,
     queue_from_dict,
+    read_project,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.quantity import QuantityError, to_milli
-from gpufleet.kube.controller.status import Condition, PodGroupStatus, QueueStatus, format_quantity
+from gpufleet.kube.controller.status import Condition, PodGroupStatus, ProjectStatus, QueueStatus, format_quantity
 from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, SchemaConversionError, all_crds, crd, to_structural
 
 SPEC = Path(__file__).resolve().parents[4] / "shared" / "spec"
 KUBE_VERSIONS = ("1.27.0", "1.37.0")  # the chart's kubeVersion floor and the newest schemas bundled
-LOADERS = {"Queue": queue_from_dict, "PodGroup": pod_group_from_dict, "SchedulerConfig": scheduler_config_from_dict}
+LOADERS = {"Queue": queue_from_dict, "PodGroup": pod_group_from_dict, "SchedulerConfig": scheduler_config_from_dict,
+           "Project": read_project}
 
 
 # --- the API server's validation, emulated ------------------------------------------------------
@@ -183,9 +185,10 @@ def test_a_misspelt_crd_field_is_caught_by_the_crd_validation() -> None:
 def test_names_scopes_subresources() -> None:
     crds = {c["spec"]["names"]["kind"]: c for c in all_crds()}
     assert {kind: c["spec"]["scope"] for kind, c in crds.items()} == {
-        "Queue": "Cluster", "PodGroup": "Namespaced", "SchedulerConfig": "Cluster"}  # fmt: skip
+        "Queue": "Cluster", "PodGroup": "Namespaced", "SchedulerConfig": "Cluster", "Project": "Cluster"}  # fmt: skip
     assert {c["metadata"]["name"] for c in crds.values()} == {
-        "queues.gpufleet.dev", "podgroups.gpufleet.dev", "schedulerconfigs.gpufleet.dev"}  # fmt: skip
+        "queues.gpufleet.dev", "podgroups.gpufleet.dev", "schedulerconfigs.gpufleet.dev",
+        "projects.gpufleet.dev"}  # fmt: skip
     for c in crds.values():
         assert c["spec"]["group"] == "gpufleet.dev"
         [version] = c["spec"]["versions"]
@@ -193,16 +196,25 @@ def test_names_scopes_subresources() -> None:
     assert crds["Queue"]["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert crds["PodGroup"]["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert "subresources" not in crds["SchedulerConfig"]["spec"]["versions"][0]
+    assert crds["Project"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+    # gproj: Volcano and KAI take queue/q, podgroup/pg; only the Project has a short name of ours
+    assert {kind: c["spec"]["names"].get("shortNames") for kind, c in crds.items()} == {
+        "Queue": None, "PodGroup": None, "SchedulerConfig": None, "Project": ["gproj"]}  # fmt: skip
 
 
 def _resolve_json_path(schema: dict[str, Any], json_path: str) -> dict[str, Any] | None:
     node: dict[str, Any] | None = schema
+    json_path = re.sub(r"\[[^\]]*\]", "[]", json_path)  # a filter or [*]: into the array's items
     for part in re.split(r"(?<!\\)\.", json_path.lstrip("."))[0:]:
         part = part.replace("\\.", ".")
+        into_items = part.endswith("[]")
+        part = part.removesuffix("[]")
         if node is None:
             return None
         if part in node.get("properties", {}):
             node = node["properties"][part]
+            if into_items:
+                node = node.get("items")
         elif isinstance(node.get("additionalProperties"), dict):
             node = node["additionalProperties"]
         elif part in ("metadata",) or node == {"type": "object"}:
@@ -223,7 +235,8 @@ def test_printer_columns_point_at_fields_of_the_schema(kind: Any) -> None:
             assert field.get("type") == "integer", column
     names = [column["name"] for column in version["additionalPrinterColumns"]]
     expected = {"Queue": {"Parent", "GPU Quota", "GPU Usage", "Pending"},
-                "PodGroup": {"MinMember", "Phase", "Bound"}, "SchedulerConfig": {"Placement"}}[kind.kind]  # fmt: skip
+                "PodGroup": {"MinMember", "Phase", "Bound"}, "SchedulerConfig": {"Placement"},
+                "Project": {"Queues", "Namespaces", "Conflict"}}[kind.kind]  # fmt: skip
     assert expected <= set(names)
 
 
@@ -337,6 +350,18 @@ INVALID = {
     "priority over int32": _obj("SchedulerConfig", {"nonPreemptiblePriority": 2**31}),
     "topologyLevels not a list": _obj("SchedulerConfig", {"topologyLevels": "rack"}),
     "unknown top-level field": _obj("SchedulerConfig", {}, specs={}),
+    "project queues not a list": _obj("Project", {"queues": "team-a"}),
+    "project empty queue name": _obj("Project", {"queues": [""]}),
+    "project negative maxGPUsPerUser": _obj("Project", {"maxGPUsPerUser": -1}),
+    "project string maxPendingGangsPerUser": _obj("Project", {"maxPendingGangsPerUser": "10"}),
+    "project unknown volume kind": _obj("Project", {"volumes": {"kinds": ["hostpath"]}}),
+    "project blank image glob": _obj("Project", {"images": {"allowed": ["ghcr.io/acme/ *"]}}),
+    "project unknown selector operator": _obj("Project", {"namespaces": {"selector": {
+        "matchExpressions": [{"key": "team", "operator": "Equals", "values": ["a"]}]}}}),
+    "project pool without selector": _obj("Project", {"nodePools": [{"name": "a100"}]}),
+    "project pool without name": _obj("Project", {"nodePools": [{"nodeSelector": {}}]}),
+    "project misspelt field": _obj("Project", {"queue": ["a"]}),
+    "project string allowNonPreemptible": _obj("Project", {"allowNonPreemptible": "true"}),
 }
 
 
@@ -350,7 +375,8 @@ def test_invalid_objects_are_rejected_by_the_crd_and_by_the_loader(obj: dict[str
 def test_fractional_blocks_are_not_a_field_of_these_crds() -> None:
     """gpu-blocks (1..100) is a pod annotation, checked by the loader and the webhook: no CRD has it."""
     text = yaml.safe_dump(all_crds())
-    assert "blocks" not in text.lower().replace("gpufleet.dev/gpu-blocks", "")
+    # (awsElasticBlockStore: a volume source a Project's volumes.kinds may name)
+    assert "blocks" not in text.lower().replace("gpufleet.dev/gpu-blocks", "").replace("awselasticblockstore", "")
 
 
 def test_nulls_are_pruned_like_unset_fields() -> None:
@@ -434,3 +460,86 @@ def test_invalid_queue_status_is_rejected() -> None:
         QueueStatus(usage={"cpu": "lots"})
     with pytest.raises(ValueError):
         format_quantity(-1)
+
+
+def test_the_status_of_a_project_validates() -> None:
+    status = ProjectStatus(namespaceCount=2, conditions=[Condition(
+        type="NamespaceConflict", status="True", reason="NamespaceClaimedTwice",  # type: ignore[arg-type]
+        message="namespace ml is also claimed by project nlp", lastTransitionTime="2026-01-01T00:00:00Z")])  # type: ignore[arg-type]  # fmt: skip
+    assert api_server_errors(_obj("Project", {"queues": ["a"]}, status=status.to_api())) == []
+    assert api_server_errors(_obj("Project", {}, status={"namespaceCount": -1})) != []
+
+
+# --- Project: the CEL rules of the schema (x-kubernetes-validations), evaluated with cel-python ----
+
+
+def _rules(node: dict[str, Any], path: str = "") -> list[tuple[str, str, str]]:
+    """Every (schema path, rule, message) of a schema."""
+    found = [(path, r["rule"], r["message"]) for r in node.get("x-kubernetes-validations", [])]
+    for name, sub in node.get("properties", {}).items():
+        found += _rules(sub, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        found += _rules(node["items"], f"{path}[]")
+    return found
+
+
+def _project_rules() -> dict[str, tuple[str, str]]:
+    [kind] = [k for k in CRD_KINDS if k.kind == "Project"]
+    schema = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return {path: (rule, message) for path, rule, message in _rules(schema)}
+
+
+def test_the_project_schema_has_exactly_these_cel_rules() -> None:
+    assert sorted(_project_rules()) == [
+        ".spec", ".spec.namespaces.selector.matchExpressions[]", ".spec.nodePools[].nodeSelector.matchExpressions[]"]
+
+
+def _cel(rule: str, value: dict[str, Any]) -> bool:
+    celpy = pytest.importorskip("celpy", reason="cel-python (the dev extra) evaluates the CRD's CEL rules")
+    env = celpy.Environment()
+    return bool(env.program(env.compile(rule)).evaluate({"self": celpy.json_to_cel(value)}))
+
+
+@pytest.mark.parametrize(("spec", "ok"), [
+    ({}, True), ({"queues": ["a", "b"], "defaultQueue": "b"}, True), ({"defaultQueue": "b"}, False),
+    ({"queues": ["a"], "defaultQueue": "b"}, False)])  # fmt: skip
+def test_the_default_queue_rule_agrees_with_the_loader(spec: dict[str, Any], ok: bool) -> None:
+    rule, message = _project_rules()[".spec"]
+    assert message == "defaultQueue must be one of queues"
+    assert _cel(rule, spec) is ok
+    assert _loader_accepts(_obj("Project", spec)) is ok
+
+
+@pytest.mark.parametrize(("requirement", "ok"), [
+    ({"key": "k", "operator": "In", "values": ["a"]}, True), ({"key": "k", "operator": "NotIn", "values": ["a"]}, True),
+    ({"key": "k", "operator": "Exists"}, True), ({"key": "k", "operator": "DoesNotExist", "values": []}, True),
+    ({"key": "k", "operator": "In"}, False), ({"key": "k", "operator": "In", "values": []}, False),
+    ({"key": "k", "operator": "Exists", "values": ["a"]}, False)])  # fmt: skip
+def test_the_selector_rule_agrees_with_the_loader(requirement: dict[str, Any], ok: bool) -> None:
+    rule, message = _project_rules()[".spec.namespaces.selector.matchExpressions[]"]
+    assert message == "values must be given for In and NotIn, and only for them"
+    assert _cel(rule, requirement) is ok
+    spec = {"namespaces": {"selector": {"matchExpressions": [requirement]}}}
+    assert _loader_accepts(_obj("Project", spec)) is ok
+    if not ok:
+        with pytest.raises(FieldError, match=r"^spec\.namespaces\.selector\.matchExpressions\[0\]: values must be given"):
+            read_project(_obj("Project", spec))
+
+
+def test_a_full_project_validates_and_reads() -> None:
+    spec = {"namespaces": {"names": ["vision"], "selector": {"matchLabels": {"team": "vision"}}},
+            "queues": ["vision-train", "vision-infer"], "defaultQueue": "vision-train",
+            "nodePools": [{"name": "a100", "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": "A100"}}}],
+            "priorityClasses": ["train"], "allowNonPreemptible": False, "maxGPUsPerUser": 16,
+            "maxPendingGangsPerUser": 10, "images": {"allowed": ["ghcr.io/acme/**"], "requireDigest": True},
+            "volumes": {"kinds": ["persistentVolumeClaim", "configMap"], "storageClasses": ["fast"],
+                        "claimNames": ["vision-*"]}}  # fmt: skip
+    obj = _obj("Project", spec, name="ml-vision")
+    assert api_server_errors(obj) == []
+    project = read_project(obj)
+    assert (project.name, project.queues, project.default_queue) == ("ml-vision", ("vision-train", "vision-infer"), "vision-train")
+    assert [pool.name for pool in project.node_pools] == ["a100"]
+    assert project.node_pools[0].selector.match_labels == (("nvidia.com/gpu.product", "A100"),)
+    assert (project.max_gpus_per_user, project.max_pending_gangs_per_user) == (16, 10)
+    assert project.volumes.kinds == ("persistentVolumeClaim", "configMap")
+    assert project.images.require_digest is True

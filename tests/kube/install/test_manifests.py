@@ -17,6 +17,7 @@ from gpufleet.kube.install.crds import CRD_KINDS, crd_yaml
 from gpufleet.kube.install.manifests import InstallOptions, controller_rbac_rules, install_objects, write_chart_files
 from gpufleet.kube.install.rbac import RULES
 
+from .test_chart import _served
 from .test_crds import KUBE_VERSIONS, api_server_errors
 
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "gpufleet"
@@ -41,8 +42,8 @@ def default_output() -> str:
 def test_everything_is_there_crds_first(default_output: str) -> None:
     docs = _docs(default_output)
     kinds = [doc["kind"] for doc in docs]
-    assert kinds[:3] == ["CustomResourceDefinition"] * 3
-    assert kinds.index("Namespace") == 3
+    assert kinds[:len(CRD_KINDS)] == ["CustomResourceDefinition"] * len(CRD_KINDS)
+    assert kinds.index("Namespace") == len(CRD_KINDS)
     for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment",
                  "Service", "PriorityClass", "Queue"):  # fmt: skip
         assert kind in kinds
@@ -59,12 +60,22 @@ def test_the_crds_are_printed_byte_for_byte_as_the_chart_stores_them(default_out
     assert default_output.startswith(crds_only)
 
 
-@pytest.mark.parametrize("version", KUBE_VERSIONS)
+@pytest.mark.parametrize("version", (*KUBE_VERSIONS, "1.30.0"))
 def test_every_builtin_object_is_valid_kubernetes(default_output: str, version: str) -> None:
     for doc in _docs(default_output):
-        if doc["apiVersion"].startswith("gpufleet.dev/"):
+        if doc["apiVersion"].startswith("gpufleet.dev/") or not _served(doc, version):
             continue
         kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_older_clusters_can_leave_the_admission_policy_out() -> None:
+    code, out, _ = _run("--no-admission-policy")
+    assert code == 0
+    kinds = {doc["kind"] for doc in _docs(out)}
+    assert "ValidatingAdmissionPolicy" not in kinds and "ValidatingAdmissionPolicyBinding" not in kinds
+    for doc in _docs(out):
+        if not doc["apiVersion"].startswith("gpufleet.dev/"):
+            kubernetes_validate.validate(doc, KUBE_VERSIONS[0], strict=True)
 
 
 def test_the_example_queues_are_valid_for_the_crd_and_the_loader(default_output: str) -> None:
@@ -102,7 +113,7 @@ def test_the_controller_deployment(default_output: str) -> None:
 def test_rbac_is_least_privilege(default_output: str) -> None:
     docs = _docs(default_output)
     rules = controller_rbac_rules()
-    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpufleet-controller"]
     [role] = [d for d in docs if d["kind"] == "Role"]
     assert cluster_role["rules"] == list(rules.cluster)
     assert role["rules"] == list(rules.leader_election)
@@ -120,7 +131,8 @@ def test_namespace_and_image_options_reach_every_object() -> None:
     assert code == 0
     docs = _docs(out)
     assert not any(d["kind"] in ("Queue", "PriorityClass") for d in docs)
-    cluster_scoped = {"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding",
+                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     for doc in docs:
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == "sched", doc["kind"]
@@ -149,9 +161,12 @@ def test_update_chart_writes_the_generated_files_and_is_idempotent(tmp_path: Pat
     code, _, err = _run("--update-chart", str(chart))
     assert code == 0, err
     files = sorted(p.relative_to(chart).as_posix() for p in chart.rglob("*.yaml") if p.name != "Chart.yaml")
-    assert files == ["files/crds/gpufleet.dev_podgroups.yaml", "files/crds/gpufleet.dev_queues.yaml",
+    assert files == ["files/admission/pod-annotations-policy.yaml",
+                     "files/crds/gpufleet.dev_podgroups.yaml", "files/crds/gpufleet.dev_projects.yaml",
+                     "files/crds/gpufleet.dev_queues.yaml",
                      "files/crds/gpufleet.dev_schedulerconfigs.yaml", "files/rbac/cluster-rules.yaml",
-                     "files/rbac/leader-election-rules.yaml"]  # fmt: skip
+                     "files/rbac/leader-election-rules.yaml", "files/rbac/tenancy-roles.yaml",
+                     "files/rbac/webhook-rules.yaml"]  # fmt: skip
     before = {p: p.read_bytes() for p in chart.rglob("*.yaml")}
     assert _run("--update-chart", str(chart))[0] == 0
     assert {p: p.read_bytes() for p in chart.rglob("*.yaml")} == before
@@ -174,7 +189,7 @@ def test_lease_rules_are_split_into_the_namespaced_role() -> None:
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["metadata"]["namespace"] == "ns"
     assert role["rules"] == [rule for rule in map(dict, RULES) if rule["resources"] == ["leases"]]
-    [cluster_role] = [o for o in objects if o["kind"] == "ClusterRole"]
+    [cluster_role] = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "gpufleet-controller"]
     assert cluster_role["rules"] == [rule for rule in map(dict, RULES) if rule["resources"] != ["leases"]]
 
 

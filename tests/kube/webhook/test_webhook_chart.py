@@ -73,8 +73,8 @@ def enabled() -> list[dict[str, Any]]:
 
 def test_enabled_objects_are_valid_kubernetes(enabled: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in ours(enabled))
-    assert kinds == ["DaemonSet", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Secret",
-                     "Service"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
+                     "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
     for version in KUBE_VERSIONS:
         for doc in ours(enabled):
             kubernetes_validate.validate(doc, version, strict=True)
@@ -140,8 +140,9 @@ def test_webhook_and_daemonset_agree_on_the_mps_layout(enabled: list[dict[str, A
 def test_cert_manager_mode() -> None:
     docs = render({"webhook": {"enabled": True, "certificates": {"mode": "certManager"}}})
     kinds = sorted(d["kind"] for d in ours(docs))
-    assert kinds == ["Certificate", "Deployment", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget",
-                     "Service"]
+    assert kinds == ["Certificate", "ClusterRole", "ClusterRoleBinding", "Deployment", "Issuer",
+                     "MutatingWebhookConfiguration", "PodDisruptionBudget", "Service", "ServiceAccount",
+                     "ValidatingWebhookConfiguration"]
     certificate = one(docs, "Certificate")
     config = one(docs, "MutatingWebhookConfiguration")
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (

@@ -50,6 +50,12 @@ class Kind(Enum):
     PERSISTENT_VOLUME = ("", "v1", "PersistentVolume", "persistentvolumes", False)
     STORAGE_CLASS = ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False)
     NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
+    # Tenancy (docs/tenancy.md): Projects for the controller; the RBAC kinds for snapshots.
+    PROJECT = (API_GROUP, API_VERSION, "Project", "projects", False)
+    ROLE = ("rbac.authorization.k8s.io", "v1", "Role", "roles", True)
+    CLUSTER_ROLE = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
+    ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
+    CLUSTER_ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False)
 
     @property
     def group(self) -> str:

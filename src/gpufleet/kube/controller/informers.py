@@ -22,7 +22,7 @@ from gpufleet.kube.controller.convert import CONVERTED_KINDS, ConversionError, c
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import wanted_pod
 
-__all__ = ["INFORMED_KINDS", "Informer", "ObjectCache"]
+__all__ = ["INFORMED_KINDS", "OPTIONAL_KINDS", "Informer", "ObjectCache"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,10 @@ Key = tuple[str, str]
 ChangeHook = Callable[[Kind, JsonDict | None, JsonDict | None], None]
 
 INFORMED_KINDS = (*CONVERTED_KINDS, Kind.PDB)
+# Kinds whose CRD may be missing (an install whose CRDs are managed apart and not yet upgraded): while
+# the API server does not serve one (404), its informer counts as synced with no objects, so that a
+# cluster without Projects is scheduled exactly as before; it keeps trying, and lists once served.
+OPTIONAL_KINDS = (Kind.PROJECT,)
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
@@ -99,6 +103,9 @@ class ObjectCache:
     @property
     def synced(self) -> bool:
         return self.all_synced.is_set()
+
+    def is_synced(self, kind: Kind) -> bool:
+        return kind in self._synced
 
     def get(self, kind: Kind, namespace: str, name: str) -> JsonDict | None:
         return self._objects[kind].get((namespace if kind.namespaced else "", name))
@@ -176,6 +183,8 @@ class Informer:
                     continue
                 if err.status == 404:
                     log.warning("%s: not served by the API server (is the CRD installed?)", self.kind.plural)
+                    if self.kind in OPTIONAL_KINDS and not self.cache.is_synced(self.kind):
+                        self.cache.replace(self.kind, [])
                 else:
                     log.warning("%s: %s; retrying in %.2fs", self.kind.plural, err, delay)
                 await self.clock.sleep(delay)

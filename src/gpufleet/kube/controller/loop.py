@@ -58,11 +58,13 @@ from gpufleet.kube.controller.reporting import (
     GroupFacts,
     end_state,
     group_status,
+    project_status,
     queue_reports,
     queue_status,
     same_status,
 )
-from gpufleet.kube.controller.status import PodGroupStatus, QueueStatus
+from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
+from gpufleet.policy import ProjectIndex
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
 
@@ -311,6 +313,7 @@ class Controller:
         view = self.snapshot()
         for problem in view.problems:
             log.warning("left out: %s", problem)
+        await self._write_project_statuses(view, now)
         invalid = check_snapshot(view)
         if invalid is not None:
             log.error("no cycle: %s", invalid)
@@ -548,6 +551,31 @@ class Controller:
                 log.warning("status of %s %s not written: %s", kind.kind, name, err)
 
         await asyncio.gather(*(write(*w) for w in writes))
+
+    async def _write_project_statuses(self, view: SnapshotView, now: float) -> None:
+        """Each Project's status (NamespaceConflict, namespaces governed), only where it changed;
+        before the cycle's checks, so that a conflict is reported even in a cycle that decides nothing."""
+        projects = view.snapshot.projects
+        if not projects:
+            return
+        pod_namespaces = {pod.namespace for pod in view.pods.values()}
+        index = ProjectIndex.build(projects, view.snapshot.namespace_labels, pod_namespaces)
+        writes: list[tuple[str, JsonDict]] = []
+        for project in projects:
+            current = (self.cache.get(Kind.PROJECT, "", project.name) or {}).get("status")
+            wanted = project_status(project.name, index, current, now)
+            if not same_status(ProjectStatus, current, wanted):
+                writes.append((project.name, wanted))
+
+        async def write(name: str, status: JsonDict) -> None:
+            try:
+                await self.binder._call("patch projects/status",
+                                        lambda: self.api.patch_status(Kind.PROJECT, "", name, status))
+            except ApiError as err:
+                log.warning("status of Project %s not written: %s", name, err)
+
+        with contextlib.suppress(NotLeader):
+            await asyncio.gather(*(write(name, status) for name, status in writes))
 
     async def _write_pod_statuses(self, state: EndState, now: float) -> None:
         """PodScheduled=False with the pending reason, and nominatedNodeName while a plan waits

@@ -1,4 +1,4 @@
-"""What the controller reports after a cycle: Queue and PodGroup statuses, per-queue metrics.
+"""What the controller reports after a cycle: Queue, PodGroup and Project statuses, per-queue metrics.
 
 Figures describe the cluster once the cycle's decisions are carried out (the engine's end state:
 bound pods, plus this cycle's bindings, minus its evictions), in the units of ``semantics.md``:
@@ -20,9 +20,11 @@ from gpufleet.kube.controller.status import (
     ConditionStatus,
     PodGroupPhase,
     PodGroupStatus,
+    ProjectStatus,
     QueueStatus,
     format_quantity,
 )
+from gpufleet.policy import ProjectIndex
 
 __all__ = [
     "EndState",
@@ -30,6 +32,7 @@ __all__ = [
     "QueueReport",
     "end_state",
     "group_status",
+    "project_status",
     "queue_reports",
     "queue_status",
     "same_status",
@@ -232,7 +235,8 @@ def group_status(facts: GroupFacts, existing: Mapping[str, Any] | None, now: flo
     return PodGroupStatus(phase=phase, boundPods=facts.bound, lastReason=reason, lastTransitionTime=since).to_api()
 
 
-def same_status(model: type[QueueStatus] | type[PodGroupStatus], current: Any, wanted: Mapping[str, Any]) -> bool:
+def same_status(model: type[QueueStatus] | type[PodGroupStatus] | type[ProjectStatus], current: Any,
+                wanted: Mapping[str, Any]) -> bool:
     """Whether the status already stored says what ``wanted`` says (normalised through the model)."""
     if not isinstance(current, Mapping):
         return False
@@ -240,3 +244,29 @@ def same_status(model: type[QueueStatus] | type[PodGroupStatus], current: Any, w
         return bool(model.model_validate(dict(current)).to_api() == wanted)
     except ValueError:
         return False
+
+
+NAMESPACE_CONFLICT = "NamespaceConflict"
+
+
+def project_status(name: str, index: ProjectIndex, existing: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
+    """A Project's status: how many namespaces it governs, and ``NamespaceConflict`` (True, naming
+    each namespace and the other Projects that claim it, while it shares a namespace; docs/semantics-notes.md,
+    "Projects")."""
+    conflicts = index.conflicts_of(name)
+    status = ConditionStatus.TRUE if conflicts else ConditionStatus.FALSE
+    message = "; ".join(f"namespace {ns} is also claimed by project{'s' if len(others) > 1 else ''} {', '.join(others)}"
+                        for ns, others in conflicts.items())  # fmt: skip
+    previous = _existing_condition(existing, NAMESPACE_CONFLICT)
+    since: Any = _time(now)
+    if previous is not None and previous.get("status") == status.value and previous.get("lastTransitionTime"):
+        since = previous["lastTransitionTime"]
+    condition = Condition(
+        type=NAMESPACE_CONFLICT,
+        status=status,
+        reason="NamespaceClaimedTwice" if conflicts else "NoConflict",
+        message=message,
+        lastTransitionTime=since,
+    )
+    governed = sum(1 for project in index.by_namespace.values() if project.name == name)
+    return ProjectStatus(namespaceCount=governed, conditions=[condition]).to_api()

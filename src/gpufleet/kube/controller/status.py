@@ -24,6 +24,7 @@ __all__ = [
     "ConditionStatus",
     "PodGroupPhase",
     "PodGroupStatus",
+    "ProjectStatus",
     "QueueStatus",
     "format_quantity",
 ]
@@ -111,3 +112,13 @@ class PodGroupStatus(_Status):
     boundPods: Count = Field(0, description="Pods of the group bound to a node.")
     lastReason: StrictStr = Field("", description="Why the group is in its phase, e.g. why it cannot be placed.")
     lastTransitionTime: datetime | None = Field(None, description="When the phase last changed.")
+
+
+class ProjectStatus(_Status):
+    namespaceCount: Count = Field(0, description="Namespaces the project governs (claimed by no other project).")
+    conditions: list[Condition] | None = Field(
+        None,
+        description="Standard conditions: NamespaceConflict (True while a namespace it claims is also "
+        "claimed by another Project).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )

@@ -1,9 +1,13 @@
 """A live cluster's state as a replay snapshot (the multi-document YAML ``gpufleet replay`` reads).
 
-What is read: Nodes, Namespaces, PriorityClasses, gpufleet's Queues, PodGroups and SchedulerConfig, the
-PersistentVolumeClaims, PersistentVolumes and StorageClasses that volume binding reads, and the
-Pods that matter to a scheduling pass: gpufleet's pending pods, and every pod bound to a node that
-has not finished (those hold capacity, whoever scheduled them). Each object is cut down to the
+What is read: Nodes, Namespaces (name and labels), PriorityClasses, gpufleet's Queues, PodGroups,
+SchedulerConfig and Projects, the PersistentVolumeClaims, PersistentVolumes and StorageClasses that
+volume binding reads, and the Pods that matter to a scheduling pass: gpufleet's pending pods, and every
+pod bound to a node that has not finished (those hold capacity, whoever scheduled them). For tenancy
+(docs/tenancy.md): the RBAC objects that concern gpufleet's API
+group (Roles and ClusterRoles with a rule on ``gpufleet.dev`` or ``*``, and the bindings of those
+roles), which ``gpufleet policy check`` evaluates ``use`` of a queue with. A reader not allowed to list
+those is told so, and the snapshot goes on without them. Each object is cut down to the
 fields the loader reads (:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields``, statuses,
 ``kubectl``'s last-applied copies and other annotations that are not gpufleet's do not bloat the
 file. Objects are sorted by kind and name, so two snapshots of the same state are byte-identical.
@@ -27,8 +31,10 @@ from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, 
 __all__ = [
     "FINISHED_PHASES",
     "SNAPSHOT_KINDS",
+    "TENANCY_KINDS",
     "ClusterSnapshot",
     "list_kinds",
+    "list_tenancy",
     "read_cluster",
     "snapshot_of",
     "strip_object",
@@ -38,7 +44,11 @@ __all__ = [
 FINISHED_PHASES = ("Succeeded", "Failed")
 # The kinds a snapshot holds, in the order they are written.
 SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD,
-                  Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE)
+                  Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE,
+                  Kind.PROJECT)  # fmt: skip
+# Read after them, where the API server lets the reader (see the module docstring), in this order.
+TENANCY_KINDS = (Kind.CLUSTER_ROLE, Kind.ROLE, Kind.CLUSTER_ROLE_BINDING, Kind.ROLE_BINDING)
+_ROLES = (Kind.ROLE, Kind.CLUSTER_ROLE)
 
 
 # --------------------------------------------------------------------------------- stripping
@@ -197,6 +207,10 @@ def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         return head | _storage_class(obj)
     if kind is Kind.NAMESPACE:  # name and labels (what namespaceSelectors match)
         return head | {"metadata": _metadata(obj, namespaced=False)}
+    rbac = {Kind.ROLE: ("rules", "aggregationRule"), Kind.CLUSTER_ROLE: ("rules", "aggregationRule"),
+            Kind.ROLE_BINDING: ("roleRef", "subjects"), Kind.CLUSTER_ROLE_BINDING: ("roleRef", "subjects")}
+    if kind in rbac:
+        return head | {"metadata": _metadata(obj, namespaced=kind.namespaced)} | _pick(obj, rbac[kind])
     body: dict[str, Any] = {"metadata": _metadata(obj, namespaced=kind.namespaced)}
     if obj.get("spec") is not None:
         body["spec"] = _canonical(obj["spec"])
@@ -257,11 +271,69 @@ async def list_kinds(api: ClusterApi, kinds: Iterable[Kind]) -> dict[Kind, list[
     return listed
 
 
-def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> ClusterSnapshot:
-    """The snapshot of the objects :func:`list_kinds` read (see the module docstring). gpufleet's
-    own kinds may be missing (CRDs not installed): the snapshot goes on without them and says so."""
-    documents: list[dict[str, Any]] = []
+async def list_tenancy(api: ClusterApi, listed: Mapping[Kind, Iterable[Any] | None]
+                       ) -> tuple[dict[Kind, list[dict[str, Any]] | None], list[str]]:
+    """The RBAC objects, and the Namespaces when ``listed`` has Projects (see the module docstring);
+    a kind the reader may not list (403) or the API server does not serve (404) is None, with a
+    warning for the former. Other failures raise :class:`ClusterAccessError` (exit 1)."""
+    kinds = [kind for kind in TENANCY_KINDS if kind is not Kind.NAMESPACE or listed.get(Kind.PROJECT)]
+    out: dict[Kind, list[dict[str, Any]] | None] = {}
     warnings: list[str] = []
+    for kind in kinds:
+        try:
+            out[kind] = (await api.list(kind)).items
+        except ApiError as err:
+            if err.status not in (403, 404):
+                raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+            out[kind] = None
+            if err.status == 403:
+                warnings.append(f"not allowed to list {kind.kind} objects ({err.message or err.reason}); "
+                                "the snapshot has none")
+        except Exception as err:
+            raise access_error(api.server, f"listing {kind.kind} objects", err) from None
+    return out, warnings
+
+
+def _concerns_gpufleet(role: Mapping[str, Any]) -> bool:
+    rules = role.get("rules")
+    return isinstance(rules, list) and any(
+        isinstance(rule, Mapping) and isinstance(rule.get("apiGroups"), list)
+        and (API_GROUP in rule["apiGroups"] or "*" in rule["apiGroups"])
+        for rule in rules
+    )
+
+
+def _tenancy_documents(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> list[dict[str, Any]]:
+    """Namespaces (when there are Projects) and the RBAC objects that concern gpufleet.dev."""
+    documents: list[dict[str, Any]] = []
+    roles = {kind: [obj for obj in listed.get(kind) or () if _concerns_gpufleet(obj)] for kind in _ROLES}
+    wanted_roles = {(kind.kind, *reversed(_sort_key(obj))) for kind in _ROLES for obj in roles[kind]}
+
+    def binds_one(binding: Mapping[str, Any]) -> bool:
+        ref = binding.get("roleRef") if isinstance(binding.get("roleRef"), Mapping) else {}
+        assert isinstance(ref, Mapping)
+        namespace = _sort_key(binding)[0] if ref.get("kind") == "Role" else ""
+        return (ref.get("kind"), ref.get("name"), namespace) in wanted_roles
+
+    for kind in TENANCY_KINDS:
+        objects: Iterable[Mapping[str, Any]] = listed.get(kind) or ()
+        if kind is Kind.NAMESPACE and not listed.get(Kind.PROJECT):
+            continue
+        if kind in _ROLES:
+            objects = roles[kind]
+        elif kind in (Kind.ROLE_BINDING, Kind.CLUSTER_ROLE_BINDING):
+            objects = [obj for obj in objects if binds_one(obj)]
+        documents.extend(sorted((strip_object(kind, obj) for obj in objects), key=_sort_key))
+    return documents
+
+
+def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None],
+                warnings: Iterable[str] = ()) -> ClusterSnapshot:
+    """The snapshot of the objects :func:`list_kinds` (and :func:`list_tenancy`) read (see the module
+    docstring). gpufleet's own kinds may be missing (CRDs not installed): the snapshot goes on without
+    them and says so."""
+    documents: list[dict[str, Any]] = []
+    warnings = list(warnings)
     for kind in SNAPSHOT_KINDS:
         objects = listed.get(kind)
         if objects is None:
@@ -273,9 +345,13 @@ def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> Cl
         if kind is Kind.POD:
             objects = [obj for obj in objects if wanted_pod(obj)]
         documents.extend(sorted((strip_object(kind, obj) for obj in objects), key=_sort_key))
+    documents.extend(_tenancy_documents(listed))
     return ClusterSnapshot(documents=tuple(documents), warnings=tuple(warnings))
 
 
 async def read_cluster(api: ClusterApi) -> ClusterSnapshot:
-    """Read every kind of :data:`SNAPSHOT_KINDS` through ``api`` into a snapshot."""
-    return snapshot_of(await list_kinds(api, SNAPSHOT_KINDS))
+    """Read every kind of :data:`SNAPSHOT_KINDS` (and of :data:`TENANCY_KINDS`, see
+    :func:`list_tenancy`) through ``api`` into a snapshot."""
+    listed = await list_kinds(api, SNAPSHOT_KINDS)
+    tenancy, warnings = await list_tenancy(api, listed)
+    return snapshot_of({**listed, **tenancy}, warnings)

@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions of Queue, PodGroup and SchedulerConfig, generated from our models.
+"""CustomResourceDefinitions of Queue, PodGroup, SchedulerConfig and Project, generated from our models.
 
 One source of truth: the ``spec`` schemas come from the pydantic models the YAML loader validates
 with (:mod:`gpufleet.adapters._k8s_models`) and the ``status`` schemas from the models the
@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from gpufleet.adapters import PodGroupSpec, QueueSpec, SchedulerConfigSpec
+from gpufleet.adapters import PodGroupSpec, ProjectModel, QueueSpec, SchedulerConfigSpec
 from gpufleet.domain import API_GROUP as GROUP
 from gpufleet.domain import API_VERSION as VERSION
-from gpufleet.kube.controller.status import PodGroupStatus, QueueStatus
+from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 
 __all__ = [
     "CRD_KINDS",
@@ -184,6 +184,7 @@ class CrdKind:
     spec_required: bool
     status_model: type[BaseModel] | None
     columns: tuple[PrinterColumn, ...]
+    short_names: tuple[str, ...] = ()  # none collides with Volcano's or KAI's (queue, pg, ...)
 
     @property
     def name(self) -> str:
@@ -245,6 +246,26 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             _AGE,
         ),
     ),
+    CrdKind(
+        kind="Project",
+        plural="projects",
+        namespaced=False,
+        description="A tenant: binds namespaces to queues and carries the policy (queues, node pools, "
+        "priority classes, per-user caps, images, volumes) of everything they submit to gpufleet.",
+        spec_model=ProjectModel,
+        spec_required=False,
+        status_model=ProjectStatus,
+        columns=(
+            PrinterColumn("Queues", "string", ".spec.queues", "Leaf queues its pods may name."),
+            PrinterColumn("Default Queue", "string", ".spec.defaultQueue", "Queue of its pods that name none."),
+            PrinterColumn("Namespaces", "integer", ".status.namespaceCount", "Namespaces it governs."),
+            PrinterColumn("Conflict", "string", '.status.conditions[?(@.type=="NamespaceConflict")].status',
+                          "Whether another Project claims one of its namespaces."),
+            PrinterColumn("Pools", "string", ".spec.nodePools[*].name", "Node pools its pods may use.", 1),
+            _AGE,
+        ),
+        short_names=("gproj",),
+    ),
 )
 
 
@@ -291,6 +312,7 @@ def crd(kind: CrdKind) -> dict[str, Any]:
                 "listKind": f"{kind.kind}List",
                 "plural": kind.plural,
                 "singular": kind.kind.lower(),
+                **({"shortNames": list(kind.short_names)} if kind.short_names else {}),
                 "categories": ["gpufleet"],
             },
             "scope": "Namespaced" if kind.namespaced else "Cluster",
@@ -308,7 +330,16 @@ def crd_file_name(kind: CrdKind) -> str:
     return f"{GROUP}_{kind.plural}.yaml"
 
 
+class _NoAliases(yaml.SafeDumper):
+    """A schema that inlines one model twice (Project's label selectors) is written out twice, not
+    as a YAML anchor and alias: readers of the chart's files see every field where it is."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def crd_yaml(kind: CrdKind) -> str:
     """One CRD as a YAML document (no ``---``), exactly as the Helm chart stores it."""
-    body = yaml.safe_dump(crd(kind), sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
+    body = yaml.dump(crd(kind), Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=100,
+                     allow_unicode=True)  # fmt: skip
     return GENERATED_HEADER + body

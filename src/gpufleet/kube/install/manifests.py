@@ -14,7 +14,11 @@ so the two ways cannot drift apart:
   from cert-manager, as the chart makes them with ``webhook.enabled=true`` and
   ``webhook.certificates.mode=certManager`` (a plain install cannot generate certificates the way
   Helm templates do);
-- example PriorityClasses (train 50, build 100, inference 125) and example Queues.
+- example PriorityClasses (train 50, build 100, inference 125) and example Queues;
+- tenancy (:mod:`gpufleet.kube.install.tenancy`): the ClusterRoles gpufleet-platform-admin,
+  -project-admin, -member and -viewer, the ValidatingAdmissionPolicy (and its binding) that guards
+  gpufleet's pod annotations, and with ``webhook=True`` the tenancy webhook's
+  ValidatingWebhookConfiguration (``/validate``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,15 @@ from gpufleet import __version__
 from gpufleet.domain import ANNOTATION_GPU_BLOCKS, ANNOTATION_GPU_MEMORY
 from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, crd_file_name, crd_yaml
 from gpufleet.kube.install.rbac import RULES
+from gpufleet.kube.install.tenancy import (
+    POLICY_SUFFIX,
+    TENANCY_ROLES,
+    WEBHOOK_RULES,
+    controller_username,
+    policy_spec,
+    policy_spec_template,
+    tenancy_webhook,
+)
 from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
 
 __all__ = [
@@ -90,6 +103,7 @@ class InstallOptions:
     image: str = DEFAULT_IMAGE
     examples: bool = True  # example PriorityClasses and Queues
     webhook: bool = False  # the fractional-GPU webhook (needs cert-manager for its certificate)
+    admission_policy: bool = True  # the ValidatingAdmissionPolicy on gpufleet's pod annotations (Kubernetes >= 1.30)
 
 
 @dataclass(frozen=True)
@@ -288,7 +302,8 @@ def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": _labels("webhook")},
                 "spec": {
-                    "automountServiceAccountToken": False,  # the webhook never calls the API server
+                    # The tenancy admission asks SubjectAccessReviews and reads Projects: its own account.
+                    "serviceAccountName": WEBHOOK,
                     "securityContext": _pod_security(),
                     "affinity": _spread("webhook"),
                     "containers": [container],
@@ -356,6 +371,68 @@ def _example_objects() -> list[dict[str, Any]]:
     return objects
 
 
+def _tenancy_roles() -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name, "labels": {**_labels("tenancy"), **labels}}, "rules": [dict(r) for r in rules]}
+        for name, labels, rules in TENANCY_ROLES
+    ]  # fmt: skip
+
+
+def _tenancy_objects(options: InstallOptions) -> list[dict[str, Any]]:
+    """The tenancy roles, and the ValidatingAdmissionPolicy with its binding (chart: rbac.create,
+    admissionPolicy.enabled)."""
+    objects = _tenancy_roles()
+    if options.admission_policy:
+        name = f"{NAME}-{POLICY_SUFFIX}"
+        objects += [
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+             "metadata": _meta(name, None, "admission"),
+             "spec": policy_spec(controller_username(options.namespace, CONTROLLER))},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": _meta(name, None, "admission"),
+             "spec": {"policyName": name, "validationActions": ["Deny"]}},
+        ]  # fmt: skip
+    return objects
+
+
+def _tenancy_webhook_object(options: InstallOptions) -> dict[str, Any]:
+    ns = options.namespace
+    selector = {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", ns]}]}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {**_meta(WEBHOOK, None, "webhook"),
+                     "annotations": {"cert-manager.io/inject-ca-from": f"{ns}/{WEBHOOK}"}},
+        "webhooks": [tenancy_webhook({"name": WEBHOOK, "namespace": ns}, selector)],
+    }  # fmt: skip
+
+
+def _webhook_identity(options: InstallOptions) -> list[dict[str, Any]]:
+    """The webhook's ServiceAccount and its rules (:data:`~gpufleet.kube.install.tenancy.WEBHOOK_RULES`)."""
+    subject = [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": options.namespace}]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(WEBHOOK, options.namespace, "webhook")},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": _meta(WEBHOOK, None, "webhook"), "rules": [dict(rule) for rule in WEBHOOK_RULES]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": _meta(WEBHOOK, None, "webhook"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WEBHOOK},
+         "subjects": subject},
+    ]  # fmt: skip
+
+
+def _tenancy_chart_files(chart_dir: Path) -> dict[Path, str]:
+    header = "# Generated by `gpufleet manifests --update-chart` from gpufleet.kube.install.tenancy: do not edit.\n"
+    roles = [{"name": name, "labels": labels, "rules": [dict(r) for r in rules]}
+             for name, labels, rules in TENANCY_ROLES]
+    return {
+        chart_dir / "files" / "rbac" / "tenancy-roles.yaml": header + _dump_list(roles),
+        chart_dir / "files" / "rbac" / "webhook-rules.yaml": header + _dump_list(WEBHOOK_RULES),
+        chart_dir / "files" / "admission" / "pod-annotations-policy.yaml": header + _dump(policy_spec_template()),
+    }
+
+
 def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> list[dict[str, Any]]:
     """Every object to install, CRDs excluded (they are printed verbatim), in apply order."""
     rules = rules or controller_rbac_rules()
@@ -363,8 +440,11 @@ def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> 
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace, "labels": _labels()}}
     ]
     objects += _controller_objects(options, rules)
+    objects += _tenancy_objects(options)
     if options.webhook:
         objects += _webhook_objects(options)
+        objects.append(_tenancy_webhook_object(options))
+        objects += _webhook_identity(options)
     if options.examples:
         objects += _example_objects()
     return objects
@@ -400,6 +480,7 @@ def write_chart_files(chart_dir: Path, rules: RbacRules | None = None) -> list[P
     header = "# Generated by `gpufleet manifests --update-chart` from gpufleet.kube.install.rbac.RULES: do not edit.\n"
     generated[chart_dir / "files" / "rbac" / "cluster-rules.yaml"] = header + _dump_list(rules.cluster)
     generated[chart_dir / "files" / "rbac" / "leader-election-rules.yaml"] = header + _dump_list(rules.leader_election)
+    generated.update(_tenancy_chart_files(chart_dir))
     written = []
     for path, text in generated.items():
         path.parent.mkdir(parents=True, exist_ok=True)

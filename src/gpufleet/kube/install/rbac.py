@@ -39,6 +39,10 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     # Leader election (a Role in the controller's namespace).
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+    # Tenancy: Projects and the Namespaces they select (informers), and the Projects' status.
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects/status"], "verbs": ["patch"]},
 )  # fmt: skip
 
 # ClusterApi method -> (Kubernetes verb, subresource)

@@ -1,0 +1,137 @@
+"""What ``gpufleet policy check`` reads: one pod, and a snapshot with its tenancy objects (Projects,
+Namespaces, Roles, ClusterRoles, RoleBindings, ClusterRoleBindings; ``gpufleet snapshot`` writes them).
+
+Everything else in the snapshot goes through the replay loader (:mod:`gpufleet.adapters.k8s_yaml`),
+with its checks and messages; the tenancy documents are read here and left out of it (as empty
+documents, so that "document N" still counts every document). Bad input raises :class:`InputError`
+naming the file, the document and the field (exit 2 in the commands).
+
+MERGE NOTE: once the replay loader reads Project objects itself (``project_from_dict`` of the engine's
+branch), Projects can stay in the loader's input and ``_TENANCY`` loses its Project entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.adapters._fields import FieldError, mapping, req_str
+from gpufleet.adapters._k8s_core import pod_from_dict
+from gpufleet.adapters._k8s_models import read_project
+from gpufleet.adapters._yaml_parse import parse_documents
+from gpufleet.adapters.errors import InputError, describe
+from gpufleet.adapters.k8s_yaml import _read_text, _snapshot, validate_snapshot
+from gpufleet.adapters.rbac_objects import RBAC_API_VERSION, binding_from_dict, role_from_dict
+from gpufleet.domain import API_GROUP_VERSION, Pod, Project, Snapshot
+from gpufleet.domain.selectors import NAMESPACE_NAME_LABEL
+from gpufleet.policy import Role, RoleBinding
+
+__all__ = ["TenancySnapshot", "load_pod_file", "load_tenancy_snapshot_file", "load_tenancy_snapshot_text"]
+
+
+@dataclass(frozen=True)
+class TenancySnapshot:
+    snapshot: Snapshot  # with its Projects and the labels of its Namespaces
+    roles: tuple[Role, ...] = ()
+    bindings: tuple[RoleBinding, ...] = ()
+
+
+def _namespace(doc: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise FieldError(f"metadata.labels({key})", f"must be a string, got {describe(value)}")
+    return name, {NAMESPACE_NAME_LABEL: name, **labels}
+
+
+_TENANCY: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
+    (API_GROUP_VERSION, "Project"): read_project,
+    ("v1", "Namespace"): _namespace,
+    (RBAC_API_VERSION, "Role"): lambda doc: role_from_dict(doc, namespaced=True),
+    (RBAC_API_VERSION, "ClusterRole"): lambda doc: role_from_dict(doc, namespaced=False),
+    (RBAC_API_VERSION, "RoleBinding"): lambda doc: binding_from_dict(doc, namespaced=True),
+    (RBAC_API_VERSION, "ClusterRoleBinding"): lambda doc: binding_from_dict(doc, namespaced=False),
+}
+
+
+def _label(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        return str(doc.get("kind"))
+    if isinstance(namespace, str) and namespace:
+        return f"{doc.get('kind')} {namespace}/{name}"
+    return f"{doc.get('kind')} {name}"
+
+
+def _read(reader: Callable[[dict[str, Any]], Any], doc: dict[str, Any], source: str, where: str) -> Any:
+    try:
+        return reader(doc)
+    except FieldError as err:
+        detail = f"{err.path}: {err.message}" if err.path else err.message
+        raise InputError(f"{source}: {where} ({_label(doc)}): {detail}") from None
+
+
+def load_tenancy_snapshot_text(text: str, source: str) -> TenancySnapshot:
+    docs = parse_documents(text, source)
+    rest: list[Any] = []
+    projects: list[Project] = []
+    namespaces: dict[str, dict[str, str]] = {}
+    roles: list[Role] = []
+    bindings: list[RoleBinding] = []
+    seen: dict[tuple[str, str], str] = {}
+    for index, doc in enumerate(docs, 1):
+        reader = _TENANCY.get((str(doc.get("apiVersion")), str(doc.get("kind")))) if isinstance(doc, dict) else None
+        if reader is None:
+            rest.append(doc)
+            continue
+        assert isinstance(doc, dict)
+        rest.append(None)
+        where = f"document {index}"
+        value = _read(reader, doc, source, where)
+        key = (str(doc["kind"]), _label(doc))
+        if key in seen:
+            raise InputError(f"{source}: {where} ({_label(doc)}): a second {doc['kind']} of this name "
+                             f"(the first is in {seen[key]})")
+        seen[key] = where
+        if isinstance(value, Project):
+            projects.append(value)
+        elif isinstance(value, Role):
+            roles.append(value)
+        elif isinstance(value, RoleBinding):
+            bindings.append(value)
+        else:
+            name, labels = value
+            namespaces[name] = labels
+    snapshot, locations = _snapshot(rest, source)
+    validate_snapshot(snapshot, source, locations=locations)
+    snapshot = dataclasses.replace(snapshot, projects=tuple(sorted(projects, key=lambda p: p.name)),
+                                   namespace_labels=namespaces)
+    return TenancySnapshot(snapshot, tuple(roles), tuple(bindings))
+
+
+def load_tenancy_snapshot_file(path: str | Path) -> TenancySnapshot:
+    return load_tenancy_snapshot_text(_read_text(path), str(path))
+
+
+def load_pod_file(path: str | Path) -> Pod:
+    """The one Pod (``v1``) of a file."""
+    source = str(path)
+    docs = [(i, doc) for i, doc in enumerate(parse_documents(_read_text(path), source), 1) if doc is not None]
+    if len(docs) != 1:
+        raise InputError(f"{source}: expected one Pod document, found {len(docs)} documents")
+    index, doc = docs[0]
+    where = f"document {index}"
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: {where}: expected a Kubernetes object (a mapping), got {describe(doc)}")
+    if doc.get("kind") != "Pod" or doc.get("apiVersion") != "v1":
+        raise InputError(f"{source}: {where}: expected apiVersion v1, kind Pod, got "
+                         f"{describe(doc.get('apiVersion'))} {describe(doc.get('kind'))}")
+    pod: Pod = _read(pod_from_dict, doc, source, where)
+    return pod
