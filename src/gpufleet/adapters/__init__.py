@@ -26,6 +26,7 @@ from gpufleet.adapters._k8s_models import (
     queue_from_dict,
     scheduler_config_from_dict,
 )
+from gpufleet.adapters._k8s_project import ProjectSpec, namespace_from_dict, project_from_dict
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import (
     load_config_file,
@@ -51,6 +52,7 @@ __all__ = [
     "FieldError",
     "InputError",
     "PodGroupSpec",
+    "ProjectSpec",
     "QueueSpec",
     "SchedulerConfigSpec",
     "TraceJob",
@@ -67,10 +69,12 @@ __all__ = [
     "load_snapshot_file",
     "load_snapshot_text",
     "load_trace",
+    "namespace_from_dict",
     "node_from_dict",
     "pod_from_dict",
     "pod_group_from_dict",
     "priority_class_from_dict",
+    "project_from_dict",
     "queue_from_dict",
     "reader_for",
     "render_json",

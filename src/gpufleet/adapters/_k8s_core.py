@@ -57,6 +57,7 @@ from gpufleet.domain import (
     TaintEffect,
     Toleration,
 )
+from gpufleet.domain.wire import ANNOTATION_QUEUE_GRANT, ANNOTATION_SUBMITTED_BY
 
 __all__ = ["node_from_dict", "pod_from_dict", "priority_class_from_dict"]
 
@@ -669,6 +670,8 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         affinity_terms=_pod_affinity(spec, "podAffinity", labels) if "affinity" in spec else (),
         anti_affinity_terms=_pod_affinity(spec, "podAntiAffinity", labels) if "affinity" in spec else (),
         spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
+        submitted_by=annotations.get(ANNOTATION_SUBMITTED_BY) or None,
+        queue_grant=QueueName(grant) if (grant := annotations.get(ANNOTATION_QUEUE_GRANT)) else None,
     )
 
 

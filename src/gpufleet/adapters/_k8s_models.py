@@ -125,6 +125,9 @@ class SchedulerConfigSpec(_Spec):
         100, description="Pods at or above this priority are not preemptible unless labelled."
     )
     placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
+    requireProject: StrictBool = Field(
+        False, description="Pods of namespaces that belong to no Project wait (docs: Projects)."
+    )
 
 
 def loc_path(loc: Sequence[int | str], root: str = "") -> str:
@@ -238,4 +241,5 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         topology_levels=tuple(spec.topologyLevels),
         non_preemptible_priority=spec.nonPreemptiblePriority,
         placement=spec.placement,
+        require_project=spec.requireProject,
     )

@@ -23,11 +23,12 @@ from gpufleet.adapters._k8s_models import (
     queue_from_dict,
     scheduler_config_from_dict,
 )
+from gpufleet.adapters._k8s_project import NamespaceLabels, namespace_from_dict, project_from_dict
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
 from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
-from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, Project, QueueName, SchedulerConfig, Snapshot
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -39,6 +40,7 @@ from gpufleet.domain.queues import (
     queue_source,
     resolve_queue,
 )
+from gpufleet.policy import ProjectIndex, namespace_problem, queue_for
 
 __all__ = [
     "InputError",
@@ -52,7 +54,7 @@ __all__ = [
     "validate_snapshot",
 ]
 
-_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
+_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig", "Project")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",
 # "document 1, item 3"), in input order; names of namespaced objects are "namespace/name".
@@ -106,7 +108,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     Raises FieldError for one of gpufleet's own kinds at an unsupported version."""
     group, _, version = api_version.rpartition("/")
     if group == "" and version == "v1":
-        return {"Node": node_from_dict, "Pod": pod_from_dict}.get(kind)
+        return {"Node": node_from_dict, "Pod": pod_from_dict, "Namespace": namespace_from_dict}.get(kind)
     if group == "scheduling.k8s.io" and kind == "PriorityClass":
         return priority_class_from_dict
     if group == GPUFLEET_GROUP:
@@ -124,6 +126,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
             "Queue": queue_from_dict,
             "PodGroup": pod_group_from_dict,
             "SchedulerConfig": scheduler_config_from_dict,
+            "Project": project_from_dict,
         }[kind]
     return None
 
@@ -137,6 +140,8 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "Queue": [],
         "PodGroup": [],
         "SchedulerConfig": [],
+        "Project": [],
+        "Namespace": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
     for where, obj in _iter_objects(docs, source):
@@ -201,8 +206,16 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         queues=tuple(by_kind["Queue"]),
         pod_groups=tuple(by_kind["PodGroup"]),
         config=configs[0] if configs else SchedulerConfig(),
+        projects=tuple(by_kind["Project"]),
+        namespace_labels=_namespace_labels(by_kind["Namespace"]),
     )
     return snapshot, locations
+
+
+def _namespace_labels(namespaces: list[NamespaceLabels]) -> dict[str, dict[str, str]]:
+    """Snapshot.namespace_labels from the Namespace objects read (the last one of a name wins;
+    duplicates are refused by the validator)."""
+    return {ns.name: ns.labels for ns in namespaces}
 
 
 # --------------------------------------------------------------------------------- public API
@@ -286,6 +299,11 @@ class _Validator:
         self.locations = locations
         self.tree = QueueTree.of(snapshot.queues)
         self.default_queue: QueueName = snapshot.config.default_queue
+        self.namespace_names: list[str] = [name for kind, name in locations if kind == "Namespace"
+                                           for _ in locations[(kind, name)]]
+        self.projects = ProjectIndex.build(
+            snapshot.projects, snapshot.namespace_labels, {p.namespace for p in snapshot.pods}
+        ) if snapshot.projects else ProjectIndex()
 
     def fail(self, kind: str, name: str, path: str, message: str, occurrence: int = 0) -> InputError:
         entries = self.locations.get((kind, name)) or []
@@ -296,6 +314,7 @@ class _Validator:
     def run(self) -> None:
         self.check_duplicates()
         self.check_queue_tree()
+        self.check_projects()
         self.check_pod_queues()
         self.check_priority_classes()
 
@@ -307,6 +326,8 @@ class _Validator:
             ("Queue", [q.name for q in s.queues]),
             ("PodGroup", [g.key for g in s.pod_groups]),
             ("Pod", [p.key for p in s.pods]),
+            ("Project", [p.name for p in s.projects]),
+            ("Namespace", list(self.namespace_names)),
         )
         for kind, names in groups:
             seen: set[str] = set()
@@ -336,6 +357,25 @@ class _Validator:
             return f"queue {describe(problem.queue)} is not a leaf (it is the parent of {describe(problem.child)})"
         return None  # the tree itself was checked first: no broken ancestry is left here
 
+    def check_projects(self) -> None:
+        """Every queue a Project lists may take pods (it exists and is a leaf); no namespace is
+        claimed by two Projects (named by the last of them, in name order)."""
+        for project in self.snapshot.projects:
+            for i, name in enumerate(project.queues):
+                problem = self.queue_problem(name)
+                if problem is not None:
+                    raise self.fail("Project", project.name, f"spec.queues[{i}]", problem)
+        for namespace, claimants in sorted(self.projects.conflicts.items()):
+            raise self.fail("Project", claimants[-1], "spec.namespaces",
+                            namespace_problem(self.projects, namespace, False) or "")
+
+    def default_queue_of(self, namespace: str) -> QueueName:
+        """The queue of a pod of ``namespace`` that names none: its Project's, else the config's."""
+        if self.projects.empty:
+            return self.default_queue
+        project: Project | None = self.projects.project_of(namespace)
+        return queue_for(project, self.default_queue)
+
     def check_pod_queues(self) -> None:
         groups: dict[str, PodGroup] = {g.key: g for g in self.snapshot.pod_groups}
         checked_groups: set[str] = set()
@@ -344,7 +384,7 @@ class _Validator:
                 continue
             group = pod_group_of(pod, groups)
             source = queue_source(pod, group)
-            queue = resolve_queue(pod, group, self.default_queue)
+            queue = resolve_queue(pod, group, self.default_queue_of(pod.namespace))
             if source is QueueSource.LABEL:
                 problem = self.queue_problem(queue)
                 if problem is not None:

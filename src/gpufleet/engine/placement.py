@@ -20,6 +20,7 @@ from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.interpod import SOFT_CAP, InterPod
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.workload import Gang, PodInfo
+from gpufleet.policy import no_pool_node_reason, outside_pools_reason
 
 BIG = np.int64(1) << np.int64(40)
 INF = np.iinfo(np.int64).max
@@ -214,16 +215,21 @@ class Placer:
         if n == 0:
             return f"no {scope}"
         report = self.feasibility.report(info.pod)
+        project = report.project
+        if project is not None and not self.feasibility.pool_mask(project).any():
+            return no_pool_node_reason(project)
         static = self.feasibility.mask(info.pod)
         if within is not None:
             static = static & within
         causes: list[str] = []
         if report.unschedulable:
             causes.append(f"{report.unschedulable} unschedulable")
+        if project is not None and report.pools:
+            causes.append(outside_pools_reason(project, report.pools))
         only_taint = None
         for taint, count in report.taints.items():
             causes.append(f"{count} with untolerated taint {taint}")
-            if count == len(c.nodes) - report.unschedulable:
+            if count == len(c.nodes) - report.unschedulable and not report.pools:
                 only_taint = taint
         if report.selector:
             causes.append(f"{report.selector} not matching nodeSelector/affinity")
