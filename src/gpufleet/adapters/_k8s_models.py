@@ -126,7 +126,7 @@ class SchedulerConfigSpec(_Spec):
     )
     placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
     requireProject: StrictBool = Field(
-        False, description="Pods of namespaces that belong to no Project wait (docs: Projects)."
+        False, description="Pods of namespaces that belong to no Project wait."
     )
 
 
