@@ -62,7 +62,7 @@ CASES: list[tuple[str, str, str]] = [
     ("our-group-wrong-version", "apiVersion: gpufleet.dev/v1beta1\nkind: Queue\nmetadata: {name: q}\n",
      'document 1 (Queue q): apiVersion: unsupported version "gpufleet.dev/v1beta1" (expected gpufleet.dev/v1alpha1)'),
     ("our-group-unknown-kind", "apiVersion: gpufleet.dev/v1alpha1\nkind: Queues\nmetadata: {name: q}\n",
-     'document 1 (Queues q): kind: unknown kind "Queues" in gpufleet.dev (expected one of Queue, PodGroup, SchedulerConfig)'),
+     'document 1 (Queues q): kind: unknown kind "Queues" in gpufleet.dev (expected one of Queue, PodGroup, SchedulerConfig, Project)'),
     # --- missing required fields
     ("node-without-name", "apiVersion: v1\nkind: Node\nmetadata: {labels: {}}\n", "document 1 (Node): metadata.name: required field missing"),
     ("pod-without-metadata", "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n", "document 1 (Pod): metadata.name: required field missing"),

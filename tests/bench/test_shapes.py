@@ -138,6 +138,7 @@ def test_full_scale_counts() -> None:
         "preemption": (1_000, 40_000, 0),
         "topology": (3_000, None, 750),
         "affinity": (10_000, 1_000, 0),
+        "basic-projects": (10_000, 1_000, 0),
     }
     for shape, (n_pending, n_running, n_groups) in expected.items():
         snapshot = make_shape(shape)

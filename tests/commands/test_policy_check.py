@@ -107,11 +107,13 @@ def test_denied(tmp_path: Path, the_pod: dict[str, Any], args: tuple[str, ...], 
     assert run(tmp_path, the_pod, *args) == (1, line + "\n", "")
 
 
-def test_a_namespace_claimed_twice_is_denied(tmp_path: Path) -> None:
+def test_a_namespace_claimed_twice_is_bad_input(tmp_path: Path) -> None:
+    """As in replay (docs/semantics-notes.md, "Projects"): the snapshot itself is refused."""
     claim = {"apiVersion": "gpufleet.dev/v1alpha1", "kind": "Project", "metadata": {"name": "squatter"},
              "spec": {"namespaces": {"names": ["vision"]}}}  # fmt: skip
-    assert run(tmp_path, pod(queue="vision-train"), snapshot=[*SNAPSHOT, claim]) == (
-        1, "denied: namespace vision is claimed by projects ml-vision, squatter\n", "")
+    code, out, err = run(tmp_path, pod(queue="vision-train"), snapshot=[*SNAPSHOT, claim])
+    assert (code, out) == (2, "")
+    assert err.endswith("(Project squatter): spec.namespaces: namespace vision is claimed by projects ml-vision, squatter\n")
 
 
 def test_without_projects_every_queue_is_open(tmp_path: Path) -> None:
@@ -143,8 +145,8 @@ BAD_INPUT = {
         "spec": {"images": {"allowed": ["ghcr.io/ acme"]}}}],
         "{snapshot}: document 15 (Project p): spec.images.allowed[0]: must match ^\\S+$, got \"ghcr.io/ acme\""),
     "two projects of one name": (yaml.safe_dump(pod()), [*SNAPSHOT, SNAPSHOT[7]],
-                                 "{snapshot}: document 15 (Project ml-vision): a second Project of this name "
-                                 "(the first is in document 8)"),
+                                 "{snapshot}: document 15 (Project ml-vision): metadata.name: duplicate Project "
+                                 "ml-vision (first in document 8)"),
     "bad binding": (yaml.safe_dump(pod()), [*SNAPSHOT, {"apiVersion": "rbac.authorization.k8s.io/v1",
                                                         "kind": "ClusterRoleBinding", "metadata": {"name": "x"}}],
                     "{snapshot}: document 15 (ClusterRoleBinding x): roleRef: required field missing"),

@@ -18,6 +18,7 @@ from gpufleet._lazy import lazy_exports
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import (
     claim_from_dict,
+    namespace_from_dict,
     node_from_dict,
     persistent_volume_from_dict,
     pod_from_dict,
@@ -31,8 +32,8 @@ from gpufleet.adapters._k8s_models import (
     QueueSpec,
     SchedulerConfigSpec,
     pod_group_from_dict,
+    project_from_dict,
     queue_from_dict,
-    read_project,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.errors import InputError
@@ -78,13 +79,14 @@ __all__ = [
     "load_snapshot_file",
     "load_snapshot_text",
     "load_trace",
+    "namespace_from_dict",
     "node_from_dict",
     "persistent_volume_from_dict",
     "pod_from_dict",
     "pod_group_from_dict",
     "priority_class_from_dict",
+    "project_from_dict",
     "queue_from_dict",
-    "read_project",
     "reader_for",
     "render_json",
     "render_table",

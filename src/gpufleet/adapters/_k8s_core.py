@@ -62,7 +62,12 @@ from gpufleet.domain import (
     Toleration,
     VolumeClaim,
 )
-from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
+from gpufleet.domain.wire import (
+    ANNOTATION_DEFAULT_CLASS,
+    ANNOTATION_QUEUE_GRANT,
+    ANNOTATION_SELECTED_NODE,
+    ANNOTATION_SUBMITTED_BY,
+)
 
 __all__ = [
     "claim_from_dict",
@@ -706,6 +711,8 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         spread_constraints=_spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
         **(_pod_claims(spec.get("volumes"), name) if "volumes" in spec else {}),
         preferred_affinity=_preferred_node_affinity(spec) if "affinity" in spec else (),
+        submitted_by=annotations.get(ANNOTATION_SUBMITTED_BY) or None,
+        queue_grant=QueueName(grant) if (grant := annotations.get(ANNOTATION_QUEUE_GRANT)) else None,
     )
 
 

@@ -50,8 +50,8 @@ __all__ = [
     "QueueSpec",
     "SchedulerConfigSpec",
     "pod_group_from_dict",
+    "project_from_dict",
     "queue_from_dict",
-    "read_project",
     "scheduler_config_from_dict",
 ]
 
@@ -143,6 +143,9 @@ class SchedulerConfigSpec(_Spec):
         100, description="Pods at or above this priority are not preemptible unless labelled."
     )
     placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
+    requireProject: StrictBool = Field(
+        False, description="Pods of namespaces that belong to no Project wait."
+    )
 
 
 def loc_path(loc: Sequence[int | str], root: str = "") -> str:
@@ -260,13 +263,13 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         topology_levels=tuple(spec.topologyLevels),
         non_preemptible_priority=spec.nonPreemptiblePriority,
         placement=spec.placement,
+        require_project=spec.requireProject,
     )
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------
 # ProjectModel is the spec model the Project CRD is generated from (kube.install.crds) and that
-# read_project validates with. (Written by the tkube branch; the engine's branch reads Projects in
-# replay: one of the two models stays when they meet.)
+# project_from_dict (replay, the controller, `policy check`) validates with.
 
 # The volume sources of a PodSpec (core/v1 Volume), as a Project's volumes.kinds names them.
 VolumeKind = Literal[
@@ -366,7 +369,8 @@ class ProjectModel(_Spec):
         None, description="PriorityClasses its pods and PodGroups may name; absent: any.", json_schema_extra=_SET
     )
     allowNonPreemptible: StrictBool = Field(False, description="Whether its work may be non-preemptible.")
-    maxGPUsPerUser: Cap | None = Field(None, description="GPUs one user may hold in the project; absent: no cap.")
+    maxGPUsPerUser: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = Field(
+        None, description="GPUs one user may hold in the project; absent: no cap.")
     maxPendingGangsPerUser: Cap | None = Field(
         None, description="Pending gangs of one user considered at a time; absent: no cap."
     )
@@ -404,7 +408,7 @@ class ProjectModel(_Spec):
         )
 
 
-def read_project(doc: dict[str, Any]) -> Project:
+def project_from_dict(doc: dict[str, Any]) -> Project:
     """A Project object (cluster-scoped) as the domain's :class:`~gpufleet.domain.Project`."""
     meta = mapping(doc.get("metadata"), "metadata")
     name = req_str(meta.get("name"), "metadata.name")

@@ -29,6 +29,7 @@ from gpufleet.adapters._k8s_core import (
 )
 from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
+    project_from_dict,
     queue_from_dict,
     scheduler_config_from_dict,
 )
@@ -36,7 +37,7 @@ from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
 from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
-from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, QueueName, SchedulerConfig, Snapshot, VolumeClaim
+from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, Project, QueueName, SchedulerConfig, Snapshot, VolumeClaim
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -48,6 +49,8 @@ from gpufleet.domain.queues import (
     queue_source,
     resolve_queue,
 )
+from gpufleet.domain.selectors import namespace_labels
+from gpufleet.policy import ProjectIndex, namespace_problem, queue_for
 
 __all__ = [
     "InputError",
@@ -61,7 +64,7 @@ __all__ = [
     "validate_snapshot",
 ]
 
-_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig")
+_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig", "Project")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",
 # "document 1, item 3"), in input order; names of namespaced objects are "namespace/name".
@@ -125,6 +128,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     group, _, version = api_version.rpartition("/")
     if group == "" and version == "v1":
         return _CORE_READERS.get(kind)
+        return {"Node": node_from_dict, "Pod": pod_from_dict, "Namespace": namespace_from_dict}.get(kind)
     if group == "scheduling.k8s.io" and kind == "PriorityClass":
         return priority_class_from_dict
     if group == "storage.k8s.io" and version == "v1" and kind == "StorageClass":
@@ -144,6 +148,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
             "Queue": queue_from_dict,
             "PodGroup": pod_group_from_dict,
             "SchedulerConfig": scheduler_config_from_dict,
+            "Project": project_from_dict,
         }[kind]
     return None
 
@@ -160,6 +165,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "PersistentVolumeClaim": [],
         "PersistentVolume": [],
         "StorageClass": [],
+        "Project": [],
         "Namespace": [],
     }
     locations: dict[tuple[str, str], list[str]] = {}
@@ -229,6 +235,7 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         volumes=tuple(by_kind["PersistentVolume"]),
         storage_classes=tuple(by_kind["StorageClass"]),
         namespaces=tuple(by_kind["Namespace"]),
+        projects=tuple(by_kind["Project"]),
     )
     return snapshot, locations
 
@@ -290,7 +297,8 @@ def load_config_file(path: str | Path) -> SchedulerConfig:
 # ------------------------------------------------------------------------- cross-object checks
 
 
-def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations | None = None) -> None:
+def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations | None = None,
+                      projects: bool = True) -> None:
     """Checks that span objects; raises :class:`InputError` for the first problem found.
 
     - no two objects of one kind share a name (namespace/name for pods and pod groups);
@@ -299,21 +307,28 @@ def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations |
       named by its ``gpufleet.dev/queue`` label or by its PodGroup's ``spec.queue``. The
       SchedulerConfig's default queue may be missing (the engine then creates it), but when it
       exists and a pod falls back to it, it must be a leaf;
-    - at most one PriorityClass is the global default.
+    - at most one PriorityClass is the global default;
+    - (``projects``) every queue a Project lists exists and is a leaf, and no namespace is claimed
+      by two Projects. The controller leaves these out: a live cluster reports such Projects on
+      their status and keeps their pods pending, and goes on scheduling everything else.
 
     A PodGroup with fewer pods than its ``minMember`` is valid (it stays pending). ``locations``
     (from the loader) lets messages name the document of each object.
     """
-    _Validator(snapshot, source, locations or {}).run()
+    _Validator(snapshot, source, locations or {}, projects).run()
 
 
 class _Validator:
-    def __init__(self, snapshot: Snapshot, source: str, locations: Locations) -> None:
+    def __init__(self, snapshot: Snapshot, source: str, locations: Locations, projects: bool = True) -> None:
         self.snapshot = snapshot
+        self.check_project_objects = projects
         self.source = source
         self.locations = locations
         self.tree = QueueTree.of(snapshot.queues)
         self.default_queue: QueueName = snapshot.config.default_queue
+        self.projects = ProjectIndex.build(
+            snapshot.projects, namespace_labels(snapshot.namespaces), {p.namespace for p in snapshot.pods}
+        ) if snapshot.projects else ProjectIndex()
 
     def fail(self, kind: str, name: str, path: str, message: str, occurrence: int = 0) -> InputError:
         entries = self.locations.get((kind, name)) or []
@@ -324,6 +339,8 @@ class _Validator:
     def run(self) -> None:
         self.check_duplicates()
         self.check_queue_tree()
+        if self.check_project_objects:
+            self.check_projects()
         self.check_pod_queues()
         self.check_priority_classes()
 
@@ -339,6 +356,7 @@ class _Validator:
             ("PersistentVolume", [v.name for v in s.volumes]),
             ("StorageClass", [c.name for c in s.storage_classes]),
             ("Namespace", [ns.name for ns in s.namespaces]),
+            ("Project", [p.name for p in s.projects]),
         )
         for kind, names in groups:
             seen: set[str] = set()
@@ -368,6 +386,25 @@ class _Validator:
             return f"queue {describe(problem.queue)} is not a leaf (it is the parent of {describe(problem.child)})"
         return None  # the tree itself was checked first: no broken ancestry is left here
 
+    def check_projects(self) -> None:
+        """Every queue a Project lists may take pods (it exists and is a leaf); no namespace is
+        claimed by two Projects (named by the last of them, in name order)."""
+        for project in self.snapshot.projects:
+            for i, name in enumerate(project.queues):
+                problem = self.queue_problem(name)
+                if problem is not None:
+                    raise self.fail("Project", project.name, f"spec.queues[{i}]", problem)
+        for namespace, claimants in sorted(self.projects.conflicts.items()):
+            raise self.fail("Project", claimants[-1], "spec.namespaces",
+                            namespace_problem(self.projects, namespace, False) or "")
+
+    def default_queue_of(self, namespace: str) -> QueueName:
+        """The queue of a pod of ``namespace`` that names none: its Project's, else the config's."""
+        if self.projects.empty:
+            return self.default_queue
+        project: Project | None = self.projects.project_of(namespace)
+        return queue_for(project, self.default_queue)
+
     def check_pod_queues(self) -> None:
         groups: dict[str, PodGroup] = {g.key: g for g in self.snapshot.pod_groups}
         checked_groups: set[str] = set()
@@ -376,7 +413,7 @@ class _Validator:
                 continue
             group = pod_group_of(pod, groups)
             source = queue_source(pod, group)
-            queue = resolve_queue(pod, group, self.default_queue)
+            queue = resolve_queue(pod, group, self.default_queue_of(pod.namespace))
             if source is QueueSource.LABEL:
                 problem = self.queue_problem(queue)
                 if problem is not None:

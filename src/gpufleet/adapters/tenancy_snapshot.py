@@ -1,32 +1,26 @@
-"""What ``gpufleet policy check`` reads: one pod, and a snapshot with its tenancy objects (Projects,
-Namespaces, Roles, ClusterRoles, RoleBindings, ClusterRoleBindings; ``gpufleet snapshot`` writes them).
+"""What ``gpufleet policy check`` reads: one pod, and a snapshot with its RBAC objects (Roles,
+ClusterRoles, RoleBindings, ClusterRoleBindings; ``gpufleet snapshot`` writes them).
 
-Everything else in the snapshot goes through the replay loader (:mod:`gpufleet.adapters.k8s_yaml`),
-with its checks and messages; the tenancy documents are read here and left out of it (as empty
-documents, so that "document N" still counts every document). Bad input raises :class:`InputError`
-naming the file, the document and the field (exit 2 in the commands).
-
-MERGE NOTE: once the replay loader reads Project objects itself (``project_from_dict`` of the engine's
-branch), Projects can stay in the loader's input and ``_TENANCY`` loses its Project entry.
+Everything else in the snapshot (Projects and Namespaces included) goes through the replay loader
+(:mod:`gpufleet.adapters.k8s_yaml`), with its checks and messages; the RBAC documents are read here and
+left out of it (as empty documents, so that "document N" still counts every document). Bad input raises
+:class:`InputError` naming the file, the document and the field (exit 2 in the commands).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.adapters._fields import FieldError, mapping, req_str
+from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import pod_from_dict
-from gpufleet.adapters._k8s_models import read_project
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.k8s_yaml import _read_text, _snapshot, validate_snapshot
 from gpufleet.adapters.rbac_objects import RBAC_API_VERSION, binding_from_dict, role_from_dict
-from gpufleet.domain import API_GROUP_VERSION, Pod, Project, Snapshot
-from gpufleet.domain.selectors import NAMESPACE_NAME_LABEL
+from gpufleet.domain import Pod, Snapshot
 from gpufleet.policy import Role, RoleBinding
 
 __all__ = ["TenancySnapshot", "load_pod_file", "load_tenancy_snapshot_file", "load_tenancy_snapshot_text"]
@@ -34,24 +28,12 @@ __all__ = ["TenancySnapshot", "load_pod_file", "load_tenancy_snapshot_file", "lo
 
 @dataclass(frozen=True)
 class TenancySnapshot:
-    snapshot: Snapshot  # with its Projects and the labels of its Namespaces
+    snapshot: Snapshot
     roles: tuple[Role, ...] = ()
     bindings: tuple[RoleBinding, ...] = ()
 
 
-def _namespace(doc: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    meta = mapping(doc.get("metadata"), "metadata")
-    name = req_str(meta.get("name"), "metadata.name")
-    labels = mapping(meta.get("labels"), "metadata.labels")
-    for key, value in labels.items():
-        if not isinstance(value, str):
-            raise FieldError(f"metadata.labels({key})", f"must be a string, got {describe(value)}")
-    return name, {NAMESPACE_NAME_LABEL: name, **labels}
-
-
 _TENANCY: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
-    (API_GROUP_VERSION, "Project"): read_project,
-    ("v1", "Namespace"): _namespace,
     (RBAC_API_VERSION, "Role"): lambda doc: role_from_dict(doc, namespaced=True),
     (RBAC_API_VERSION, "ClusterRole"): lambda doc: role_from_dict(doc, namespaced=False),
     (RBAC_API_VERSION, "RoleBinding"): lambda doc: binding_from_dict(doc, namespaced=True),
@@ -81,8 +63,6 @@ def _read(reader: Callable[[dict[str, Any]], Any], doc: dict[str, Any], source: 
 def load_tenancy_snapshot_text(text: str, source: str) -> TenancySnapshot:
     docs = parse_documents(text, source)
     rest: list[Any] = []
-    projects: list[Project] = []
-    namespaces: dict[str, dict[str, str]] = {}
     roles: list[Role] = []
     bindings: list[RoleBinding] = []
     seen: dict[tuple[str, str], str] = {}
@@ -100,19 +80,12 @@ def load_tenancy_snapshot_text(text: str, source: str) -> TenancySnapshot:
             raise InputError(f"{source}: {where} ({_label(doc)}): a second {doc['kind']} of this name "
                              f"(the first is in {seen[key]})")
         seen[key] = where
-        if isinstance(value, Project):
-            projects.append(value)
-        elif isinstance(value, Role):
+        if isinstance(value, Role):
             roles.append(value)
-        elif isinstance(value, RoleBinding):
-            bindings.append(value)
         else:
-            name, labels = value
-            namespaces[name] = labels
+            bindings.append(value)
     snapshot, locations = _snapshot(rest, source)
     validate_snapshot(snapshot, source, locations=locations)
-    snapshot = dataclasses.replace(snapshot, projects=tuple(sorted(projects, key=lambda p: p.name)),
-                                   namespace_labels=namespaces)
     return TenancySnapshot(snapshot, tuple(roles), tuple(bindings))
 
 

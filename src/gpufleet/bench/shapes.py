@@ -16,6 +16,10 @@ second or two at full size. At ``scale=1.0``:
   40 apps: half with a required anti-affinity to their own app over hostnames, half with two
   DoNotSchedule spread constraints (maxSkew 1) over zones and hostnames (kube-scheduler's
   scheduler_perf runs such workloads, inter-pod affinity its slowest plugin).
+- ``basic-projects``: ``basic`` with 50 Projects: every pod in one of 50 namespaces, each the
+  namespace of one Project that lists the four leaf queues and the pods' PriorityClass, and may
+  use two of ten node pools (every node is in one pool, by its ``gpufleet.dev/pool`` label), so
+  node-pool rules apply to every pod (issue 10: within 10% of ``basic``).
 
 ``scale`` shrinks node and pod counts proportionally (at least 1 of each). The labels and
 annotations of every object agree with its typed fields, so a shape survives a YAML round trip.
@@ -33,6 +37,7 @@ from gpufleet.domain import (
     LABEL_GPU_MEMORY,
     LABEL_GPU_PRODUCT,
     LABEL_POD_GROUP,
+    LABEL_POOL,
     LABEL_QUEUE,
     MEMORY,
     MILLI,
@@ -40,10 +45,12 @@ from gpufleet.domain import (
     LabelSelector,
     Node,
     NodeName,
+    NodePool,
     Pod,
     PodAffinityTerm,
     PodGroup,
     PriorityClass,
+    Project,
     Queue,
     QueueName,
     QueueResource,
@@ -67,7 +74,8 @@ __all__ = [
     "scaled",
 ]
 
-SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology", "affinity")
+SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology", "affinity",
+                           "basic-projects")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -438,6 +446,32 @@ def _affinity(scale: float) -> Snapshot:
     return replace(base, nodes=nodes, pods=tuple(pods))
 
 
+PROJECTS = 50
+NODE_POOLS = 10
+
+
+def _basic_projects(scale: float) -> Snapshot:
+    """``basic`` with 50 Projects and node-pool rules on every pod (see the module's docstring)."""
+    base = _basic(scale)
+    nodes = tuple(
+        replace(node, labels={**node.labels, LABEL_POOL: f"pool-{i % NODE_POOLS}"}) for i, node in enumerate(base.nodes)
+    )
+    namespaces = [f"{NAMESPACE}-{j:02d}" for j in range(PROJECTS)]
+    pods = tuple(replace(pod, namespace=namespaces[int(pod.name.rsplit("-", 1)[1]) % PROJECTS]) for pod in base.pods)
+    pools = [NodePool(f"pool-{k}", LabelSelector(((LABEL_POOL, f"pool-{k}"),))) for k in range(NODE_POOLS)]
+    projects = tuple(
+        Project(
+            name=f"project-{j:02d}",
+            namespace_names=(namespaces[j],),
+            queues=LEAF_QUEUES,
+            node_pools=(pools[j % NODE_POOLS], pools[(j + 1) % NODE_POOLS]),
+            priority_classes=(TRAIN.name,),
+        )
+        for j in range(PROJECTS)
+    )
+    return replace(base, nodes=nodes, pods=pods, projects=projects)
+
+
 _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "basic": _basic,
     "gang-small": _gang_small,
@@ -445,6 +479,7 @@ _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "preemption": _preemption,
     "topology": _topology,
     "affinity": _affinity,
+    "basic-projects": _basic_projects,
 }
 
 

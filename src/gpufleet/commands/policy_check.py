@@ -19,6 +19,7 @@ from gpufleet.adapters.tenancy_snapshot import TenancySnapshot, load_pod_file, l
 from gpufleet.commands.base import Command, CommandError
 from gpufleet.domain import Pod, PodGroup
 from gpufleet.domain.queues import pod_group_of, resolve_queue
+from gpufleet.domain.selectors import namespace_labels
 from gpufleet.domain.wire import ANNOTATION_SUBMITTED_BY
 from gpufleet.policy import (
     ProjectIndex,
@@ -73,7 +74,7 @@ def decide(pod: Pod, tenancy: TenancySnapshot, user: str | None, groups: tuple[s
     that this command prints exactly what the webhook answers."""
     snapshot = tenancy.snapshot
     access = QueueAccess(RbacAuthorizer(tenancy.roles, tenancy.bindings), pod.namespace)
-    index = ProjectIndex.build(snapshot.projects, snapshot.namespace_labels, (pod.namespace,))
+    index = ProjectIndex.build(snapshot.projects, namespace_labels(snapshot.namespaces), (pod.namespace,))
     project = index.project_of(pod.namespace)
     group = pod_group_of(pod, {g.key: g for g in snapshot.pod_groups})
     queue = resolve_queue(pod, group, queue_for(project, snapshot.config.default_queue))

@@ -387,8 +387,6 @@ class Snapshot:
     storage_classes: tuple[StorageClass, ...] = ()
     namespaces: tuple[Namespace, ...] = ()  # v1 Namespaces (for namespaceSelector): may be none
     projects: tuple[Project, ...] = ()
-    # namespace name -> its labels, for Project namespace selectors (absent: the name label only)
-    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 
 from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.tenancy import PendingLimits
 from gpufleet.engine.workload import Gang, PodInfo
 
 __all__ = ["FairOrder", "gated_reason"]
@@ -32,8 +33,9 @@ class FairOrder:
     then done)."""
 
     def __init__(self, forest: QueueForest, gangs: Sequence[Gang], pods: Sequence[PodInfo],
-                 evicted: Container[int], open_gangs: list[int]) -> None:
+                 evicted: Container[int], open_gangs: list[int], limits: PendingLimits | None = None) -> None:
         self.forest = forest
+        self.limits = limits  # maxPendingGangsPerUser of Projects (None: no Project sets one)
         self.gangs = gangs
         self.pods = pods
         self.evicted = evicted
@@ -49,6 +51,8 @@ class FairOrder:
     def candidates(self) -> dict[int, list[int]]:
         """Candidate gangs per leaf queue, in the queue's own order."""
         per_leaf: dict[int, list[int]] = {}
+        limits = self.limits
+        capped: list[int] = []  # gangs of users with a cap on pending gangs: chosen after the loop
         for g in self.open_gangs:
             gang = self.gangs[g]
             if gang.evicted or gang.queue < 0:
@@ -59,6 +63,9 @@ class FairOrder:
             if gang.missing_group:  # api.md: it waits until its PodGroup exists
                 gang.pending_reason = f"pod group {gang.key} does not exist"
                 continue
+            if gang.policy_reason:  # a Project rule (engine/tenancy.py)
+                gang.pending_reason = gang.policy_reason
+                continue
             if gang.gates:
                 gang.pending_reason = gated_reason(gang.gates)
                 continue
@@ -66,7 +73,14 @@ class FairOrder:
             if gang.alive == 0 and total < gang.min_member:
                 gang.pending_reason = (f"gang {gang.key} has {total} of minMember {gang.min_member} pods")
                 continue
+            if limits is not None and g in limits.slot_of:
+                capped.append(g)
+                continue
             per_leaf.setdefault(gang.queue, []).append(gang.idx)
+        if capped:
+            assert limits is not None
+            for g in limits.select(capped, self.gangs):
+                per_leaf.setdefault(self.gangs[g].queue, []).append(g)
         for lst in per_leaf.values():
             lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
         return per_leaf

@@ -3,17 +3,29 @@
 Schedulability, taints against tolerations, nodeSelector and required node affinity depend only
 on the node's labels and taints, so they are computed once per distinct set of pod constraints
 as a boolean mask over all nodes (vectorised per label key), and cached. So is the static part of
-a pod's soft node penalty (preferred node affinity, PreferNoSchedule taints).
+a pod's soft node penalty (preferred node affinity, PreferNoSchedule taints), and so are the node pools
+of a pod's Project (docs/semantics-notes.md, "Projects", rule 4): a mask per Project, and the
+cache key of a pod of a Project with pools carries the Project's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.domain import Node, Pod, SelectorRequirement, SelectorTerm, Taint, TaintEffect, Toleration
+from gpufleet.domain import (
+    LabelSelector,
+    Node,
+    Pod,
+    Project,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
 from gpufleet.engine.cluster import BoolArray, IntArray
 
 BLOCKING_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
@@ -61,14 +73,20 @@ class StaticReport:
     unschedulable: int
     taints: dict[str, int]
     selector: int
+    pools: int = 0  # outside the node pools of ``project`` (counted after unschedulable)
+    project: Project | None = None  # the pod's Project, when it has node pools
 
 
 class StaticFeasibility:
     """Caches static node masks per distinct pod constraint set."""
 
-    def __init__(self, nodes: Sequence[Node], schedulable: BoolArray) -> None:
+    def __init__(self, nodes: Sequence[Node], schedulable: BoolArray,
+                 pools: Mapping[str, Project] | None = None) -> None:
+        """``pools``: namespace -> its Project, for the namespaces whose Project has node pools."""
         self.nodes = nodes
         self.schedulable = schedulable
+        self.pools: Mapping[str, Project] = pools or {}
+        self._pool_masks: dict[str, BoolArray] = {}
         self._labels: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
         self._taints: dict[Taint, BoolArray] = {}
         self._soft_taints: dict[Taint, BoolArray] = {}  # PreferNoSchedule: scores, never filters
@@ -78,7 +96,7 @@ class StaticFeasibility:
                 mask = table.setdefault(taint, np.zeros(len(nodes), dtype=np.bool_))
                 mask[i] = True
         self._preferences: dict[PreferenceKey, IntArray | None] = {}
-        self._cache: dict[StaticKey, BoolArray] = {}
+        self._cache: dict[object, BoolArray] = {}
         self._names = np.array([n.name for n in nodes], dtype=object)
 
     def _codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
@@ -159,11 +177,49 @@ class StaticFeasibility:
                 mask &= ~has
         return mask
 
-    def mask(self, pod: Pod) -> BoolArray:
+    def project_of(self, pod: Pod) -> Project | None:
+        """The pod's Project when it has node pools (None: every node)."""
+        return self.pools.get(pod.namespace) if self.pools else None
+
+    def key(self, pod: Pod) -> object:
+        """What the pod's static mask depends on: its constraints, and its Project's pools."""
         key = static_key(pod)
+        if self.pools:
+            project = self.pools.get(pod.namespace)
+            if project is not None:
+                return (key, project.name)
+        return key
+
+    def label_selector_mask(self, selector: LabelSelector) -> BoolArray:
+        """Nodes whose labels satisfy ``selector`` (the vector form of ``selector_matches``)."""
+        mask = np.ones(len(self.nodes), dtype=np.bool_)
+        for key, value in selector.match_labels:
+            codes, vocab = self._codes(key)
+            mask &= codes == vocab.get(value, -2)
+        for req in selector.match_expressions:
+            mask &= self._requirement(req, False)
+        return mask
+
+    def pool_mask(self, project: Project) -> BoolArray:
+        """Nodes in at least one of the Project's node pools (all nodes when it has none)."""
+        got = self._pool_masks.get(project.name)
+        if got is None:
+            got = np.zeros(len(self.nodes), dtype=np.bool_) if project.node_pools else np.ones(
+                len(self.nodes), dtype=np.bool_)
+            for pool in project.node_pools:
+                got |= self.label_selector_mask(pool.selector)
+            got.setflags(write=False)
+            self._pool_masks[project.name] = got
+        return got
+
+    def mask(self, pod: Pod) -> BoolArray:
+        key = self.key(pod)
         got = self._cache.get(key)
         if got is None:
             got = self.schedulable & self.selector_mask(pod) & self.taint_mask(pod)
+            project = self.project_of(pod)
+            if project is not None:
+                got &= self.pool_mask(project)
             got.setflags(write=False)
             self._cache[key] = got
         return got
@@ -199,6 +255,12 @@ class StaticFeasibility:
     def report(self, pod: Pod) -> StaticReport:
         """Counts of nodes ruled out per cause (each node counted for its first cause)."""
         out = ~self.schedulable
+        project = self.project_of(pod)
+        pools = 0
+        if project is not None:
+            outside = ~self.pool_mask(project) & ~out
+            pools = int(outside.sum())
+            out = out | outside
         taints: dict[str, int] = {}
         for taint, has in sorted(self._taints.items(), key=lambda t: (t[0].key, t[0].value, t[0].effect.value)):
             if not tolerates(pod.tolerations, taint):
@@ -210,4 +272,4 @@ class StaticFeasibility:
                     taints[text] = int(hit.sum())
                     out = out | has
         selector = int((~self.selector_mask(pod) & ~out).sum())
-        return StaticReport(int((~self.schedulable).sum()), taints, selector)
+        return StaticReport(int((~self.schedulable).sum()), taints, selector, pools, project)

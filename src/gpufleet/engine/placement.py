@@ -22,6 +22,7 @@ from gpufleet.engine.interpod import InterPod
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, PodInfo
+from gpufleet.policy import no_pool_node_reason, outside_pools_reason
 
 BIG = np.int64(1) << np.int64(40)
 INF = np.iinfo(np.int64).max
@@ -242,16 +243,21 @@ class Placer:
             if waiting:
                 return waiting
         report = self.feasibility.report(info.pod)
+        project = report.project
+        if project is not None and not self.feasibility.pool_mask(project).any():
+            return no_pool_node_reason(project)
         static = self.feasibility.mask(info.pod)
         if within is not None:
             static = static & within
         causes: list[str] = []
         if report.unschedulable:
             causes.append(f"{report.unschedulable} unschedulable")
+        if project is not None and report.pools:
+            causes.append(outside_pools_reason(project, report.pools))
         only_taint = None
         for taint, count in report.taints.items():
             causes.append(f"{count} with untolerated taint {taint}")
-            if count == len(c.nodes) - report.unschedulable:
+            if count == len(c.nodes) - report.unschedulable and not report.pools:
                 only_taint = taint
         if report.selector:
             causes.append(f"{report.selector} not matching nodeSelector/affinity")

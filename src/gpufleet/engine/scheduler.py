@@ -20,13 +20,14 @@ from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.decisions import DecisionLog
-from gpufleet.engine.feasibility import StaticFeasibility, static_key
+from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.intake import screen
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates, overcommit_warnings
 from gpufleet.engine.running import bind_running, preset_node_warnings
+from gpufleet.engine.tenancy import PendingLimits, Tenancy, UserCaps
 from gpufleet.engine.victims import VictimIndex
 from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, build_gangs, build_pod_table
@@ -64,8 +65,14 @@ class Engine:
         self.cluster = ClusterState(snapshot.nodes, sorted(extra))
         capacity = {r: self.cluster.capacity(r) for r in {GPU} | set(self.cluster.resources)}
         self.forest = QueueForest(queues, capacity)
-        self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable)
-        self.pods, requests = build_pod_table(snapshot, self.cluster, self.forest.index)
+        # Projects (docs/semantics-notes.md, "Projects"): None when no rule can apply.
+        tenancy = Tenancy.of(snapshot)
+        self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable,
+                                             tenancy.pools() if tenancy is not None else None)
+        self.pods, requests = build_pod_table(
+            snapshot, self.cluster, self.forest.index,
+            tenancy.default_queues(config.default_queue) if tenancy is not None else None,
+        )
         classes = {pc.name: pc.value for pc in snapshot.priority_classes}
         self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
         self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement,
@@ -80,12 +87,16 @@ class Engine:
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]
+        if tenancy is not None:
+            tenancy.judge(self.gangs, self.pods, self.open_gangs, self.forest)
+        self.caps = UserCaps.of(tenancy, self.pods, self.quota.gpu_milli)
         self.victims = VictimIndex(self.gangs, self.pods, requests, self.forest, self.cluster,
                                    self.feasibility, self.placer.node_of)
         self.log = DecisionLog(
             warnings + overcommit_warnings(self.forest) + preset_node_warnings(self.pods, self.cluster)
         )
-        self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs)
+        self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs,
+                                   PendingLimits.of(tenancy, self.gangs, self.pods))
 
     # -- gang facts --------------------------------------------------------------------------
 
@@ -97,8 +108,12 @@ class Engine:
         return self.quota.gang_request(members)
 
     def quota_gate(self, gang: Gang, request: list[int]) -> str:
-        """Empty when the queue rules admit ``request`` now, else the reason."""
-        return self.quota.gate(gang, request)
+        """Empty when the queue rules (and the Projects' per-user GPU caps) admit ``request``
+        now, else the reason."""
+        reason = self.quota.gate(gang, request)
+        if not reason and self.caps is not None:
+            reason = self.caps.gate(self.admission.pending_members(gang))
+        return reason
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -154,14 +169,17 @@ class Engine:
         info = self.pods[gang.members[0]]
         if info.pod.claims and self.placer.volumes is not None:
             return None  # claims and their volumes make each such pod's failure its own
-        return (gang.queue, gang.priority, gang.preemptible, static_key(info.pod), info.res.tobytes(),
-                info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info))
+        return (gang.queue, gang.priority, gang.preemptible, self.feasibility.key(info.pod), info.res.tobytes(),
+                info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info),
+                self.caps.signature(info.idx) if self.caps is not None else -1)
 
     # -- one attempt ---------------------------------------------------------------------------
 
     def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
         """Quota gates, then placement on what is free now (committed on success)."""
         reason = self.quota.gate(gang, request)
+        if not reason and self.caps is not None:
+            reason = self.caps.gate(members)
         if reason:
             return GangPlacement(False, reason=reason)
         return self.placer.place_gang(gang, members, self.required(gang))
@@ -207,6 +225,8 @@ class Engine:
             self.log.bind(a)
             gang.alive += 1
             self.forest.add(info.queue, self.quota.quota_vec(info))
+            if self.caps is not None:
+                self.caps.add(info, 1)
 
     def release_trial(self, placed: GangPlacement) -> None:
         for a in reversed(placed.assignments):
@@ -216,6 +236,8 @@ class Engine:
         self.version += 1
         info = self.pods[pod]
         self.forest.add(info.queue, self.quota.quota_vec(info), -1)
+        if self.caps is not None:
+            self.caps.add(info, -1)
         self.placer.release(pod)
         self.gangs[info.gang].alive -= 1
 
@@ -225,6 +247,8 @@ class Engine:
         info = self.pods[pod]
         self.gangs[info.gang].alive += 1
         self.forest.add(info.queue, self.quota.quota_vec(info))
+        if self.caps is not None:
+            self.caps.add(info, 1)
 
     def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
         """Evict a running gang (done: not re-queued), or withdraw the bindings of a gang this call

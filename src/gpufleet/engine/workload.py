@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -79,6 +80,7 @@ class Gang:
     gates: tuple[str, ...] = ()  # spec.schedulingGates of its pods: not a candidate while any is left
     taken_back_by: str = ""  # admitted by this call, then withdrawn to make room for this pod's gang
     missing_group: bool = False  # its label names a PodGroup that does not exist: it waits
+    policy_reason: str = ""  # a pending member breaks a Project rule (engine/tenancy.py): it waits
 
 
 def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int]) -> list[PodInfo]:
@@ -86,10 +88,13 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
     return build_pod_table(snapshot, cluster, queue_of)[0]
 
 
-def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
-                    queue_of: dict[QueueName, int]) -> tuple[list[PodInfo], IntArray]:
+def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int],
+                    default_queues: Mapping[str, QueueName] | None = None) -> tuple[list[PodInfo], IntArray]:
     """PodInfo for every pod that is ours or holds capacity, in pod-key order, and the request
     matrix (pods x ClusterState.resources) whose rows are the PodInfo ``res`` views.
+
+    ``default_queues``: namespace -> the queue of its pods that name none, where it is not the
+    config's (a Project's ``defaultQueue``); the rule that picks the queue stays ``resolve_queue``.
 
     Tens of thousands of running pods pass through here on every call, so the loop is kept flat:
     request columns are filled per resource, and PodInfo gets its fields positionally.
@@ -126,7 +131,8 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState,
         preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
         queue = -1
         if pod.scheduler_name == SCHEDULER_NAME:
-            queue = queue_of.get(resolve_queue(pod, group, default_queue), -1)
+            fallback = default_queues.get(pod.namespace, default_queue) if default_queues else default_queue
+            queue = queue_of.get(resolve_queue(pod, group, fallback), -1)
         blocks = pod.gpu_blocks
         append(PodInfo(
             i, pod, keys[i], matrix[i], pod.requests.get(GPU, 0) // MILLI, blocks,

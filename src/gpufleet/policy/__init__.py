@@ -5,12 +5,20 @@
 from gpufleet.policy.projects import ProjectIndex
 from gpufleet.policy.rbac import PolicyRule, QueueAccess, RbacAuthorizer, Role, RoleBinding, Subject
 from gpufleet.policy.rules import (
+    gpu_cap_problem,
+    in_node_pools,
     namespace_problem,
+    no_pool_node_reason,
     non_preemptible_problem,
+    outside_pools_reason,
+    pending_gangs_problem,
+    pending_problem,
     pool_names,
+    priority_class_of,
     priority_problem,
     queue_for,
     queue_problem,
+    user_of,
 )
 
 __all__ = [
@@ -21,10 +29,18 @@ __all__ = [
     "Role",
     "RoleBinding",
     "Subject",
+    "gpu_cap_problem",
+    "in_node_pools",
     "namespace_problem",
+    "no_pool_node_reason",
     "non_preemptible_problem",
+    "outside_pools_reason",
+    "pending_gangs_problem",
+    "pending_problem",
     "pool_names",
+    "priority_class_of",
     "priority_problem",
     "queue_for",
     "queue_problem",
+    "user_of",
 ]

@@ -7,16 +7,28 @@ rule in the scheduler."""
 
 from __future__ import annotations
 
-from gpufleet.domain import Project, QueueName
+from collections.abc import Mapping
+
+from gpufleet.domain import MILLI, Pod, PodGroup, Project, QueueName
+from gpufleet.domain.selectors import selector_matches
+from gpufleet.domain.wire import UNVERIFIED_USER
 from gpufleet.policy.projects import ProjectIndex
 
 __all__ = [
+    "gpu_cap_problem",
+    "in_node_pools",
     "namespace_problem",
+    "no_pool_node_reason",
     "non_preemptible_problem",
+    "outside_pools_reason",
+    "pending_gangs_problem",
+    "pending_problem",
     "pool_names",
+    "priority_class_of",
     "priority_problem",
     "queue_for",
     "queue_problem",
+    "user_of",
 ]
 
 
@@ -75,3 +87,74 @@ def non_preemptible_problem(project: Project | None, preemptible: bool) -> str |
 def pool_names(project: Project) -> str:
     """The Project's node pools as a reason names them."""
     return ", ".join(pool.name for pool in project.node_pools)
+
+
+def _pools(project: Project) -> str:
+    return ("node pool " if len(project.node_pools) == 1 else "node pools ") + pool_names(project)
+
+
+def in_node_pools(project: Project | None, labels: Mapping[str, str]) -> bool:
+    """Whether a node with ``labels`` is one the Project's pods may use (rule 4): it matches at
+    least one pool's selector, or the Project has no pools. The engine's vector form of this rule
+    (``StaticFeasibility``) is tested against it."""
+    if project is None or not project.node_pools:
+        return True
+    return any(selector_matches(pool.selector, labels) for pool in project.node_pools)
+
+
+def outside_pools_reason(project: Project, count: int) -> str:
+    """The cause a pending reason gives for the ``count`` nodes outside the Project's pools."""
+    return f"{count} outside project {project.name}'s node pools ({pool_names(project)})"
+
+
+def no_pool_node_reason(project: Project) -> str:
+    """The pending reason when no node of the cluster is in the Project's pools."""
+    return f"project {project.name} may only use {_pools(project)}"
+
+
+def priority_class_of(pod: Pod, group: PodGroup | None) -> str | None:
+    """The PriorityClass rule 2 judges: the one the pod's PodGroup names, else the pod's."""
+    if group is not None and group.priority_class_name:
+        return group.priority_class_name
+    return pod.priority_class_name
+
+
+def pending_problem(index: ProjectIndex, pod: Pod, queue: QueueName, group: PodGroup | None,
+                    preemptible: bool, require_project: bool) -> str | None:
+    """The first rule a pending pod of ours breaks (membership, then rules 1 to 3), or None.
+    ``queue``: the queue it goes to; ``preemptible``: whether its gang is."""
+    namespace = pod.namespace
+    problem = namespace_problem(index, namespace, require_project)
+    if problem is not None:
+        return problem
+    project = index.project_of(namespace)
+    return (queue_problem(index, project, namespace, queue, pod.queue_grant)
+            or priority_problem(project, priority_class_of(pod, group))
+            or non_preemptible_problem(project, preemptible))
+
+
+def user_of(pod: Pod) -> str:
+    """A pod's user for the per-user caps: its submitted-by annotation, else ``unverified``."""
+    return pod.submitted_by or UNVERIFIED_USER
+
+
+def _gpus(milli: int) -> str:
+    return f"{milli / MILLI:g} GPU" + ("" if milli == MILLI else "s")
+
+
+def gpu_cap_problem(project: Project, user: str, held_milli: int, asked_milli: int) -> str | None:
+    """Rule 5, maxGPUsPerUser: ``user`` holds ``held_milli`` milli-GPU in the Project (whole GPUs,
+    and blocks/100) and a gang of theirs asks for ``asked_milli`` more."""
+    cap = project.max_gpus_per_user
+    total = held_milli + asked_milli
+    if cap is None or total <= cap * MILLI:
+        return None
+    return f"user {user} would hold {_gpus(total)} in project {project.name}, over its maxGPUsPerUser {cap}"
+
+
+def pending_gangs_problem(project: Project, user: str, count: int) -> str | None:
+    """Rule 5, maxPendingGangsPerUser: ``user`` has ``count`` pending gangs in the Project."""
+    cap = project.max_pending_gangs_per_user
+    if cap is None or count <= cap:
+        return None
+    return f"user {user} has {count} pending gangs in project {project.name}, over its maxPendingGangsPerUser {cap}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.domain import LabelSelector, Project
+from gpufleet.domain import LabelSelector, Namespace, Project
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.convert import (
     CONVERTED_KINDS,
@@ -49,7 +49,7 @@ def test_projects_and_namespaces_are_informed_and_converted() -> None:
     converted = convert_object(Kind.PROJECT, project("vision", ["ml"], {"matchLabels": {"team": "vision"}}, ["v"]))
     assert converted == Project(name="vision", namespace_names=("ml",), queues=("v",),
                                 namespace_selector=LabelSelector(match_labels=(("team", "vision"),)))  # fmt: skip
-    assert convert_object(Kind.NAMESPACE, namespace("ml", {"team": "vision"})) == (
+    assert convert_object(Kind.NAMESPACE, namespace("ml", {"team": "vision"})) == Namespace(
         "ml", {"kubernetes.io/metadata.name": "ml", "team": "vision"})
     with pytest.raises(ConversionError, match=r"^Project bad: spec: defaultQueue must be one of queues$"):
         convert_object(Kind.PROJECT, {"metadata": {"name": "bad"}, "spec": {"defaultQueue": "x"}})
@@ -57,14 +57,28 @@ def test_projects_and_namespaces_are_informed_and_converted() -> None:
         convert_object(Kind.NAMESPACE, {"metadata": {}})
 
 
-def test_the_snapshot_carries_projects_and_namespace_labels_only_when_there_are_projects() -> None:
+def test_the_snapshot_carries_projects_sorted_and_the_namespaces() -> None:
     ns = [convert_object(Kind.NAMESPACE, namespace("ml", {"team": "vision"}))]
     without = build_snapshot({Kind.NAMESPACE: ns}).snapshot
-    assert without.projects == () and dict(without.namespace_labels) == {}
+    assert without.projects == () and without.namespaces == tuple(ns)
     projects = [convert_object(Kind.PROJECT, project(name, [name])) for name in ("b", "a")]
     snapshot = build_snapshot({Kind.PROJECT: projects, Kind.NAMESPACE: ns}).snapshot
     assert [p.name for p in snapshot.projects] == ["a", "b"]
-    assert dict(snapshot.namespace_labels) == {"ml": {"kubernetes.io/metadata.name": "ml", "team": "vision"}}
+    assert snapshot.namespaces == (Namespace("ml", {"kubernetes.io/metadata.name": "ml", "team": "vision"}),)
+
+
+def test_a_project_default_queue_resolves_pods_that_name_none() -> None:
+    """The controller's view files a pod that names no queue under its Project's defaultQueue, as the
+    engine does (docs/semantics-notes.md, "Projects")."""
+    objects = {
+        Kind.QUEUE: [convert_object(Kind.QUEUE, queue("team-a", 8))],
+        Kind.PROJECT: [convert_object(Kind.PROJECT, project("vision", ["ml"], queues=["team-a"]) | {
+            "spec": {"namespaces": {"names": ["ml"]}, "queues": ["team-a"], "defaultQueue": "team-a"}})],
+        Kind.POD: [convert_object(Kind.POD, {"metadata": {"name": "p", "namespace": "ml"},
+                                             "spec": {"schedulerName": "gpufleet", "containers": [{"name": "c"}]}})],
+    }
+    view = build_snapshot(objects)
+    assert view.queue_of == {"ml/p": "team-a"}
 
 
 def test_what_changes_of_projects_and_namespaces_start_a_cycle() -> None:
@@ -122,7 +136,8 @@ async def test_namespace_conflict_is_reported_on_both_projects_and_cleared(emula
 
         # Written only on change: a cycle for something else writes no Project status.
         writes = _project_writes(store)
-        store.put(Kind.POD, pod("p0", queue="team-a", namespace="other"))
+        store.put(Kind.QUEUE, queue("open", 8))  # listed by no Project: any namespace may use it
+        store.put(Kind.POD, pod("p0", queue="open", namespace="other"))
         await eventually(lambda: "other/p0" in bound_pods(store), what="another cycle")
         assert _project_writes(store) == writes
 

@@ -102,8 +102,8 @@ def test_projects_namespaces_and_the_rbac_objects_that_concern_gpufleet() -> Non
     assert _names(snap, "ClusterRoleBinding") == ["admins"]
     assert _names(snap, "RoleBinding") == ["team-a/alice-uses-b", "team-a/groups"]
     kinds = [doc["kind"] for doc in snap.documents]
-    assert kinds[kinds.index("Project"):] == [
-        "Project", "Project", "Namespace", "Namespace", "ClusterRole", "ClusterRole", "Role",
+    assert kinds[kinds.index("Namespace"):] == [
+        "Namespace", "Namespace", "Project", "Project", "ClusterRole", "ClusterRole", "Role",
         "ClusterRoleBinding", "RoleBinding", "RoleBinding"]  # fmt: skip
     by_name = {(d["kind"], d["metadata"]["name"]): d for d in snap.documents}
     # stripped: no status, no managedFields, no foreign annotations; what RBAC and selectors read is kept
@@ -122,14 +122,14 @@ def test_projects_namespaces_and_the_rbac_objects_that_concern_gpufleet() -> Non
     assert read(fake_cluster(tenancy_objects())).to_yaml() == snap.to_yaml()  # same state, same bytes
 
 
-def test_without_projects_no_namespace_is_written() -> None:
+def test_without_projects_the_namespaces_are_still_written() -> None:
+    """Namespaces are written whether or not there are Projects: namespaceSelectors of inter-pod
+    terms match their labels too (docs/semantics-notes.md, "Inter-pod affinity")."""
     objects = tenancy_objects()
     del objects[Kind.PROJECT]
-    cluster = fake_cluster(objects)
-    snap = read(cluster)
-    assert _names(snap, "Project") == [] and _names(snap, "Namespace") == []
+    snap = read(fake_cluster(objects))
+    assert _names(snap, "Project") == [] and _names(snap, "Namespace") == ["team-a", "team-b"]
     assert _names(snap, "ClusterRole") == ["cluster-admin", "use-team-b"]
-    assert not [c for c in cluster.calls if c.kind is Kind.NAMESPACE]  # not even listed
 
 
 def test_a_reader_without_rbac_permissions_gets_the_rest_and_a_warning() -> None:

@@ -28,8 +28,8 @@ from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_models import (
     QUANTITY_PATTERN,
     pod_group_from_dict,
+    project_from_dict,
     queue_from_dict,
-    read_project,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.quantity import QuantityError, to_milli
@@ -39,7 +39,7 @@ from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, SchemaConversi
 SPEC = Path(__file__).resolve().parents[4] / "shared" / "spec"
 KUBE_VERSIONS = ("1.27.0", "1.37.0")  # the chart's kubeVersion floor and the newest schemas bundled
 LOADERS = {"Queue": queue_from_dict, "PodGroup": pod_group_from_dict, "SchedulerConfig": scheduler_config_from_dict,
-           "Project": read_project}
+           "Project": project_from_dict}
 
 
 # --- the API server's validation, emulated ------------------------------------------------------
@@ -523,7 +523,7 @@ def test_the_selector_rule_agrees_with_the_loader(requirement: dict[str, Any], o
     assert _loader_accepts(_obj("Project", spec)) is ok
     if not ok:
         with pytest.raises(FieldError, match=r"^spec\.namespaces\.selector\.matchExpressions\[0\]: values must be given"):
-            read_project(_obj("Project", spec))
+            project_from_dict(_obj("Project", spec))
 
 
 def test_a_full_project_validates_and_reads() -> None:
@@ -536,7 +536,7 @@ def test_a_full_project_validates_and_reads() -> None:
                         "claimNames": ["vision-*"]}}  # fmt: skip
     obj = _obj("Project", spec, name="ml-vision")
     assert api_server_errors(obj) == []
-    project = read_project(obj)
+    project = project_from_dict(obj)
     assert (project.name, project.queues, project.default_queue) == ("ml-vision", ("vision-train", "vision-infer"), "vision-train")
     assert [pool.name for pool in project.node_pools] == ["a100"]
     assert project.node_pools[0].selector.match_labels == (("nvidia.com/gpu.product", "A100"),)

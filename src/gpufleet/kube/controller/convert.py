@@ -16,11 +16,11 @@ has evicted count as gone at once, as they do in ``replay``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.adapters import FieldError, InputError, read_project, reader_for, validate_snapshot
+from gpufleet.adapters import FieldError, InputError, reader_for, validate_snapshot
 from gpufleet.domain import (
     LABEL_PREFIX,
     Binding,
@@ -33,6 +33,7 @@ from gpufleet.domain import (
     PriorityClass,
     Project,
     Queue,
+    QueueName,
     SchedulerConfig,
     Snapshot,
 )
@@ -47,9 +48,11 @@ from gpufleet.domain.queues import (
     pod_group_of,
     resolve_queue,
 )
+from gpufleet.domain.selectors import namespace_labels
 from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.inspect.snapshot import wanted_pod
+from gpufleet.policy import ProjectIndex, queue_for
 
 __all__ = [
     "CONVERTED_KINDS",
@@ -61,7 +64,6 @@ __all__ = [
     "gang_id",
     "gang_key",
     "label_selector_matches",
-    "namespace_labels",
     "relevant_change",
 ]
 
@@ -85,29 +87,11 @@ def _describe(kind: Kind, obj: Mapping[str, Any]) -> str:
     return f"{kind.kind} {name}"
 
 
-NamespaceLabels = tuple[str, Mapping[str, str]]  # a Namespace as a snapshot needs it: (name, labels)
-
-
-def _namespace(doc: dict[str, Any]) -> NamespaceLabels:
-    meta = doc.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise FieldError("metadata.name", "required field missing")
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
-        raise FieldError("metadata.labels", "must be a mapping of strings")
-    return str(meta["name"]), dict(labels)
-
-
-# Kinds the replay loader does not read (yet): Projects (until the loader's reader of Projects is
-# merged, then reader_for gives it and this entry goes) and Namespaces (only their labels count).
-_OWN_READERS: dict[Kind, Any] = {Kind.PROJECT: read_project, Kind.NAMESPACE: _namespace}
-
-
 def convert_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
     """The domain object for ``obj`` of ``kind``, read exactly as ``gpufleet replay`` reads it.
 
     List items from the API server carry no apiVersion/kind: ``kind`` says what they are."""
-    reader = _OWN_READERS.get(kind) or reader_for(kind.api_version, kind.kind)
+    reader = reader_for(kind.api_version, kind.kind)
     if reader is None:  # pragma: no cover - CONVERTED_KINDS are all readable
         raise ConversionError(f"{kind.kind}: not a kind gpufleet reads")
     try:
@@ -176,11 +160,6 @@ def _placed(pod: Pod, binding: Binding) -> Pod:
     return dataclasses.replace(pod, node_name=NodeName(binding.node), gpu_index=binding.gpus, gpu_blocks=blocks)
 
 
-def namespace_labels(objects: Mapping[Kind, Iterable[Any]]) -> dict[str, Mapping[str, str]]:
-    """The labels of every Namespace, by name (what Project namespace selectors read)."""
-    return dict(objects.get(Kind.NAMESPACE, ()))
-
-
 def build_snapshot(
     objects: Mapping[Kind, Iterable[Any]],
     overlay: Overlay | None = None,
@@ -198,6 +177,8 @@ def build_snapshot(
     configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
     namespaces: list[Namespace] = list(objects.get(Kind.NAMESPACE, ()))
     config = configs[0] if configs else SchedulerConfig()
+    projects: list[Project] = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
+    default_queue = _default_queues(projects, namespaces, config.default_queue)
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
     tree = QueueTree.of(queues)
     broken = tree.broken
@@ -216,8 +197,9 @@ def build_snapshot(
         if placed is not None and pod.node_name is None:
             pod = _placed(pod, placed)
         if pod.ours and not pod.finished:
-            queue = resolve_queue(pod, pod_group_of(pod, groups), config.default_queue)
-            problem = tree.use_problem(queue, config.default_queue)
+            fallback = default_queue(pod.namespace)
+            queue = resolve_queue(pod, pod_group_of(pod, groups), fallback)
+            problem = tree.use_problem(queue, fallback)
             if problem is not None:
                 if pod.node_name is None:
                     rejected[key] = _queue_problem_text(problem)
@@ -239,10 +221,19 @@ def build_snapshot(
         namespaces=tuple(namespaces),
     )
     snapshot = _with_chosen_volumes(snapshot, [b for b in overlay.placed.values() if b.volumes])
-    projects: list[Project] = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
     if projects:  # a cluster without Projects: the snapshot it always had
-        snapshot = dataclasses.replace(snapshot, projects=tuple(projects), namespace_labels=namespace_labels(objects))
+        snapshot = dataclasses.replace(snapshot, projects=tuple(projects))
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
+
+
+def _default_queues(projects: list[Project], namespaces: list[Namespace],
+                    default: QueueName) -> Callable[[str], QueueName]:
+    """namespace -> the queue of its pods that name none: its Project's defaultQueue, else
+    ``default`` (the engine's rule, docs/semantics-notes.md "Projects")."""
+    if not any(p.default_queue for p in projects):
+        return lambda _namespace: default
+    index = ProjectIndex.build(projects, namespace_labels(namespaces))
+    return lambda namespace: queue_for(index.project_of(namespace), default)
 
 
 def _with_chosen_volumes(snapshot: Snapshot, placed: list[Binding]) -> Snapshot:
@@ -275,7 +266,7 @@ def _with_chosen_volumes(snapshot: Snapshot, placed: list[Binding]) -> Snapshot:
 def check_snapshot(view: SnapshotView) -> str | None:
     """The replay loader's cross-object checks as a last safety net: None, or the problem."""
     try:
-        validate_snapshot(view.snapshot, "cluster")
+        validate_snapshot(view.snapshot, "cluster", projects=False)
     except InputError as err:
         return str(err)
     return None
@@ -324,7 +315,7 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
     if kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG, Kind.PROJECT):
         return (meta.get("labels"), spec)  # status is ours: writing it must not start a cycle
     if kind is Kind.NAMESPACE:
-        return meta.get("labels")  # what Project namespace selectors read
+        return meta.get("labels")  # what Project namespace selectors and namespaceSelectors read
     if kind is Kind.PRIORITY_CLASS:
         return (obj.get("value"), obj.get("globalDefault"))
     if kind is Kind.PERSISTENT_VOLUME_CLAIM:
@@ -334,8 +325,6 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
     if kind is Kind.STORAGE_CLASS:
         return (_annotation(meta, ANNOTATION_DEFAULT_CLASS), meta.get("creationTimestamp"), obj.get("provisioner"),
                 obj.get("volumeBindingMode"), obj.get("allowedTopologies"))
-    if kind is Kind.NAMESPACE:
-        return meta.get("labels")  # what namespaceSelectors match
     return None  # PodDisruptionBudgets: read for messages only
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, MILLI, Binding, Decisions, Eviction, PendingPod, PodKey
 from gpufleet.domain.nodes import TooManyGpus
+from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import Screened, schedule, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
@@ -559,7 +560,7 @@ class Controller:
         if not projects:
             return
         pod_namespaces = {pod.namespace for pod in view.pods.values()}
-        index = ProjectIndex.build(projects, view.snapshot.namespace_labels, pod_namespaces)
+        index = ProjectIndex.build(projects, namespace_labels(view.snapshot.namespaces), pod_namespaces)
         writes: list[tuple[str, JsonDict]] = []
         for project in projects:
             current = (self.cache.get(Kind.PROJECT, "", project.name) or {}).get("status")

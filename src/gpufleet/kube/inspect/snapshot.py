@@ -271,15 +271,13 @@ async def list_kinds(api: ClusterApi, kinds: Iterable[Kind]) -> dict[Kind, list[
     return listed
 
 
-async def list_tenancy(api: ClusterApi, listed: Mapping[Kind, Iterable[Any] | None]
-                       ) -> tuple[dict[Kind, list[dict[str, Any]] | None], list[str]]:
-    """The RBAC objects, and the Namespaces when ``listed`` has Projects (see the module docstring);
-    a kind the reader may not list (403) or the API server does not serve (404) is None, with a
-    warning for the former. Other failures raise :class:`ClusterAccessError` (exit 1)."""
-    kinds = [kind for kind in TENANCY_KINDS if kind is not Kind.NAMESPACE or listed.get(Kind.PROJECT)]
+async def list_tenancy(api: ClusterApi) -> tuple[dict[Kind, list[dict[str, Any]] | None], list[str]]:
+    """The RBAC objects (see the module docstring); a kind the reader may not list (403) or the API
+    server does not serve (404) is None, with a warning for the former. Other failures raise
+    :class:`ClusterAccessError` (exit 1)."""
     out: dict[Kind, list[dict[str, Any]] | None] = {}
     warnings: list[str] = []
-    for kind in kinds:
+    for kind in TENANCY_KINDS:
         try:
             out[kind] = (await api.list(kind)).items
         except ApiError as err:
@@ -304,7 +302,7 @@ def _concerns_gpufleet(role: Mapping[str, Any]) -> bool:
 
 
 def _tenancy_documents(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]) -> list[dict[str, Any]]:
-    """Namespaces (when there are Projects) and the RBAC objects that concern gpufleet.dev."""
+    """The RBAC objects that concern gpufleet.dev."""
     documents: list[dict[str, Any]] = []
     roles = {kind: [obj for obj in listed.get(kind) or () if _concerns_gpufleet(obj)] for kind in _ROLES}
     wanted_roles = {(kind.kind, *reversed(_sort_key(obj))) for kind in _ROLES for obj in roles[kind]}
@@ -317,8 +315,6 @@ def _tenancy_documents(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None]
 
     for kind in TENANCY_KINDS:
         objects: Iterable[Mapping[str, Any]] = listed.get(kind) or ()
-        if kind is Kind.NAMESPACE and not listed.get(Kind.PROJECT):
-            continue
         if kind in _ROLES:
             objects = roles[kind]
         elif kind in (Kind.ROLE_BINDING, Kind.CLUSTER_ROLE_BINDING):
@@ -353,5 +349,5 @@ async def read_cluster(api: ClusterApi) -> ClusterSnapshot:
     """Read every kind of :data:`SNAPSHOT_KINDS` (and of :data:`TENANCY_KINDS`, see
     :func:`list_tenancy`) through ``api`` into a snapshot."""
     listed = await list_kinds(api, SNAPSHOT_KINDS)
-    tenancy, warnings = await list_tenancy(api, listed)
+    tenancy, warnings = await list_tenancy(api)
     return snapshot_of({**listed, **tenancy}, warnings)
