@@ -26,6 +26,7 @@ from gpufleet.adapters._k8s_models import (
     queue_from_dict,
     scheduler_config_from_dict,
 )
+from gpufleet.adapters._project import project_from_dict, project_namespace_names
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import (
     load_config_file,
@@ -71,6 +72,8 @@ __all__ = [
     "pod_from_dict",
     "pod_group_from_dict",
     "priority_class_from_dict",
+    "project_from_dict",
+    "project_namespace_names",
     "queue_from_dict",
     "reader_for",
     "render_json",

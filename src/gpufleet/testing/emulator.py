@@ -27,6 +27,7 @@ store's call log.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -52,6 +53,24 @@ def _status(code: int, reason: str, message: str, details: dict[str, Any] | None
     if code >= 400:
         body.update(reason=reason, message=message, details=details or {})
     return body
+
+
+@dataclasses.dataclass(frozen=True)
+class _Method:
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _NamespaceRequest:
+    """The parts of a kmock request the store's routes read, for a request kmock cannot parse."""
+
+    method: _Method
+    name: str | None
+    params: Any
+    data: Any
+    _raw_request: aiohttp.web.BaseRequest
+    namespace: None = None
+    subresource: None = None
 
 
 @attrs.define(kw_only=True)
@@ -90,11 +109,27 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
 
     # --------------------------------------------------------------------------- routing
 
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """Namespaces themselves (``/api/v1/namespaces[/<name>]``), which kmock 0.8 cannot parse,
+        are served here; every other request as usual."""
+        parts = raw_request.path.strip("/").split("/")
+        if parts[:3] != ["api", "v1", "namespaces"] or len(parts) > 4:
+            return await super().__call__(raw_request)
+        raw = await raw_request.read()
+        request = _NamespaceRequest(
+            method=_Method(raw_request.method.lower()), name=parts[3] if len(parts) == 4 else None,
+            params=raw_request.query, data=msgspec.json.decode(raw) if raw else None, _raw_request=raw_request,
+        )
+        return await self._route(Kind.NAMESPACE, request)  # type: ignore[arg-type]
+
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         resource = request.resource
         kind = _BY_PATH.get((resource.group, resource.version, resource.plural)) if resource is not None else None
         if kind is None:
             return await super()._handle(request)
+        return await self._route(kind, request)
+
+    async def _route(self, kind: Kind, request: kmock.Request) -> aiohttp.web.StreamResponse:
         caller = request.params.get("fieldManager") or "anonymous"
         try:
             return await self._serve(kind, request, caller)
@@ -130,6 +165,10 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
                 items = [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
             return _json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                           "metadata": {"resourceVersion": rv}, "items": items})
+        if kind is Kind.SUBJECT_ACCESS_REVIEW:
+            if method == "POST" and name is None:
+                return _json(run("create", lambda: store._review_access(body)), 201)
+            raise ApiError(405, "MethodNotAllowed", f"{method} {kind.plural}: only create")
         if name is None:
             if method == "POST":
                 where = {"namespace": namespace} if namespace else {}

@@ -46,6 +46,10 @@ class Kind(Enum):
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)
+    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
+    PROJECT = (API_GROUP, API_VERSION, "Project", "projects", False)
+    # Created only (create_access_review), never stored: the API server answers it in its status.
+    SUBJECT_ACCESS_REVIEW = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False)
 
     @property
     def group(self) -> str:
@@ -187,6 +191,11 @@ class ClusterApi(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    async def create_access_review(self, review: JsonDict) -> JsonDict:
+        """POST an ``authorization.k8s.io/v1`` SubjectAccessReview; returns it with the API
+        server's answer in ``status`` (``allowed``, ``denied``, ``reason``)."""
+        ...
 
 
 class Clock(Protocol):
