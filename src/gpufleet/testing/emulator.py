@@ -27,7 +27,6 @@ store's call log.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +39,10 @@ from gpufleet.kube import ApiError, Kind
 from gpufleet.testing.fake_cluster import PDB_MESSAGE, FakeCluster
 
 _BY_PATH: dict[tuple[str | None, str | None, str | None], Kind] = {(k.group, k.version, k.plural): k for k in Kind}
+# kmock reads /api/v1/namespaces[/NAME] as the start of a namespaced path: such requests are served
+# under this plural instead (see ApiServerEmulator.__call__).
+_NAMESPACES_PLURAL = "x-gpufleet-namespaces"
+_BY_PATH[("", "v1", _NAMESPACES_PLURAL)] = Kind.NAMESPACE
 _encode = msgspec.json.encode
 
 
@@ -53,24 +56,6 @@ def _status(code: int, reason: str, message: str, details: dict[str, Any] | None
     if code >= 400:
         body.update(reason=reason, message=message, details=details or {})
     return body
-
-
-@dataclasses.dataclass(frozen=True)
-class _Method:
-    value: str
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _NamespaceRequest:
-    """The parts of a kmock request the store's routes read, for a request kmock cannot parse."""
-
-    method: _Method
-    name: str | None
-    params: Any
-    data: Any
-    _raw_request: aiohttp.web.BaseRequest
-    namespace: None = None
-    subresource: None = None
 
 
 @attrs.define(kw_only=True)
@@ -110,26 +95,18 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
     # --------------------------------------------------------------------------- routing
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        """Namespaces themselves (``/api/v1/namespaces[/<name>]``), which kmock 0.8 cannot parse,
-        are served here; every other request as usual."""
-        parts = raw_request.path.strip("/").split("/")
-        if parts[:3] != ["api", "v1", "namespaces"] or len(parts) > 4:
-            return await super().__call__(raw_request)
-        raw = await raw_request.read()
-        request = _NamespaceRequest(
-            method=_Method(raw_request.method.lower()), name=parts[3] if len(parts) == 4 else None,
-            params=raw_request.query, data=msgspec.json.decode(raw) if raw else None, _raw_request=raw_request,
-        )
-        return await self._route(Kind.NAMESPACE, request)  # type: ignore[arg-type]
+        parts = raw_request.rel_url.path.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:  # Namespace objects themselves
+            path = "/".join(["", "api", "v1", _NAMESPACES_PLURAL, *parts[3:]])
+            raw_request = raw_request.clone(rel_url=raw_request.rel_url.with_path(path).with_query(
+                raw_request.rel_url.query))
+        return await super().__call__(raw_request)
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         resource = request.resource
         kind = _BY_PATH.get((resource.group, resource.version, resource.plural)) if resource is not None else None
         if kind is None:
             return await super()._handle(request)
-        return await self._route(kind, request)
-
-    async def _route(self, kind: Kind, request: kmock.Request) -> aiohttp.web.StreamResponse:
         caller = request.params.get("fieldManager") or "anonymous"
         try:
             return await self._serve(kind, request, caller)

@@ -88,7 +88,7 @@ def request(obj: Json, *, user: str = "bob", namespace: str = "vision", groups: 
     }
 
 
-Post = Callable[[Json], Awaitable[Json]]
+Post = Callable[..., Awaitable[Json]]
 
 
 def run(tmp_path: Path, store: FakeCluster, clock: VirtualClock,
@@ -104,8 +104,8 @@ def run(tmp_path: Path, store: FakeCluster, clock: VirtualClock,
             async def client(url: str) -> None:
                 async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
 
-                    async def post(review: Json) -> Json:
-                        async with session.post(f"{url}/mutate", json=review, ssl=_client_context(ca_file)) as reply:
+                    async def post(review: Json, path: str = "/mutate") -> Json:
+                        async with session.post(f"{url}{path}", json=review, ssl=_client_context(ca_file)) as reply:
                             assert reply.status == 200, await reply.text()
                             answer: Json = await reply.json()
                             assert answer["response"]["uid"] == review["request"]["uid"]
@@ -357,5 +357,31 @@ def test_only_creation_is_checked(tmp_path: Path, operation: str) -> None:
         review = request(pod(image="evil.io/x", nodeName="n0"))
         review["request"]["operation"] = operation
         assert await post(review) == {"uid": "u-1", "allowed": True}
+
+    run(tmp_path, store, clock, body)
+
+
+def test_the_validating_pass_checks_the_final_object_without_patching(tmp_path: Path) -> None:
+    store, clock = cluster()
+    team_b = pod(labels={"gpufleet.dev/queue": "team-b"})
+
+    async def body(post: Post, _: TenancyService) -> None:
+        mutated = patched(team_b, await post(request(copy.deepcopy(team_b), user="alice")))
+        assert await post(request(copy.deepcopy(mutated), user="alice"), "/validate") == {"uid": "u-1", "allowed": True}
+        assert denial(await post(request(copy.deepcopy(team_b), user="alice"), "/validate")) == (
+            403, 'annotation gpufleet.dev/submitted-by must be "alice" (gpufleet\'s mutating webhook writes it), '
+                 "got absent")
+        forged = copy.deepcopy(mutated)
+        forged["metadata"]["annotations"]["gpufleet.dev/queue-grant"] = "infer"
+        assert denial(await post(request(forged, user="alice"), "/validate")) == (
+            403, 'annotation gpufleet.dev/queue-grant must be "team-b" (gpufleet\'s mutating webhook writes it), '
+                 'got "infer"')
+        by_bob = pod(annotations={"gpufleet.dev/submitted-by": "bob", "gpufleet.dev/queue-grant": "vision-train"})
+        assert denial(await post(request(by_bob, user="bob"), "/validate")) == (
+            403, "annotation gpufleet.dev/queue-grant must be absent (gpufleet's mutating webhook writes it), "
+                 'got "vision-train"')
+        bad = pod(image="foo/x:1", annotations={"gpufleet.dev/submitted-by": "bob"})
+        assert denial(await post(request(bad), "/validate")) == (
+            403, "project ml-vision does not allow image docker.io/foo/x:1: allowed ghcr.io/acme/*")
 
     run(tmp_path, store, clock, body)

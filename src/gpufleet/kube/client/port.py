@@ -40,16 +40,21 @@ class Kind(Enum):
     NODE = ("", "v1", "Node", "nodes", False)
     POD = ("", "v1", "Pod", "pods", True)
     PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False)
+    # Created only (create_access_review), never stored: the API server answers it in its status.
+    SUBJECT_ACCESS_REVIEW = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False)
     QUEUE = (API_GROUP, API_VERSION, "Queue", "queues", False)
     POD_GROUP = (API_GROUP, API_VERSION, "PodGroup", "podgroups", True)
     SCHEDULER_CONFIG = (API_GROUP, API_VERSION, "SchedulerConfig", "schedulerconfigs", False)
     PDB = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True)
     LEASE = ("coordination.k8s.io", "v1", "Lease", "leases", True)
     EVENT = ("events.k8s.io", "v1", "Event", "events", True)
-    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
+    # Tenancy (docs/tenancy.md): Projects and Namespaces for the controller; the RBAC kinds for snapshots.
     PROJECT = (API_GROUP, API_VERSION, "Project", "projects", False)
-    # Created only (create_access_review), never stored: the API server answers it in its status.
-    SUBJECT_ACCESS_REVIEW = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False)
+    NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
+    ROLE = ("rbac.authorization.k8s.io", "v1", "Role", "roles", True)
+    CLUSTER_ROLE = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
+    ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
+    CLUSTER_ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False)
 
     @property
     def group(self) -> str:

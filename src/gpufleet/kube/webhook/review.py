@@ -186,8 +186,27 @@ def _short(line: str) -> str:
     return line if len(line) <= _MAX_WARNING else line[: _MAX_WARNING - 3] + "..."
 
 
-def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = None) -> dict[str, Any]:
-    """The AdmissionReview response to an AdmissionReview request (raises :class:`ReviewError`)."""
+def _stamp_problem(pod: Mapping[str, Any], changes: Mapping[str, str | None]) -> str | None:
+    """In validation: the webhook's annotations are not as its mutation writes them (a later
+    mutating webhook changed them, or the mutation did not run)."""
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
+    for key, value in changes.items():
+        got = annotations.get(key)
+        if got == value:
+            continue
+        wanted, shown = (json.dumps(v) if v is not None else "absent" for v in (value, got))
+        return f"annotation {key} must be {wanted} (gpufleet's mutating webhook writes it), got {shown}"
+    return None
+
+
+def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = None,
+           *, validate: bool = False) -> dict[str, Any]:
+    """The AdmissionReview response to an AdmissionReview request (raises :class:`ReviewError`).
+
+    ``validate``: the validating pass (``/validate``), on the object as every mutating webhook left
+    it: the same checks, no patch, and the webhook's annotations must be what its mutation writes."""
     request = _request_of(body)
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     envelope = {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
@@ -224,6 +243,12 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
         return envelope
     if mutation.warnings:
         response["warnings"] = [_short(f"gpufleet: {w}") for w in mutation.warnings]
+    if validate:
+        problem = _stamp_problem(pod, decision.annotations) if decision is not None else None
+        if problem is not None:
+            log.info("denied pod %s (stamp): %s", name, problem)
+            _deny(response, 403, "Forbidden", problem)
+        return envelope
     operations = [] if mutation.pod is pod else jsonpatch.make_patch(pod, dict(mutation.pod)).patch
     if decision is not None:
         operations.extend(_annotation_ops(pod, decision.annotations))

@@ -1,5 +1,6 @@
-"""The webhook's HTTPS server: ``POST /mutate`` (AdmissionReview), ``GET /healthz`` (alive) and
-``GET /readyz`` (with tenancy: 503 until the cluster's Projects have been read).
+"""The webhook's HTTPS server: ``POST /mutate`` (AdmissionReview), ``POST /validate`` (the same checks
+on the final object, no patch), ``GET /healthz`` (alive) and ``GET /readyz`` (with tenancy: 503
+until the cluster's Projects have been read).
 
 With a :class:`~gpufleet.kube.webhook.service.TenancyService`, ``/mutate`` also applies the Project
 rules to pods of gpufleet's and PodGroups (see :mod:`gpufleet.kube.webhook.review`); the service's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import ssl
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from gpufleet.kube.webhook.mutation import MutationSettings
-from gpufleet.kube.webhook.review import ReviewError, decode, review_bytes
+from gpufleet.kube.webhook.review import ReviewError, decode, review
 from gpufleet.kube.webhook.service import NotReady, TenancyService
 
 __all__ = ["CertificateReloader", "ServerSettings", "build_app", "run_server", "tls_context"]
@@ -91,15 +93,15 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def _mutate_handler(settings: MutationSettings,
-                    tenancy: TenancyService | None) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _mutate_handler(settings: MutationSettings, tenancy: TenancyService | None,
+                    validate: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def mutate(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
             if tenancy is None:
-                answer = review_bytes(raw, settings)
+                answer = review(decode(raw), settings, validate=validate)
             else:
-                answer = await tenancy.answer(decode(raw), settings)
+                answer = await tenancy.answer(decode(raw), settings, validate=validate)
         except ReviewError as err:
             log.warning("bad admission request from %s: %s", request.remote, err)
             return web.Response(status=400, text=f"{err}\n")
@@ -126,6 +128,7 @@ def build_app(settings: MutationSettings, reloader: CertificateReloader | None =
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz_handler(tenancy))
     app.router.add_post("/mutate", _mutate_handler(settings, tenancy))
+    app.router.add_post("/validate", _mutate_handler(settings, tenancy, validate=True))
     if tenancy is not None:
 
         async def run_tenancy(_: web.Application) -> AsyncIterator[None]:
@@ -160,5 +163,13 @@ def run_server(server: ServerSettings, settings: MutationSettings, tenancy: Tena
         context = tls_context(server.cert_file, server.key_file)
         reloader = CertificateReloader(context, server.cert_file, server.key_file)
     app = build_app(settings, reloader, server.reload_interval_s, tenancy)
+
+    async def freeze(_: web.Application) -> None:
+        # Everything loaded so far lives as long as the process: keep it out of the collector's
+        # full passes, which otherwise stop every request for ~15 ms now and then (p99 latency).
+        gc.collect()
+        gc.freeze()
+
+    app.on_startup.append(freeze)
     log.info("serving on %s://%s:%d", "https" if context else "http", server.host, server.port)
     web.run_app(app, host=server.host, port=server.port, ssl_context=context, print=None, access_log=None)

@@ -51,7 +51,8 @@ class TenancyService:
     def ready(self) -> bool:
         return self.state.synced.is_set()
 
-    def _decide(self, body: object, settings: MutationSettings) -> tuple[dict[str, Any], list[AccessQuestion]]:
+    def _decide(self, body: object, settings: MutationSettings,
+                validate: bool) -> tuple[dict[str, Any], list[AccessQuestion]]:
         reviewers: list[RecordingReviewer] = []
 
         def reviewer_for(user_info: Mapping[str, Any]) -> RecordingReviewer:
@@ -59,11 +60,12 @@ class TenancyService:
             reviewers.append(reviewer)
             return reviewer
 
-        answer = review(body, settings, Tenancy(self.state.context(), reviewer_for))
+        answer = review(body, settings, Tenancy(self.state.context(), reviewer_for), validate=validate)
         return answer, [q for r in reviewers for q in r.missing]
 
-    async def answer(self, body: object, settings: MutationSettings) -> dict[str, Any]:
-        """The AdmissionReview response (raises ReviewError for a bad body, NotReady before sync)."""
+    async def answer(self, body: object, settings: MutationSettings, *, validate: bool = False) -> dict[str, Any]:
+        """The AdmissionReview response (raises ReviewError for a bad body, NotReady before sync);
+        ``validate``: the validating pass (see :func:`~gpufleet.kube.webhook.review.review`)."""
         if not self.ready:
             try:
                 await asyncio.wait_for(self.state.synced.wait(), self.sync_timeout)
@@ -78,7 +80,7 @@ class TenancyService:
                 found = None
             if found is not None:
                 self.state.add_pod_group(found)
-        answer, missing = self._decide(body, settings)
+        answer, missing = self._decide(body, settings, validate)
         if not missing:
             return answer
         try:
@@ -91,5 +93,5 @@ class TenancyService:
                 "status": {"status": "Failure", "code": 500, "reason": "InternalError",
                            "message": f"cannot ask the API server whether user {question.user} may use queue "
                                       f"{question.queue}: {err}"}}}
-        answer, _ = self._decide(body, settings)
+        answer, _ = self._decide(body, settings, validate)
         return answer
