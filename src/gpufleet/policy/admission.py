@@ -46,6 +46,7 @@ __all__ = [
     "Admission",
     "AdmissionContext",
     "Denial",
+    "admit_ephemeral_containers",
     "admit_pod",
     "admit_pod_group",
     "image_problem",
@@ -322,6 +323,22 @@ def admit_pod(pod: Mapping[str, Any], namespace: str, user: str, groups: Sequenc
 
     return Admission(queue=queue, queue_grant=grant,
                      annotations={ANNOTATION_SUBMITTED_BY: user, ANNOTATION_QUEUE_GRANT: grant})
+
+
+def admit_ephemeral_containers(pod: Mapping[str, Any], namespace: str, context: AdmissionContext) -> Denial | None:
+    """``kubectl debug`` adds containers to a running pod (an update of ``pods/ephemeralcontainers``,
+    never seen at creation): their images are held to the pod's Project as well."""
+    if not is_pod_of_ours(pod):
+        return None
+    project = context.index.project_of(namespace)
+    if project is None:
+        return None
+    for container in _list(_dict(pod.get("spec")).get("ephemeralContainers")):
+        image = _dict(container).get("image")
+        problem = image_problem(project, image if isinstance(image, str) else "")
+        if problem is not None:
+            return Denial("image", problem)
+    return None
 
 
 def admit_pod_group(group: PodGroup, user: str, groups: Sequence[str], context: AdmissionContext,

@@ -385,3 +385,21 @@ def test_the_validating_pass_checks_the_final_object_without_patching(tmp_path: 
             403, "project ml-vision does not allow image docker.io/foo/x:1: allowed ghcr.io/acme/*")
 
     run(tmp_path, store, clock, body)
+
+
+def test_debug_containers_added_later_are_held_to_the_image_rules(tmp_path: Path) -> None:
+    store, clock = cluster()
+
+    def debug(image: str) -> Json:
+        obj = pod(annotations={"gpufleet.dev/submitted-by": "bob"}, nodeName="n0")
+        obj["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": image}]
+        review = request(obj)
+        review["request"].update(operation="UPDATE", subResource="ephemeralcontainers")
+        return review
+
+    async def body(post: Post, _: TenancyService) -> None:
+        assert denial(await post(debug("evil.io/shell"))) == (
+            403, "project ml-vision does not allow image evil.io/shell:latest: allowed ghcr.io/acme/*")
+        assert await post(debug("ghcr.io/acme/debug:1")) == {"uid": "u-1", "allowed": True}
+
+    run(tmp_path, store, clock, body)

@@ -41,7 +41,7 @@ from gpufleet.domain import API_GROUP
 from gpufleet.domain.wire import LABEL_POD_GROUP
 from gpufleet.kube.webhook.mutation import MutationSettings, mutate_pod, without_our_volumes
 from gpufleet.policy import AccessReviewer, Admission, AdmissionContext, Denial, admit_pod, admit_pod_group
-from gpufleet.policy.admission import is_pod_of_ours, preset_denial
+from gpufleet.policy.admission import admit_ephemeral_containers, is_pod_of_ours, preset_denial
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -98,6 +98,12 @@ def _is_create(request: Mapping[str, Any], group: str, kind_name: str) -> bool:
         and not request.get("subResource")
         and request.get("operation") == "CREATE"
     )
+
+
+def _is_ephemeral_update(request: Mapping[str, Any]) -> bool:
+    kind = request.get("kind")
+    return (isinstance(kind, dict) and kind.get("group", "") == "" and kind.get("kind") == "Pod"
+            and request.get("subResource") == "ephemeralcontainers" and request.get("operation") == "UPDATE")
 
 
 def _is_pod_create(request: Mapping[str, Any]) -> bool:
@@ -212,6 +218,13 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
     envelope = {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
     if tenancy is not None and _is_create(request, API_GROUP, "PodGroup"):
         _review_pod_group(request, response, tenancy)
+        return envelope
+    if tenancy is not None and _is_ephemeral_update(request):
+        obj, namespace = request.get("object"), request.get("namespace")
+        if isinstance(obj, dict) and isinstance(namespace, str):
+            denial = admit_ephemeral_containers(obj, namespace, tenancy.context)
+            if denial is not None:
+                _deny(response, 403, "Forbidden", denial.message)
         return envelope
     if not _is_pod_create(request):
         return envelope
