@@ -403,3 +403,63 @@ def test_debug_containers_added_later_are_held_to_the_image_rules(tmp_path: Path
         assert await post(debug("ghcr.io/acme/debug:1")) == {"uid": "u-1", "allowed": True}
 
     run(tmp_path, store, clock, body)
+
+
+def test_the_command_serves_tenancy_against_an_api_server(tmp_path: Path) -> None:
+    """``gpufleet webhook --tenancy --server URL`` as a process: ready once it has read the cluster,
+    then it refuses by the Projects it read."""
+    import http.client
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from .test_webhook_server import _free_port
+
+    store, _ = cluster()
+    loop = asyncio.new_event_loop()
+    emulator = ApiServerEmulator(store=store)
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(emulator.__aenter__(), loop).result(30)
+    ca_file, cert_file, key_file = make_pair(tmp_path, "one")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpufleet", "webhook", "--tenancy", "--server", emulator.url_text, "--host", "127.0.0.1",
+         "--port", str(port), "--cert-file", str(cert_file), "--key-file", str(key_file), "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def call(method: str, path: str, body: Json | None = None) -> tuple[int, str]:
+        connection = http.client.HTTPSConnection("localhost", port, timeout=10, context=_client_context(ca_file))
+        try:
+            connection.request(method, path, body=json.dumps(body) if body else None,
+                                headers={"Content-Type": "application/json"})
+            reply = connection.getresponse()
+            return reply.status, reply.read().decode()
+        finally:
+            connection.close()
+
+    try:
+        deadline = time.monotonic() + 30
+        ready = None
+        while time.monotonic() < deadline and ready != 200:
+            try:
+                ready = call("GET", "/readyz")[0]
+            except (ConnectionRefusedError, ConnectionResetError):
+                assert proc.poll() is None, proc.communicate()[1]
+            if ready != 200:
+                time.sleep(0.1)
+        assert ready == 200
+        status, text = call("POST", "/mutate", request(pod(image="foo/x:1")))
+        assert status == 200
+        assert denial(json.loads(text)["response"]) == (
+            403, "project ml-vision does not allow image docker.io/foo/x:1: allowed ghcr.io/acme/*")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        asyncio.run_coroutine_threadsafe(emulator.__aexit__(None, None, None), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
