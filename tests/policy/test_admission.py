@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.domain import ImagePolicy, PodGroup, Project, QueueName, VolumePolicy
 from gpufleet.policy import (
@@ -205,3 +207,36 @@ def test_pod_groups_at_creation() -> None:
     critical = PodGroup(namespace="vision", name="g", min_member=2, priority_class_name="inference-critical")
     assert admit_pod_group(critical, "alice", (), _context(), table) == Denial(
         "priority-class", "project ml-vision does not allow priority class inference-critical (allowed: batch)")
+
+
+_WORDS = st.sampled_from(["vision-train", "vision-infer", "team-b", "infer", "open-q", "", "g1", "batch",
+                          "inference-critical", "alice", "x"])
+_KEYS = st.sampled_from(["gpufleet.dev/queue", "gpufleet.dev/pod-group", "gpufleet.dev/preemptible",
+                         "gpufleet.dev/queue-grant", "gpufleet.dev/submitted-by", "gpufleet.dev/gpu-blocks", "other"])
+
+
+@given(labels=st.dictionaries(_KEYS, _WORDS), annotations=st.dictionaries(_KEYS, _WORDS),
+       namespace=st.sampled_from(["vision", "infer", "nlp", "scratch"]), user=st.sampled_from(["alice", "bob", ""]),
+       priority_class=st.one_of(st.none(), _WORDS), granted=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_a_tenant_gains_no_queue_priority_or_identity_it_was_not_granted(
+        labels: dict[str, str], annotations: dict[str, str], namespace: str, user: str,
+        priority_class: str | None, granted: bool) -> None:
+    spec: dict[str, Any] = {} if priority_class is None else {"priorityClassName": priority_class}
+    obj = pod(labels=labels, annotations=annotations, image=f"ghcr.io/acme/x@{DIGEST}", **spec)
+    table = Table(("alice", "team-b")) if granted else Table()
+    decision = admit(obj, namespace=namespace, user=user, reviewer=table)
+    if not isinstance(decision, Admission):
+        return
+    project = _context().index.project_of(namespace)
+    queue = decision.queue
+    assert decision.annotations["gpufleet.dev/submitted-by"] == (user or "unverified")  # never the pod's own
+    owners = _context().index.owners.get(queue)  # type: ignore[arg-type]
+    if decision.queue_grant is not None:  # a grant only from the reviewer, for the queue the pod goes to
+        assert decision.queue_grant == queue and (user or "unverified", decision.queue_grant) in table.grants
+    elif owners is not None:  # an owned queue without a grant: its own Project's
+        assert project is not None and queue in project.queues
+    if project is not None and project.priority_classes is not None and priority_class:
+        assert priority_class in project.priority_classes
+    if labels.get("gpufleet.dev/preemptible") == "false":
+        assert project is None or project.allow_non_preemptible
