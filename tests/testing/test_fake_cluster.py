@@ -121,3 +121,33 @@ async def test_virtual_clock_wakes_sleepers_in_order() -> None:
 
 def test_merge_patch_deletes_with_null() -> None:
     assert merge_patch({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "d": 3}}) == {"a": {"c": 2, "d": 3}}
+
+
+def _access(user: str, queue: str, namespace: str, groups: tuple[str, ...] = ()) -> dict[str, object]:
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": list(groups), "resourceAttributes": {
+                "namespace": namespace, "verb": "use", "group": "gpufleet.dev", "resource": "queues", "name": queue}}}
+
+
+@pytest.mark.asyncio
+async def test_access_reviews_follow_the_grant_table_and_are_not_stored() -> None:
+    cluster = FakeCluster()
+    api = cluster.client("webhook")
+    cluster.grant_queue("team-b", user="alice")  # cluster-wide
+    cluster.grant_queue("team-c", group="ml", namespace="vision")  # in one namespace
+
+    async def allowed(review: dict[str, object]) -> bool:
+        answer = await api.create_access_review(review)  # type: ignore[arg-type]
+        return bool(answer["status"]["allowed"])
+
+    assert await allowed(_access("alice", "team-b", "anywhere"))
+    assert not await allowed(_access("bob", "team-b", "anywhere"))
+    assert await allowed(_access("bob", "team-c", "vision", ("ml",)))
+    assert not await allowed(_access("bob", "team-c", "nlp", ("ml",)))
+    assert cluster.count("create", caller="webhook") == 4
+    assert cluster.objects(Kind.SUBJECT_ACCESS_REVIEW) == []
+    cluster.access_answer = lambda spec: spec["user"] == "root"
+    assert await allowed(_access("root", "x", "y"))
+    with pytest.raises(ApiError) as caught:
+        await api.create_access_review({"spec": {}})
+    assert caught.value.status == 422

@@ -33,6 +33,7 @@ from gpufleet.adapters._k8s_models import (
     SchedulerConfigSpec,
     pod_group_from_dict,
     project_from_dict,
+    project_namespace_names,
     queue_from_dict,
     scheduler_config_from_dict,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "pod_group_from_dict",
     "priority_class_from_dict",
     "project_from_dict",
+    "project_namespace_names",
     "queue_from_dict",
     "reader_for",
     "render_json",

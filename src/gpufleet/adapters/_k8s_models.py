@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -42,6 +43,7 @@ from gpufleet.domain import (
     VolumePolicy,
     WithinQueue,
 )
+from gpufleet.policy.images import pattern_problem
 
 __all__ = [
     "QUANTITY_JSON_SCHEMA",
@@ -51,6 +53,7 @@ __all__ = [
     "SchedulerConfigSpec",
     "pod_group_from_dict",
     "project_from_dict",
+    "project_namespace_names",
     "queue_from_dict",
     "scheduler_config_from_dict",
 ]
@@ -279,8 +282,15 @@ VolumeKind = Literal[
     "projected", "quobyte", "rbd", "scaleIO", "secret", "storageos", "vsphereVolume",
 ]  # fmt: skip
 Name = Annotated[StrictStr, Field(min_length=1, max_length=253)]
-# A glob over image references or claim names: no blanks (docs/semantics-notes.md, "Projects").
-Glob = Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=r"^\S+$")]
+def _usable_glob(pattern: str) -> str:
+    problem = pattern_problem(pattern)  # the admission rule's own check (gpufleet.policy.images)
+    if problem is not None:
+        raise ValueError(problem)
+    return pattern
+
+
+# A glob over image references or claim names: no blanks, no "***" (docs/semantics-notes.md, "Projects").
+Glob = Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=r"^\S+$"), AfterValidator(_usable_glob)]
 Cap = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 _SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 
@@ -406,6 +416,15 @@ class ProjectModel(_Spec):
                 claim_names=tuple(volumes.claimNames) if volumes.claimNames is not None else None,
             ),
         )
+
+
+def project_namespace_names(doc: Any) -> tuple[str, ...]:
+    """The namespaces a Project names in ``spec.namespaces.names``, read leniently (strings only),
+    for a Project that cannot be read as a whole: its namespaces are then known to be claimed."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    namespaces = spec.get("namespaces") if isinstance(spec, dict) else None
+    names = namespaces.get("names") if isinstance(namespaces, dict) else None
+    return tuple(n for n in names if isinstance(n, str) and n) if isinstance(names, list) else ()
 
 
 def project_from_dict(doc: dict[str, Any]) -> Project:

@@ -93,8 +93,8 @@ def load_tenancy_snapshot_file(path: str | Path) -> TenancySnapshot:
     return load_tenancy_snapshot_text(_read_text(path), str(path))
 
 
-def load_pod_file(path: str | Path) -> Pod:
-    """The one Pod (``v1``) of a file."""
+def load_pod_file(path: str | Path) -> tuple[Pod, dict[str, Any]]:
+    """The one Pod (``v1``) of a file, read (checked as replay reads pods) and as written."""
     source = str(path)
     docs = [(i, doc) for i, doc in enumerate(parse_documents(_read_text(path), source), 1) if doc is not None]
     if len(docs) != 1:
@@ -107,4 +107,4 @@ def load_pod_file(path: str | Path) -> Pod:
         raise InputError(f"{source}: {where}: expected apiVersion v1, kind Pod, got "
                          f"{describe(doc.get('apiVersion'))} {describe(doc.get('kind'))}")
     pod: Pod = _read(pod_from_dict, doc, source, where)
-    return pod
+    return pod, doc

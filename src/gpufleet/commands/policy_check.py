@@ -9,30 +9,22 @@ Prints ``allowed: ...`` (exit 0) or ``denied: <the reason>`` (exit 1); bad input
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpufleet.adapters.tenancy_snapshot import TenancySnapshot, load_pod_file, load_tenancy_snapshot_file
 from gpufleet.commands.base import Command, CommandError
-from gpufleet.domain import Pod, PodGroup
-from gpufleet.domain.queues import pod_group_of, resolve_queue
+from gpufleet.domain import Pod, Snapshot
+from gpufleet.domain.queues import gang_key
 from gpufleet.domain.selectors import namespace_labels
-from gpufleet.domain.wire import ANNOTATION_SUBMITTED_BY
-from gpufleet.policy import (
-    ProjectIndex,
-    QueueAccess,
-    RbacAuthorizer,
-    namespace_problem,
-    non_preemptible_problem,
-    priority_problem,
-    queue_for,
-    queue_problem,
-)
+from gpufleet.domain.wire import ANNOTATION_SUBMITTED_BY, UNVERIFIED_USER
+from gpufleet.policy import AdmissionContext, Denial, ProjectIndex, RbacAuthorizer, admit_pod
 
-__all__ = ["Decision", "check", "decide", "request_groups"]
+__all__ = ["Decision", "admission_context", "check", "decide", "request_groups"]
 
 SA_PREFIX = "system:serviceaccount:"
 
@@ -55,43 +47,43 @@ def request_groups(user: str | None, groups: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _priority(pod: Pod, group: PodGroup | None, tenancy: TenancySnapshot) -> tuple[str | None, int]:
-    """The PriorityClass the pod (or its PodGroup) names, and the priority the engine gives it."""
-    snapshot = tenancy.snapshot
-    classes = {pc.name: pc.value for pc in snapshot.priority_classes}
+def admission_context(snapshot: Snapshot) -> AdmissionContext:
+    """What the webhook's cluster cache would hold for ``snapshot``: its Projects, config, priority
+    classes, PodGroups and each user's pending gangs (pods of ours not bound, by their
+    ``submitted-by``)."""
+    pending: dict[str, dict[str, set[str]]] = {}
+    for pod in snapshot.pods:
+        if pod.ours and not pod.finished and pod.node_name is None:
+            user = pod.submitted_by or UNVERIFIED_USER
+            pending.setdefault(user, {}).setdefault(pod.namespace, set()).add(gang_key(pod))
     defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
-    name = group.priority_class_name if group is not None and group.priority_class_name else pod.priority_class_name
-    if name is not None and name in classes:
-        return name, classes[name]
-    return name, pod.priority if pod.priority is not None else max(defaults, default=0)
+    namespaces = {p.namespace for p in snapshot.pods}
+    return AdmissionContext(
+        index=ProjectIndex.build(snapshot.projects, namespace_labels(snapshot.namespaces), namespaces),
+        default_queue=snapshot.config.default_queue,
+        require_project=snapshot.config.require_project,
+        non_preemptible_priority=snapshot.config.non_preemptible_priority,
+        priority_classes={pc.name: pc.value for pc in snapshot.priority_classes},
+        default_priority=max(defaults, default=0),
+        pod_groups={g.key: g for g in snapshot.pod_groups},
+        pending_gangs=pending,
+    )
 
 
-def decide(pod: Pod, tenancy: TenancySnapshot, user: str | None, groups: tuple[str, ...]) -> Decision:
-    """The admission decision on ``pod`` created by ``user``.
-
-    MERGE POINT (the one call site of the admission rules): replace the body below with the webhook's
-    ``admit_pod`` (gpufleet.policy, twebhook's branch), passing ``access`` as its AccessReviewer, so
-    that this command prints exactly what the webhook answers."""
-    snapshot = tenancy.snapshot
-    access = QueueAccess(RbacAuthorizer(tenancy.roles, tenancy.bindings), pod.namespace)
-    index = ProjectIndex.build(snapshot.projects, namespace_labels(snapshot.namespaces), (pod.namespace,))
-    project = index.project_of(pod.namespace)
-    group = pod_group_of(pod, {g.key: g for g in snapshot.pod_groups})
-    queue = resolve_queue(pod, group, queue_for(project, snapshot.config.default_queue))
-    grant = queue if user and access.can_use_queue(user, groups, queue) else None
-    class_name, priority = _priority(pod, group, tenancy)
-    preemptible = pod.preemptible_label if pod.preemptible_label is not None else (
-        priority < snapshot.config.non_preemptible_priority)
-    problem = (namespace_problem(index, pod.namespace, snapshot.config.require_project)
-               or queue_problem(index, project, pod.namespace, queue, grant)
-               or priority_problem(project, class_name)
-               or non_preemptible_problem(project, preemptible))  # fmt: skip
-    if problem is not None:
-        return Decision(False, problem)
+def decide(pod: Pod, document: Mapping[str, Any], tenancy: TenancySnapshot, user: str | None,
+           groups: tuple[str, ...]) -> Decision:
+    """The admission decision on ``pod`` (``document``: as written) created by ``user``: the
+    webhook's own rules (:func:`gpufleet.policy.admit_pod`), with ``use`` of a queue answered by
+    RBAC over the snapshot's objects instead of a SubjectAccessReview."""
+    context = admission_context(tenancy.snapshot)
+    access = RbacAuthorizer(tenancy.roles, tenancy.bindings)
+    answer = admit_pod(document, pod.namespace, user or "", groups, context, access)
+    if isinstance(answer, Denial):
+        return Decision(False, answer.message)
+    project = context.index.project_of(pod.namespace)
     where = f"project {project.name}" if project is not None else "no project"
-    how = f", granted to {user} by RBAC" if grant is not None and (project is None or queue not in project.queues) \
-        and queue in index.owners else ""
-    return Decision(True, f"pod {pod.key} ({where}) may use queue {queue}{how}")
+    how = f", granted to {user} by RBAC" if answer.queue_grant is not None else ""
+    return Decision(True, f"pod {pod.key} ({where}) may use queue {answer.queue}{how}")
 
 
 @click.command(cls=Command)
@@ -108,10 +100,10 @@ def check(pod_file: Path, snapshot_file: Path, user: str | None, groups: tuple[s
         raise CommandError("--as: must not be empty")
     if any(not group.strip() for group in groups):
         raise CommandError("--as-group: must not be empty")
-    pod = load_pod_file(pod_file)
+    pod, document = load_pod_file(pod_file)
     tenancy = load_tenancy_snapshot_file(snapshot_file)
     who = user if user is not None else (pod.submitted_by or pod.annotations.get(ANNOTATION_SUBMITTED_BY))
-    decision = decide(pod, tenancy, who, request_groups(who, groups))
+    decision = decide(pod, document, tenancy, who, request_groups(who, groups))
     if decision.allowed:
         click.echo(f"allowed: {decision.message}")
         return

@@ -1,4 +1,5 @@
-"""``gpufleet webhook``: the mutating admission webhook that enforces fractional GPUs on the node."""
+"""``gpufleet webhook``: the mutating admission webhook that enforces fractional GPUs on the node
+and, with ``--tenancy``, the Project rules at creation (docs/semantics-notes.md, "Admission")."""
 
 from __future__ import annotations
 
@@ -41,13 +42,24 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--runtime-class", default=None, help="spec.runtimeClassName for fractional pods that set none.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
+@click.option("--tenancy", is_flag=True,
+              help="Check pods of gpufleet's and PodGroups against the Projects at creation, record the "
+                   "submitter, and grant queues by SubjectAccessReview (reads the cluster).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="With --tenancy: kubeconfig file (default: in-cluster service account, $KUBECONFIG).")
+@click.option("--server", "api_server", default=None, help="With --tenancy: API server URL without credentials.")
+@click.option("--access-ttl", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds a SubjectAccessReview that allowed a queue is reused.")
+@click.option("--access-denied-ttl", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds a SubjectAccessReview that refused a queue is reused.")
 def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, insecure_http: bool,
             gpu_memory_mib: int | None, mps_host_dir: str, node_selector: tuple[str, ...],
-            runtime_class: str | None, log_level: str) -> None:
+            runtime_class: str | None, log_level: str, tenancy: bool, kubeconfig: str | None,
+            api_server: str | None, access_ttl: float, access_denied_ttl: float) -> None:
     """Serve the mutating admission webhook that wires fractional-GPU pods to MPS.
 
-    POST /mutate takes an admission.k8s.io/v1 AdmissionReview; GET /healthz answers "ok".
-    See docs/fractional-gpus.md.
+    POST /mutate takes an admission.k8s.io/v1 AdmissionReview; GET /healthz answers "ok", GET /readyz
+    too once the cluster has been read. See docs/fractional-gpus.md.
     """
     if bool(cert_file) != bool(key_file):
         raise CommandError("--cert-file and --key-file go together")
@@ -68,7 +80,19 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
         node_selector=_selector(node_selector),
         runtime_class=runtime_class or None,
     )
+    service = None
+    if tenancy:
+        from gpufleet.kube import ClusterAccessError, RealClock, connect
+        from gpufleet.kube.webhook.service import TenancyService
+
+        try:
+            api = connect(kubeconfig, server=api_server)
+        except ClusterAccessError as err:
+            raise CommandError(str(err), exit_code=err.exit_code) from None
+        service = TenancyService(api, RealClock(), allowed_ttl=access_ttl, denied_ttl=access_denied_ttl)
+    elif kubeconfig or api_server:
+        raise CommandError("--kubeconfig and --server go with --tenancy")
     try:
-        run_server(ServerSettings(host=host, port=port, cert_file=cert_file, key_file=key_file), settings)
+        run_server(ServerSettings(host=host, port=port, cert_file=cert_file, key_file=key_file), settings, service)
     except OSError as err:  # the port is taken, the address is not ours, ...
         raise CommandError(f"cannot serve on {host}:{port}: {err.strerror or err}", exit_code=1) from None

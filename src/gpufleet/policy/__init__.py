@@ -2,6 +2,15 @@
 "Projects"). Below the engine and beside nothing else: the webhook (admission) and the engine
 (scheduling) call the same rules, so that a pod refused at admission is also held by the scheduler."""
 
+from gpufleet.policy.admission import (
+    AccessReviewer,
+    Admission,
+    AdmissionContext,
+    Denial,
+    admit_pod,
+    admit_pod_group,
+)
+from gpufleet.policy.images import ImageRef, glob_matches, normalize_image, pattern_problem
 from gpufleet.policy.projects import ProjectIndex
 from gpufleet.policy.rbac import PolicyRule, QueueAccess, RbacAuthorizer, Role, RoleBinding, Subject
 from gpufleet.policy.rules import (
@@ -22,6 +31,11 @@ from gpufleet.policy.rules import (
 )
 
 __all__ = [
+    "AccessReviewer",
+    "Admission",
+    "AdmissionContext",
+    "Denial",
+    "ImageRef",
     "PolicyRule",
     "ProjectIndex",
     "QueueAccess",
@@ -29,12 +43,17 @@ __all__ = [
     "Role",
     "RoleBinding",
     "Subject",
+    "admit_pod",
+    "admit_pod_group",
+    "glob_matches",
     "gpu_cap_problem",
     "in_node_pools",
     "namespace_problem",
     "no_pool_node_reason",
     "non_preemptible_problem",
+    "normalize_image",
     "outside_pools_reason",
+    "pattern_problem",
     "pending_gangs_problem",
     "pending_problem",
     "pool_names",

@@ -148,6 +148,10 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
                 items = [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
             return _json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                           "metadata": {"resourceVersion": rv}, "items": items})
+        if kind is Kind.SUBJECT_ACCESS_REVIEW:
+            if method == "POST" and name is None:
+                return _json(run("create", lambda: store._review_access(body)), 201)
+            raise ApiError(405, "MethodNotAllowed", f"{method} {kind.plural}: only create")
         if name is None:
             if method == "POST":
                 where = {"namespace": namespace} if namespace else {}

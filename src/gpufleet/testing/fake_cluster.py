@@ -153,6 +153,10 @@ class FakeCluster:
         self.calls: list[Call] = []
         self.log_calls = True
         self._faults: list[_Fault] = []
+        # SubjectAccessReviews: answered by ``access_answer`` (the review's spec -> allowed) when
+        # set, else by the RBAC table of :meth:`grant_queue`.
+        self.access_answer: Callable[[JsonDict], bool] | None = None
+        self.queue_grants: set[tuple[str, str, str]] = set()  # (subject, queue, namespace or "")
 
     # ------------------------------------------------------------------------------ test hooks
 
@@ -174,6 +178,32 @@ class FakeCluster:
         name) ``match``) fail with ``status``; ``after_apply``: the call takes effect first (a reply
         lost on the way back)."""
         self._faults.append(_Fault(op, status, times, after_apply, match, message, kind))
+
+    def grant_queue(self, queue: str, *, user: str | None = None, group: str | None = None,
+                    namespace: str | None = None) -> None:
+        """What a RoleBinding (``namespace``) or ClusterRoleBinding (None) of a role with verb
+        ``use`` on ``queues/<queue>`` in gpufleet.dev to ``user`` or ``group`` grants."""
+        subject = f"user:{user}" if user is not None else f"group:{group}"
+        self.queue_grants.add((subject, queue, namespace or ""))
+
+    def _allowed_by_table(self, spec: Mapping[str, Any]) -> bool:
+        attributes = spec.get("resourceAttributes") or {}
+        if (attributes.get("verb"), attributes.get("group"), attributes.get("resource")) != (
+                "use", "gpufleet.dev", "queues"):
+            return False
+        subjects = {f"user:{spec.get('user')}", *(f"group:{g}" for g in spec.get("groups") or [])}
+        queue, namespace = attributes.get("name"), attributes.get("namespace") or ""
+        return any(s in subjects and q == queue and ns in ("", namespace) for s, q, ns in self.queue_grants)
+
+    def _review_access(self, review: JsonDict) -> JsonDict:
+        """The API server's answer to a SubjectAccessReview (not stored, as the real one)."""
+        spec = review.get("spec")
+        if not isinstance(spec, dict) or not (spec.get("user") or spec.get("groups")):
+            raise ApiError(422, "Invalid", "SubjectAccessReview: spec.user or spec.groups: Required value")
+        answer = self.access_answer if self.access_answer is not None else self._allowed_by_table
+        allowed = bool(answer(spec))
+        return {**copy_json(review), "status": {"allowed": allowed,
+                                                "reason": "granted by the fake's RBAC table" if allowed else ""}}
 
     def compact(self) -> None:
         """Forget the change history: watches resuming from an older version get 410 Gone."""
@@ -539,6 +569,12 @@ class FakeClient:
 
     async def close(self) -> None:
         return None
+
+    async def create_access_review(self, review: JsonDict) -> JsonDict:
+        answer = self.cluster._evaluate("create", Kind.SUBJECT_ACCESS_REVIEW, "", "", self.caller,
+                                        lambda: self.cluster._review_access(review))
+        await asyncio.sleep(0)
+        return answer  # type: ignore[no-any-return]
 
 
 if TYPE_CHECKING:  # the fake is an adapter of the one port: mypy checks it stays one

@@ -108,6 +108,9 @@ CALLS: dict[str, Call] = {
     "bind": lambda api: api.bind("ns", "p-1", "node-7"),
     "bind with annotations": lambda api: api.bind("ns", "p-1", "node-7", {"gpufleet.dev/gpu-index": "3"}),
     "evict": lambda api: api.evict("ns", "p-1"),
+    "access review": lambda api: api.create_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "alice", "resourceAttributes": {"verb": "use", "resource": "queues", "name": "q"}}}),
 }
 
 

@@ -242,3 +242,25 @@ def test_updates_and_other_kinds_pass_through() -> None:
 def test_bodies_that_are_not_admission_reviews_are_rejected(body: bytes) -> None:
     with pytest.raises(ReviewError):
         review_bytes(body, SETTINGS)
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    (pod({"gpufleet.dev/gpu-blocks": "1", "gpufleet.dev/gpu-index": "0,1,2,3"}),
+     "annotation gpufleet.dev/gpu-index is written by the scheduler at binding; a new pod may not set it"),
+    (pod({"gpufleet.dev/gpu-memory": "10Gi", "gpufleet.dev/mps-mem-limit": "0=81920M"}),
+     "annotation gpufleet.dev/mps-mem-limit is written by the scheduler at binding; a new pod may not set it"),
+])
+def test_fractional_pods_may_not_preset_what_the_scheduler_writes(obj: dict[str, Any], message: str) -> None:
+    for validate in (False, True):
+        response = review(admission(copy.deepcopy(obj)), SETTINGS, validate=validate)["response"]
+        assert response == {"uid": "u-1", "allowed": False, "status": {
+            "status": "Failure", "code": 403, "reason": "Forbidden", "message": message}}
+
+
+def test_a_fractional_pod_with_a_preset_node_is_denied() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "1"})
+    obj["spec"]["nodeName"] = "n0"
+    response = review(admission(obj), SETTINGS)["response"]
+    assert response["status"]["message"] == (
+        "spec.nodeName is set (n0): pods of schedulerName gpufleet are placed by the scheduler, leave it empty")
+    assert response["allowed"] is False and "patch" not in response

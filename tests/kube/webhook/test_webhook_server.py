@@ -164,6 +164,8 @@ def _run_cli(*args: str) -> Result:
     (("--cert-file", "/nonexistent/tls.crt", "--key-file", "/nonexistent/tls.key"), "cannot load the key pair"),
     (("--insecure-http", "--mps-host-dir", "relative/dir"), "must be an absolute path"),
     (("--insecure-http", "--node-selector", "novalue"), "expected KEY=VALUE"),
+    (("--insecure-http", "--server", "http://127.0.0.1:1"), "--kubeconfig and --server go with --tenancy"),
+    (("--insecure-http", "--tenancy", "--kubeconfig", "/nonexistent/kubeconfig"), "no such kubeconfig file"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     result = _run_cli(*args)

@@ -113,7 +113,7 @@ class FastCalls:
         parts = ["api", version] if not group else ["apis", group, version]
         if namespace:
             parts += ["namespaces", quote(namespace, safe="")]
-        parts += [plural, quote(name, safe="")]
+        parts += [plural, quote(name, safe="")] if name else [plural]  # no name: the collection
         if action:
             parts.append(action)
         return self._base + "/".join(parts) + self._query

@@ -219,6 +219,14 @@ class LightkubeApi:
     async def close(self) -> None:
         await self.client.close()
 
+    async def create_access_review(self, review: JsonDict) -> JsonDict:
+        sar = Kind.SUBJECT_ACCESS_REVIEW
+        answer = await self._fast_or_slow(
+            lambda fast: fast.send("POST", fast.url(sar.group, sar.version, sar.plural, None, ""), review, JSON),
+            lambda: self.client.create(_RESOURCES[sar](review)),
+        )
+        return dict(answer)
+
 
 def _load_config(kubeconfig: str | None, context: str | None, server: str | None) -> SingleConfig | None:
     if server is not None:

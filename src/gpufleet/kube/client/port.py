@@ -40,6 +40,8 @@ class Kind(Enum):
     NODE = ("", "v1", "Node", "nodes", False)
     POD = ("", "v1", "Pod", "pods", True)
     PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False)
+    # Created only (create_access_review), never stored: the API server answers it in its status.
+    SUBJECT_ACCESS_REVIEW = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False)
     QUEUE = (API_GROUP, API_VERSION, "Queue", "queues", False)
     POD_GROUP = (API_GROUP, API_VERSION, "PodGroup", "podgroups", True)
     SCHEDULER_CONFIG = (API_GROUP, API_VERSION, "SchedulerConfig", "schedulerconfigs", False)
@@ -197,6 +199,11 @@ class ClusterApi(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    async def create_access_review(self, review: JsonDict) -> JsonDict:
+        """POST an ``authorization.k8s.io/v1`` SubjectAccessReview; returns it with the API
+        server's answer in ``status`` (``allowed``, ``denied``, ``reason``)."""
+        ...
 
 
 class Clock(Protocol):

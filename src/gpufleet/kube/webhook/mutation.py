@@ -47,6 +47,7 @@ __all__ = [
     "MutationSettings",
     "PodMutation",
     "mutate_pod",
+    "without_our_volumes",
 ]
 
 ENV_GPU_INDEX = "GPUFLEET_GPU_INDEX"
@@ -229,3 +230,17 @@ def mutate_pod(pod: Mapping[str, Any], settings: MutationSettings, *, namespace:
     if settings.runtime_class and not spec.get("runtimeClassName"):
         spec["runtimeClassName"] = settings.runtime_class
     return PodMutation(pod=desired, warnings=tuple(warnings), fractional=True)
+
+
+def without_our_volumes(pod: Mapping[str, Any], settings: MutationSettings) -> Mapping[str, Any]:
+    """``pod`` without the volumes the wiring adds, when they are exactly ours (a pod admitted again
+    after its wiring), so that a Project's volume rules judge only the user's own volumes."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(volumes, list):
+        return pod
+    ours = _our_volumes(settings)
+    kept = [v for v in volumes if v not in ours]
+    if len(kept) == len(volumes):
+        return pod
+    return {**pod, "spec": {**spec, "volumes": kept}}

@@ -14,6 +14,15 @@ Failure behaviour (documented in ``docs/fractional-gpus.md``):
   field it does not own);
 - a body that is not an AdmissionReview raises :class:`ReviewError` (HTTP 400); the API server then
   applies the webhook's ``failurePolicy``.
+
+Tenancy (docs/semantics-notes.md, "Admission"): with a :class:`Tenancy` (what the webhook knows of
+the cluster, and who may use which queue), every pod of gpufleet's and every PodGroup is checked
+at creation by :func:`gpufleet.policy.admit_pod` / :func:`~gpufleet.policy.admit_pod_group`; a
+refusal answers ``allowed: false`` with code 403 and the rule's message. An admitted pod gets
+``gpufleet.dev/submitted-by`` (the request's user, whatever the pod said) and, when only the
+creator's RBAC grant allows its queue, ``gpufleet.dev/queue-grant`` (any other value is removed),
+in the same JSONPatch as the fractional wiring. Without one, fractional pods that preset a
+scheduler-owned annotation or ``spec.nodeName`` are still refused (the wiring would trust them).
 """
 
 from __future__ import annotations
@@ -21,14 +30,28 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
 
-from gpufleet.kube.webhook.mutation import MutationSettings, mutate_pod
+from gpufleet.adapters import FieldError, pod_group_from_dict
+from gpufleet.domain import API_GROUP
+from gpufleet.domain.wire import LABEL_POD_GROUP
+from gpufleet.kube.webhook.mutation import MutationSettings, mutate_pod, without_our_volumes
+from gpufleet.policy import AccessReviewer, Admission, AdmissionContext, Denial, admit_pod, admit_pod_group
+from gpufleet.policy.admission import admit_ephemeral_containers, is_pod_of_ours, preset_denial
 
-__all__ = ["ADMISSION_API_VERSION", "ReviewError", "review", "review_bytes"]
+__all__ = [
+    "ADMISSION_API_VERSION",
+    "ReviewError",
+    "Tenancy",
+    "decode",
+    "review",
+    "review_bytes",
+    "wanted_pod_group",
+]
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 _MAX_WARNING = 256  # the API server may truncate longer warnings
@@ -57,15 +80,104 @@ def _request_of(body: object) -> Mapping[str, Any]:
     return request
 
 
-def _is_pod_create(request: Mapping[str, Any]) -> bool:
+@dataclass(frozen=True)
+class Tenancy:
+    """What the tenancy checks read: the cluster as the webhook knows it, and, per request (from
+    its ``userInfo``), who may use which queue."""
+
+    context: AdmissionContext
+    reviewer_for: Callable[[Mapping[str, Any]], AccessReviewer]
+
+
+def _is_create(request: Mapping[str, Any], group: str, kind_name: str) -> bool:
     kind = request.get("kind")
     return (
         isinstance(kind, dict)
-        and kind.get("group", "") == ""
-        and kind.get("kind") == "Pod"
+        and kind.get("group", "") == group
+        and kind.get("kind") == kind_name
         and not request.get("subResource")
         and request.get("operation") == "CREATE"
     )
+
+
+def _is_ephemeral_update(request: Mapping[str, Any]) -> bool:
+    kind = request.get("kind")
+    return (isinstance(kind, dict) and kind.get("group", "") == "" and kind.get("kind") == "Pod"
+            and request.get("subResource") == "ephemeralcontainers" and request.get("operation") == "UPDATE")
+
+
+def _is_pod_create(request: Mapping[str, Any]) -> bool:
+    return _is_create(request, "", "Pod")
+
+
+def _user(request: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, ...]]:
+    info = request.get("userInfo")
+    info = info if isinstance(info, dict) else {}
+    name = info.get("username")
+    groups = info.get("groups")
+    return (info, name if isinstance(name, str) else "",
+            tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else ())
+
+
+def _deny(response: dict[str, Any], code: int, reason: str, message: str) -> None:
+    response["allowed"] = False
+    response["status"] = {"status": "Failure", "code": code, "reason": reason, "message": message}
+
+
+def _annotation_ops(pod: Mapping[str, Any], changes: Mapping[str, str | None]) -> list[dict[str, Any]]:
+    """JSONPatch operations that give ``pod`` the annotations ``changes`` asks (None: removed)."""
+    meta = pod.get("metadata")
+    wanted = {k: v for k, v in changes.items() if v is not None}
+    if not isinstance(meta, dict):
+        return [{"op": "add", "path": "/metadata", "value": {"annotations": wanted}}] if wanted else []
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        return [{"op": "add", "path": "/metadata/annotations", "value": wanted}] if wanted else []
+    ops: list[dict[str, Any]] = []
+    for key, value in changes.items():
+        path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        if value is None:
+            if key in annotations:
+                ops.append({"op": "remove", "path": path})
+        elif annotations.get(key) != value:
+            ops.append({"op": "replace" if key in annotations else "add", "path": path, "value": value})
+    return ops
+
+
+def wanted_pod_group(body: object) -> tuple[str, str] | None:
+    """(namespace, name) of the PodGroup a pod being created names, if any: the server reads it
+    when its cache does not have it yet (a PodGroup created just before its pods)."""
+    request = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(request, dict) or not _is_pod_create(request):
+        return None
+    pod = request.get("object")
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    group = labels.get(LABEL_POD_GROUP) if isinstance(labels, dict) else None
+    namespace = request.get("namespace") or (meta.get("namespace") if isinstance(meta, dict) else None)
+    if not isinstance(group, str) or not group or not isinstance(namespace, str) or not namespace:
+        return None
+    return namespace, group
+
+
+def _review_pod_group(request: Mapping[str, Any], response: dict[str, Any], tenancy: Tenancy) -> None:
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return
+    namespace = request.get("namespace")
+    meta = obj.get("metadata")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    if isinstance(namespace, str) and namespace:
+        meta["namespace"] = namespace
+    try:
+        group = pod_group_from_dict({**obj, "metadata": meta})
+    except FieldError:
+        return  # its CRD schema refuses it; nothing of tenancy to say
+    info, user, groups = _user(request)
+    decision = admit_pod_group(group, user, groups, tenancy.context, tenancy.reviewer_for(info))
+    if isinstance(decision, Denial):
+        log.info("denied PodGroup %s (%s): %s", group.key, decision.rule, decision.message)
+        _deny(response, 403, "Forbidden", decision.message)
 
 
 def _pod_name(request: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
@@ -80,11 +192,40 @@ def _short(line: str) -> str:
     return line if len(line) <= _MAX_WARNING else line[: _MAX_WARNING - 3] + "..."
 
 
-def review(body: object, settings: MutationSettings) -> dict[str, Any]:
-    """The AdmissionReview response to an AdmissionReview request (raises :class:`ReviewError`)."""
+def _stamp_problem(pod: Mapping[str, Any], changes: Mapping[str, str | None]) -> str | None:
+    """In validation: the webhook's annotations are not as its mutation writes them (a later
+    mutating webhook changed them, or the mutation did not run)."""
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
+    for key, value in changes.items():
+        got = annotations.get(key)
+        if got == value:
+            continue
+        wanted, shown = (json.dumps(v) if v is not None else "absent" for v in (value, got))
+        return f"annotation {key} must be {wanted} (gpufleet's mutating webhook writes it), got {shown}"
+    return None
+
+
+def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = None,
+           *, validate: bool = False) -> dict[str, Any]:
+    """The AdmissionReview response to an AdmissionReview request (raises :class:`ReviewError`).
+
+    ``validate``: the validating pass (``/validate``), on the object as every mutating webhook left
+    it: the same checks, no patch, and the webhook's annotations must be what its mutation writes."""
     request = _request_of(body)
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     envelope = {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+    if tenancy is not None and _is_create(request, API_GROUP, "PodGroup"):
+        _review_pod_group(request, response, tenancy)
+        return envelope
+    if tenancy is not None and _is_ephemeral_update(request):
+        obj, namespace = request.get("object"), request.get("namespace")
+        if isinstance(obj, dict) and isinstance(namespace, str):
+            denial = admit_ephemeral_containers(obj, namespace, tenancy.context)
+            if denial is not None:
+                _deny(response, 403, "Forbidden", denial.message)
+        return envelope
     if not _is_pod_create(request):
         return envelope
     pod = request.get("object")
@@ -92,34 +233,54 @@ def review(body: object, settings: MutationSettings) -> dict[str, Any]:
         response["warnings"] = ["gpufleet webhook: the admitted Pod has no object; left unchanged"]
         return envelope
     namespace = request.get("namespace")
+    meta = pod.get("metadata")
+    if not isinstance(namespace, str) or not namespace:
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
     mutation = mutate_pod(pod, settings, namespace=namespace if isinstance(namespace, str) else None)
     name = _pod_name(request, pod)
     if mutation.denial is not None:
         log.info("denied pod %s: %s", name, mutation.denial)
-        response["allowed"] = False
-        response["status"] = {
-            "status": "Failure",
-            "code": 422,
-            "reason": "Invalid",
-            "message": f"gpufleet: {mutation.denial}",
-        }
+        _deny(response, 422, "Invalid", f"gpufleet: {mutation.denial}")
+        return envelope
+    decision: Admission | Denial | None = None
+    if tenancy is not None and is_pod_of_ours(pod):
+        info, user, groups = _user(request)
+        checked = without_our_volumes(pod, settings) if mutation.fractional else pod
+        decision = admit_pod(checked, namespace if isinstance(namespace, str) and namespace else "default",
+                             user, groups, tenancy.context, tenancy.reviewer_for(info))
+    elif mutation.fractional:
+        decision = preset_denial(pod)
+    if isinstance(decision, Denial):
+        log.info("denied pod %s (%s): %s", name, decision.rule, decision.message)
+        _deny(response, 403, "Forbidden", decision.message)
         return envelope
     if mutation.warnings:
         response["warnings"] = [_short(f"gpufleet: {w}") for w in mutation.warnings]
-    if mutation.pod is pod:
+    if validate:
+        problem = _stamp_problem(pod, decision.annotations) if decision is not None else None
+        if problem is not None:
+            log.info("denied pod %s (stamp): %s", name, problem)
+            _deny(response, 403, "Forbidden", problem)
         return envelope
-    operations = jsonpatch.make_patch(pod, dict(mutation.pod)).patch
+    operations = [] if mutation.pod is pod else jsonpatch.make_patch(pod, dict(mutation.pod)).patch
+    if decision is not None:
+        operations.extend(_annotation_ops(pod, decision.annotations))
     if operations:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(operations).encode("utf-8")).decode("ascii")
-    log.info("admitted fractional pod %s: %d patch operations", name, len(operations))
+    if mutation.fractional or operations:
+        log.debug("admitted pod %s: %d patch operations", name, len(operations))
     return envelope
 
 
-def review_bytes(raw: bytes, settings: MutationSettings) -> dict[str, Any]:
-    """:func:`review` of a raw HTTP body; undecodable JSON is a :class:`ReviewError` too."""
+def decode(raw: bytes) -> object:
+    """The JSON of a raw HTTP body; undecodable JSON is a :class:`ReviewError`."""
     try:
-        body = json.loads(raw)
+        return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReviewError(f"body: not JSON ({err})") from None
-    return review(body, settings)
+
+
+def review_bytes(raw: bytes, settings: MutationSettings, tenancy: Tenancy | None = None) -> dict[str, Any]:
+    """:func:`review` of a raw HTTP body; undecodable JSON is a :class:`ReviewError` too."""
+    return review(decode(raw), settings, tenancy)
