@@ -290,7 +290,12 @@ def _usable_glob(pattern: str) -> str:
 
 
 # A glob over image references or claim names: no blanks, no "***" (docs/semantics-notes.md, "Projects").
-Glob = Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=r"^\S+$"), AfterValidator(_usable_glob)]
+# The API server refuses "***" with the CEL rule; the loader with the admission's own check (same words).
+_NO_TRIPLE_STAR = "'***' is not a glob ('*': within one path segment, '**': across segments)"
+Glob = Annotated[StrictStr, Field(
+    min_length=1, max_length=1024, pattern=r"^\S+$",
+    json_schema_extra={"x-kubernetes-validations": [{"rule": "!self.contains('***')", "message": _NO_TRIPLE_STAR}]},
+), AfterValidator(_usable_glob)]
 Cap = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 _SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 

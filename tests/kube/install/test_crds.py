@@ -491,10 +491,23 @@ def _project_rules() -> dict[str, tuple[str, str]]:
 
 def test_the_project_schema_has_exactly_these_cel_rules() -> None:
     assert sorted(_project_rules()) == [
-        ".spec", ".spec.namespaces.selector.matchExpressions[]", ".spec.nodePools[].nodeSelector.matchExpressions[]"]
+        ".spec", ".spec.images.allowed[]", ".spec.images.denied[]", ".spec.namespaces.selector.matchExpressions[]",
+        ".spec.nodePools[].nodeSelector.matchExpressions[]", ".spec.volumes.claimNames[]"]
 
 
-def _cel(rule: str, value: dict[str, Any]) -> bool:
+@pytest.mark.parametrize(("glob", "ok"), [("ghcr.io/acme/*", True), ("ghcr.io/**", True), ("ghcr.io/***", False),
+                                          ("***", False)])  # fmt: skip
+def test_the_glob_rule_agrees_with_the_loader(glob: str, ok: bool) -> None:
+    for path, spec in ((".spec.images.allowed[]", {"images": {"allowed": [glob]}}),
+                       (".spec.images.denied[]", {"images": {"denied": [glob]}}),
+                       (".spec.volumes.claimNames[]", {"volumes": {"claimNames": [glob]}})):
+        rule, message = _project_rules()[path]
+        assert message == "'***' is not a glob ('*': within one path segment, '**': across segments)"
+        assert _cel(rule, glob) is ok
+        assert _loader_accepts(_obj("Project", spec)) is ok
+
+
+def _cel(rule: str, value: Any) -> bool:
     celpy = pytest.importorskip("celpy", reason="cel-python (the dev extra) evaluates the CRD's CEL rules")
     env = celpy.Environment()
     return bool(env.program(env.compile(rule)).evaluate({"self": celpy.json_to_cel(value)}))
