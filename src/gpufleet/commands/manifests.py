@@ -35,6 +35,9 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 @click.option("--webhook", is_flag=True,
               help="Include the fractional-GPU admission webhook; its certificate comes from cert-manager, "
                    "which must be installed (Kubernetes >= 1.28).")
+@click.option("--webhook-tenancy/--no-webhook-tenancy", default=True, show_default=True,
+              help="With --webhook: its tenancy admission (Projects, queue grants by SubjectAccessReview, "
+                   "the submitted-by stamp), with its own ServiceAccount.")
 @click.option("--admission-policy/--no-admission-policy", default=True, show_default=True,
               help="Include the ValidatingAdmissionPolicy that guards gpufleet's pod annotations "
                    "(Kubernetes >= 1.30).")
@@ -43,8 +46,8 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
               help="Instead of printing: rewrite the generated files (CRDs, RBAC rules) of the Helm chart "
                    "in this directory, e.g. deploy/helm/gpufleet.")
 def manifests(
-    namespace: str, image: str, examples: bool, webhook: bool, admission_policy: bool, crds_only: bool,
-    chart_dir: Path | None,
+    namespace: str, image: str, examples: bool, webhook: bool, webhook_tenancy: bool, admission_policy: bool,
+    crds_only: bool, chart_dir: Path | None,
 ) -> None:
     """Print everything needed to install gpufleet without Helm, as multi-document YAML.
 
@@ -74,5 +77,5 @@ def manifests(
         click.echo(render_crds(), nl=False)
         return
     options = InstallOptions(namespace=namespace, image=image, examples=examples, webhook=webhook,
-                             admission_policy=admission_policy)
+                             admission_policy=admission_policy, webhook_tenancy=webhook_tenancy)
     click.echo(render_manifests(options, rules), nl=False)

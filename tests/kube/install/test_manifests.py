@@ -199,9 +199,10 @@ def test_the_webhook_is_opt_in_and_valid(default_output: str) -> None:
     assert code == 0
     docs = _docs(out)
     [config] = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
-    [hook] = config["webhooks"]
+    [hook, tenancy] = config["webhooks"]  # the fractional entry, and the tenancy entry (--webhook-tenancy)
     assert hook["clientConfig"]["service"] == {"name": "gpufleet-webhook", "namespace": "sched", "path": "/mutate",
                                                "port": 443}
+    assert tenancy["clientConfig"]["service"] == hook["clientConfig"]["service"]
     assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "sched/gpufleet-webhook"}
     [certificate] = [d for d in docs if d["kind"] == "Certificate"]
     [deploy] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-webhook"]

@@ -89,8 +89,9 @@ def test_helm_lint_is_clean_with_everything_on() -> None:
 def test_generated_certificate_serves_the_service_and_matches_the_ca_bundle(enabled: list[dict[str, Any]]) -> None:
     secret = one(enabled, "Secret", "-webhook-tls")
     config = one(enabled, "MutatingWebhookConfiguration")
-    [hook] = config["webhooks"]
+    [hook, tenancy] = config["webhooks"]
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert tenancy["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), password=None)
@@ -103,7 +104,8 @@ def test_generated_certificate_serves_the_service_and_matches_the_ca_bundle(enab
 
 
 def test_webhook_configuration(enabled: list[dict[str, Any]]) -> None:
-    [hook] = one(enabled, "MutatingWebhookConfiguration")["webhooks"]
+    hook = one(enabled, "MutatingWebhookConfiguration")["webhooks"][0]
+    assert hook["name"] == "fractional-gpus.gpufleet.dev"
     assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
@@ -159,8 +161,10 @@ def test_fail_without_match_conditions_is_refused() -> None:
     with pytest.raises(helm.HelmError, match="needs matchConditions"):
         render({"webhook": {"enabled": True, "matchConditions": False}})
     docs = render({"webhook": {"enabled": True, "matchConditions": False, "failurePolicy": "Ignore"}})
-    [hook] = one(docs, "MutatingWebhookConfiguration")["webhooks"]
-    assert hook["failurePolicy"] == "Ignore" and "matchConditions" not in hook
+    hooks = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert len(hooks) == 2  # the fractional entry and the tenancy entry
+    for hook in hooks:
+        assert hook["failurePolicy"] == "Ignore" and "matchConditions" not in hook
 
 
 def test_options_reach_the_webhook_and_daemonset() -> None:

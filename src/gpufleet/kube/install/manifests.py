@@ -41,6 +41,7 @@ from gpufleet.kube.install.tenancy import (
     controller_username,
     policy_spec,
     policy_spec_template,
+    tenancy_mutating_webhook,
     tenancy_webhook,
 )
 from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
@@ -104,6 +105,9 @@ class InstallOptions:
     examples: bool = True  # example PriorityClasses and Queues
     webhook: bool = False  # the fractional-GPU webhook (needs cert-manager for its certificate)
     admission_policy: bool = True  # the ValidatingAdmissionPolicy on gpufleet's pod annotations (Kubernetes >= 1.30)
+    # With webhook: its tenancy admission (chart: webhook.tenancy.enabled): `--tenancy`, /readyz, the
+    # tenancy entries of both webhook configurations, and its ServiceAccount and ClusterRole.
+    webhook_tenancy: bool = True
 
 
 @dataclass(frozen=True)
@@ -278,16 +282,24 @@ def _controller_objects(options: InstallOptions, rules: RbacRules) -> list[dict[
 
 def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"}}
+    # With tenancy, /readyz answers 503 until the webhook's cache of the cluster is synced.
+    ready = {"httpGet": {**probe["httpGet"], "path": "/readyz"}} if options.webhook_tenancy else probe
+    tenancy = ["--tenancy"] if options.webhook_tenancy else []
+    # The tenancy admission asks SubjectAccessReviews and reads the cluster: the webhook's own account;
+    # without it the webhook never calls the API server: no token in its pods.
+    account: dict[str, Any] = (
+        {"serviceAccountName": WEBHOOK} if options.webhook_tenancy else {"automountServiceAccountToken": False})
     container = {
         "name": "webhook",
         "image": options.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["gpufleet"],
         "args": ["webhook", f"--port={WEBHOOK_PORT}", f"--cert-file={WEBHOOK_TLS_DIR}/tls.crt",
-                 f"--key-file={WEBHOOK_TLS_DIR}/tls.key", f"--mps-host-dir={DEFAULT_MPS_HOST_DIR}", "--log-level=info"],
+                 f"--key-file={WEBHOOK_TLS_DIR}/tls.key", f"--mps-host-dir={DEFAULT_MPS_HOST_DIR}", "--log-level=info",
+                 *tenancy],
         "ports": [{"name": "https", "containerPort": WEBHOOK_PORT, "protocol": "TCP"}],
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
-        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 2},
+        "readinessProbe": {**ready, "periodSeconds": 5, "failureThreshold": 2},
         "resources": {"limits": {"memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "128Mi"}},
         "securityContext": _restricted_container_security(),
         "volumeMounts": [{"name": "tls", "mountPath": WEBHOOK_TLS_DIR, "readOnly": True}],
@@ -302,8 +314,7 @@ def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": _labels("webhook")},
                 "spec": {
-                    # The tenancy admission asks SubjectAccessReviews and reads Projects: its own account.
-                    "serviceAccountName": WEBHOOK,
+                    **account,
                     "securityContext": _pod_security(),
                     "affinity": _spread("webhook"),
                     "containers": [container],
@@ -318,6 +329,7 @@ def _webhook_objects(options: InstallOptions) -> list[dict[str, Any]]:
     ns = options.namespace
     service = f"{WEBHOOK}.{ns}.svc"
     issuer = f"{WEBHOOK}-selfsigned"
+    selector = _webhook_namespace_selector(ns)
     webhook = {
         "name": f"fractional-gpus.{GROUP}",
         "admissionReviewVersions": ["v1"],
@@ -328,10 +340,12 @@ def _webhook_objects(options: InstallOptions) -> list[dict[str, Any]]:
         "clientConfig": {"service": {"name": WEBHOOK, "namespace": ns, "path": "/mutate", "port": 443}},
         "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
                    "scope": "Namespaced"}],
-        "namespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", ns]}]},
+        "namespaceSelector": selector,
         "matchConditions": [{"name": "gpufleet-fractional-pod", "expression": WEBHOOK_MATCH}],
     }  # fmt: skip
+    webhooks = [webhook]
+    if options.webhook_tenancy:
+        webhooks.append(tenancy_mutating_webhook({"name": WEBHOOK, "namespace": ns}, selector))
     return [
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": _meta(issuer, ns, "webhook"),
          "spec": {"selfSigned": {}}},
@@ -342,7 +356,7 @@ def _webhook_objects(options: InstallOptions) -> list[dict[str, Any]]:
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {**_meta(WEBHOOK, None, "webhook"),
                       "annotations": {"cert-manager.io/inject-ca-from": f"{ns}/{WEBHOOK}"}},
-         "webhooks": [webhook]},
+         "webhooks": webhooks},
         _webhook_deployment(options),
         {"apiVersion": "v1", "kind": "Service", "metadata": _meta(WEBHOOK, ns, "webhook"),
          "spec": {"type": "ClusterIP", "selector": _labels("webhook"),
@@ -396,10 +410,15 @@ def _tenancy_objects(options: InstallOptions) -> list[dict[str, Any]]:
     return objects
 
 
+def _webhook_namespace_selector(namespace: str) -> dict[str, Any]:
+    """Every namespace but kube-system and the install's own."""
+    return {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}]}
+
+
 def _tenancy_webhook_object(options: InstallOptions) -> dict[str, Any]:
     ns = options.namespace
-    selector = {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", ns]}]}
+    selector = _webhook_namespace_selector(ns)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {**_meta(WEBHOOK, None, "webhook"),
@@ -443,8 +462,9 @@ def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> 
     objects += _tenancy_objects(options)
     if options.webhook:
         objects += _webhook_objects(options)
-        objects.append(_tenancy_webhook_object(options))
-        objects += _webhook_identity(options)
+        if options.webhook_tenancy:
+            objects.append(_tenancy_webhook_object(options))
+            objects += _webhook_identity(options)
     if options.examples:
         objects += _example_objects()
     return objects

@@ -24,6 +24,7 @@ from typing import Any
 from gpufleet.domain.wire import (
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
+    ANNOTATION_GPU_MEMORY,
     ANNOTATION_MPS_MEM_LIMIT,
     ANNOTATION_QUEUE_GRANT,
     ANNOTATION_SUBMITTED_BY,
@@ -38,6 +39,7 @@ __all__ = [
     "PLATFORM_ADMIN",
     "POLICY_SUFFIX",
     "PROJECT_ADMIN",
+    "TENANCY_MUTATE_MATCH",
     "TENANCY_ROLES",
     "TENANCY_WEBHOOK_MATCH",
     "TENANCY_WEBHOOK_NAME",
@@ -46,6 +48,7 @@ __all__ = [
     "controller_username",
     "policy_spec",
     "policy_spec_template",
+    "tenancy_mutating_webhook",
     "tenancy_webhook",
 ]
 
@@ -82,15 +85,17 @@ TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...
     )),
 )  # fmt: skip
 
-# What the tenancy admission of the webhook calls: SubjectAccessReviews (`use` of a queue), and reads
-# of what its rules depend on (Projects and the Namespaces they select, PodGroups, PriorityClasses,
-# Queues and the SchedulerConfig). The webhook's own ServiceAccount and ClusterRole carry them.
+# Exactly the API calls of the webhook's tenancy admission (gpufleet.kube.webhook): SubjectAccessReviews
+# (`use` of a queue), the informers of its cache (list + watch of state.WATCHED_KINDS: Projects and the
+# Namespaces they select, the SchedulerConfig, PriorityClasses, PodGroups, and pods for the pending
+# gangs), and a get of a PodGroup a pod names before the watch delivered it. No writes, no queues.
+# The webhook's own ServiceAccount and ClusterRole carry them; a test pins them against the code.
 WEBHOOK_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
-    {"apiGroups": [API_GROUP], "resources": ["projects", "queues", "podgroups", "schedulerconfigs"],
-     "verbs": list(_READ)},
-    {"apiGroups": [""], "resources": ["namespaces"], "verbs": list(_READ)},
-    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": list(_READ)},
+    {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["projects", "schedulerconfigs"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list", "watch"]},
 )  # fmt: skip
 
 # --- the ValidatingAdmissionPolicy --------------------------------------------------------------
@@ -198,4 +203,44 @@ def tenancy_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
         ],
         "namespaceSelector": namespace_selector,
         "matchConditions": [{"name": "gpufleet-pod-or-podgroup", "expression": TENANCY_WEBHOOK_MATCH}],
+    }  # fmt: skip
+
+
+# The tenancy entry of the MutatingWebhookConfiguration (/mutate writes submitted-by and queue-grant):
+# every PodGroup, and pods of gpufleet's but the fractional ones at creation, which the fractional
+# entry (its own failurePolicy) already sends to the same /mutate; their ephemeral containers too.
+_OURS = f"has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}'"
+_FRACTIONAL = (
+    "has(object.metadata.annotations)"
+    f" && ('{ANNOTATION_GPU_BLOCKS}' in object.metadata.annotations"
+    f" || '{ANNOTATION_GPU_MEMORY}' in object.metadata.annotations)"
+)
+TENANCY_MUTATE_MATCH = (
+    f"request.resource.resource != 'pods' || ({_OURS}"
+    f" && (request.subResource == 'ephemeralcontainers' || !({_FRACTIONAL})))"
+)
+
+
+def tenancy_mutating_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
+                             failure_policy: str = "Fail", timeout: int = 5) -> dict[str, Any]:
+    """The tenancy entry of the MutatingWebhookConfiguration: pods and PodGroups at creation, and
+    ``pods/ephemeralcontainers`` updates, on ``/mutate``."""
+    return {
+        "name": TENANCY_WEBHOOK_NAME,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": failure_policy,
+        "reinvocationPolicy": "IfNeeded",
+        "timeoutSeconds": timeout,
+        "clientConfig": {"service": {**service, "path": "/mutate", "port": 443}},
+        "rules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+             "scope": "Namespaced"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+             "resources": ["pods/ephemeralcontainers"], "scope": "Namespaced"},
+            {"apiGroups": [API_GROUP], "apiVersions": [API_VERSION], "operations": ["CREATE"],
+             "resources": ["podgroups"], "scope": "Namespaced"},
+        ],
+        "namespaceSelector": namespace_selector,
+        "matchConditions": [{"name": "gpufleet-pod-or-podgroup", "expression": TENANCY_MUTATE_MATCH}],
     }  # fmt: skip
