@@ -46,13 +46,16 @@ __all__ = [
     "Admission",
     "AdmissionContext",
     "Denial",
+    "admit_claim",
     "admit_ephemeral_containers",
     "admit_pod",
     "admit_pod_group",
+    "claim_name_problem",
     "image_problem",
     "is_pod_of_ours",
     "pending_gangs_problem",
     "preset_denial",
+    "storage_class_problem",
     "volume_problems",
 ]
 
@@ -174,19 +177,55 @@ def volume_problems(project: Project, spec: Mapping[str, Any]) -> Iterator[str]:
             if kind not in policy.kinds:
                 yield (f"project {project.name} does not allow volume kind {_shown(kind)} in volume {_shown(name)} "
                        f"(allowed: {', '.join(policy.kinds) or 'none'})")
-        if policy.storage_classes is not None and "ephemeral" in volume:
+        if "ephemeral" in volume:
             template = _dict(_dict(_dict(volume.get("ephemeral")).get("volumeClaimTemplate")).get("spec"))
-            wanted = template.get("storageClassName")
-            if not isinstance(wanted, str) or wanted not in policy.storage_classes:
-                shown = _shown(wanted) if isinstance(wanted, str) else "(cluster default)"
-                yield (f"project {project.name} does not allow storage class {shown} in volume {_shown(name)} "
-                       f"(allowed: {', '.join(policy.storage_classes) or 'none'})")
-        if policy.claim_names is not None and "persistentVolumeClaim" in volume:
-            claim = _dict(volume.get("persistentVolumeClaim")).get("claimName")
-            claim_text = claim if isinstance(claim, str) else ""
-            if not any(glob_matches(pattern, claim_text) for pattern in policy.claim_names):
-                yield (f"project {project.name} does not allow claim {_shown(claim_text) or '(none)'} in volume "
-                       f"{_shown(name)} (allowed: {', '.join(policy.claim_names) or 'none'})")
+            problem = storage_class_problem(project, template.get("storageClassName"), f"volume {_shown(name)}")
+            if problem is not None:
+                yield problem
+        if "persistentVolumeClaim" in volume:
+            problem = claim_name_problem(project, _dict(volume.get("persistentVolumeClaim")).get("claimName"),
+                                         f"volume {_shown(name)}")
+            if problem is not None:
+                yield problem
+
+
+def storage_class_problem(project: Project, wanted: object, where: str) -> str | None:
+    """A claim's ``storageClassName`` (``wanted``; absent: the cluster's default class, unknown to
+    admission, so refused when the Project lists classes) that ``project`` does not allow."""
+    allowed = project.volumes.storage_classes
+    if allowed is None or (isinstance(wanted, str) and wanted in allowed):
+        return None
+    shown = _shown(wanted) if isinstance(wanted, str) else "(cluster default)"
+    return (f"project {project.name} does not allow storage class {shown} in {where} "
+            f"(allowed: {', '.join(allowed) or 'none'})")
+
+
+def claim_name_problem(project: Project, claim: object, where: str) -> str | None:
+    """A claim name that none of ``project``'s ``claimNames`` globs matches."""
+    allowed = project.volumes.claim_names
+    text = claim if isinstance(claim, str) else ""
+    if allowed is None or any(glob_matches(pattern, text) for pattern in allowed):
+        return None
+    return (f"project {project.name} does not allow claim {_shown(text) or '(none)'} in {where} "
+            f"(allowed: {', '.join(allowed) or 'none'})")
+
+
+def admit_claim(claim: Mapping[str, Any], namespace: str, context: AdmissionContext) -> Denial | Admission:
+    """Whether a PersistentVolumeClaim may be created in ``namespace``: its namespace's Project must
+    allow its StorageClass (``volumes.storageClasses``) and its name (``volumes.claimNames``), so that
+    a pod of the Project cannot mount storage of a class it was not given through a claim made apart.
+    A claim of a namespace in no Project is not checked."""
+    denial = _namespace_denial(context, namespace)
+    if denial is not None:
+        return denial
+    project = context.index.project_of(namespace)
+    if project is None:
+        return Admission(checked=False)
+    name = _dict(claim.get("metadata")).get("name")
+    where = f"persistentvolumeclaim {_shown(name) if isinstance(name, str) else '?'}"
+    problem = (storage_class_problem(project, _dict(claim.get("spec")).get("storageClassName"), where)
+               or claim_name_problem(project, name, where))  # fmt: skip
+    return Denial("volume", problem) if problem is not None else Admission()
 
 
 def pending_gangs_problem(project: Project, user: str, pending: int) -> str | None:
