@@ -53,8 +53,9 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--access-denied-ttl", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds a SubjectAccessReview that refused a queue is reused.")
 @click.option("--trusted-controller", "trusted_controllers", multiple=True, metavar="USER",
-              help="With --tenancy: a workload controller's user whose pods (Jobs, ReplicaSets) keep the "
-                   "submitted-by and queue-grant copied from their template; repeatable. Default: "
+              help="Read with --tenancy (ignored without): a workload controller's user whose pods "
+                   "(Jobs, ReplicaSets) keep the submitted-by and queue-grant copied from their template; "
+                   "repeatable. Default: "
                    "kube-controller-manager's job-, cronjob-, replicaset-, deployment- and "
                    "statefulset-controller.")
 def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, insecure_http: bool,
@@ -101,8 +102,6 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
                                  trusted_controllers=trusted_controllers or DEFAULT_TRUSTED_CONTROLLERS)
     elif kubeconfig or api_server:
         raise CommandError("--kubeconfig and --server go with --tenancy")
-    elif trusted_controllers:
-        raise CommandError("--trusted-controller goes with --tenancy")
     try:
         run_server(ServerSettings(host=host, port=port, cert_file=cert_file, key_file=key_file), settings, service)
     except OSError as err:  # the port is taken, the address is not ours, ...

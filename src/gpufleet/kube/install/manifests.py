@@ -44,6 +44,7 @@ from gpufleet.kube.install.tenancy import (
     tenancy_webhook,
 )
 from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
+from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -284,7 +285,8 @@ def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "command": ["gpufleet"],
         "args": ["webhook", f"--port={WEBHOOK_PORT}", f"--cert-file={WEBHOOK_TLS_DIR}/tls.crt",
-                 f"--key-file={WEBHOOK_TLS_DIR}/tls.key", f"--mps-host-dir={DEFAULT_MPS_HOST_DIR}", "--log-level=info"],
+                 f"--key-file={WEBHOOK_TLS_DIR}/tls.key", f"--mps-host-dir={DEFAULT_MPS_HOST_DIR}", "--log-level=info",
+                 *(f"--trusted-controller={user}" for user in DEFAULT_TRUSTED_CONTROLLERS)],
         "ports": [{"name": "https", "containerPort": WEBHOOK_PORT, "protocol": "TCP"}],
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
         "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 2},
