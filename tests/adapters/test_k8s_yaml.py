@@ -76,6 +76,8 @@ CONTAINER = "containers: [{name: main, image: x, resources: {limits: {nvidia.com
         ("1.0001", 1001),
         ("1e3", 1_000_000),
         ("0", 0),
+        ("+.5", 500),  # a sign before the point, as Kubernetes reads it
+        ("+.5Gi", 512 * 1024 * 1024 * 1000),
         (2, 2000),  # a plain YAML number
         (0.25, 250),
     ],

@@ -29,8 +29,10 @@ class QuantityError(ValueError):
 def _parse(text: str) -> int:
     if not _ALLOWED.fullmatch(text):
         raise QuantityError(f"malformed quantity {describe(text)}")
+    # Kubernetes reads "+.5" as "+0.5"; lightkube's expression misses a sign before the point.
+    number = text[0] + "0" + text[1:] if text[:2] in ("+.", "-.") and text[2:3].isdigit() else text
     try:
-        value = parse_quantity(text)
+        value = parse_quantity(number)
     except (ValueError, ArithmeticError) as err:
         # lightkube says "Invalid numerical value" when the exact milli value exceeds the
         # decimal context (the regular expression has already accepted the number).

@@ -52,10 +52,17 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Seconds a SubjectAccessReview that allowed a queue is reused.")
 @click.option("--access-denied-ttl", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds a SubjectAccessReview that refused a queue is reused.")
+@click.option("--trusted-controller", "trusted_controllers", multiple=True, metavar="USER",
+              help="Read with --tenancy (ignored without): a workload controller's user whose pods "
+                   "(Jobs, ReplicaSets) keep the submitted-by and queue-grant copied from their template; "
+                   "repeatable. Default: "
+                   "kube-controller-manager's job-, cronjob-, replicaset-, deployment- and "
+                   "statefulset-controller.")
 def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, insecure_http: bool,
             gpu_memory_mib: int | None, mps_host_dir: str, node_selector: tuple[str, ...],
             runtime_class: str | None, log_level: str, tenancy: bool, kubeconfig: str | None,
-            api_server: str | None, access_ttl: float, access_denied_ttl: float) -> None:
+            api_server: str | None, access_ttl: float, access_denied_ttl: float,
+            trusted_controllers: tuple[str, ...]) -> None:
     """Serve the mutating admission webhook that wires fractional-GPU pods to MPS.
 
     POST /mutate takes an admission.k8s.io/v1 AdmissionReview; GET /healthz answers "ok", GET /readyz
@@ -89,7 +96,10 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
             api = connect(kubeconfig, server=api_server)
         except ClusterAccessError as err:
             raise CommandError(str(err), exit_code=err.exit_code) from None
-        service = TenancyService(api, RealClock(), allowed_ttl=access_ttl, denied_ttl=access_denied_ttl)
+        from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
+
+        service = TenancyService(api, RealClock(), allowed_ttl=access_ttl, denied_ttl=access_denied_ttl,
+                                 trusted_controllers=trusted_controllers or DEFAULT_TRUSTED_CONTROLLERS)
     elif kubeconfig or api_server:
         raise CommandError("--kubeconfig and --server go with --tenancy")
     try:

@@ -9,6 +9,7 @@ from gpufleet.policy.admission import (
     Denial,
     admit_pod,
     admit_pod_group,
+    admit_workload,
 )
 from gpufleet.policy.images import ImageRef, glob_matches, normalize_image, pattern_problem
 from gpufleet.policy.projects import ProjectIndex
@@ -45,6 +46,7 @@ __all__ = [
     "Subject",
     "admit_pod",
     "admit_pod_group",
+    "admit_workload",
     "glob_matches",
     "gpu_cap_problem",
     "in_node_pools",

@@ -41,7 +41,9 @@ from gpufleet.policy.rules import (
 )
 
 __all__ = [
+    "DEFAULT_TRUSTED_CONTROLLERS",
     "SCHEDULER_OWNED_ANNOTATIONS",
+    "WORKLOAD_KINDS",
     "AccessReviewer",
     "Admission",
     "AdmissionContext",
@@ -50,6 +52,7 @@ __all__ = [
     "admit_ephemeral_containers",
     "admit_pod",
     "admit_pod_group",
+    "admit_workload",
     "claim_name_problem",
     "image_problem",
     "is_pod_of_ours",
@@ -57,12 +60,29 @@ __all__ = [
     "preset_denial",
     "storage_class_problem",
     "volume_problems",
+    "workload_template",
 ]
 
 # Annotations only the scheduler writes on a pod (at binding); a new pod may not carry them.
 SCHEDULER_OWNED_ANNOTATIONS = (ANNOTATION_GPU_INDEX, ANNOTATION_MPS_MEM_LIMIT)
 _CONTAINER_SECTIONS = ("initContainers", "containers", "ephemeralContainers")
 _MAX_SHOWN = 200  # characters of a tenant's value quoted in a reason
+
+# (API group, kind) -> the path of the pod template in the object: the workloads whose pods follow
+# their creator (docs/semantics-notes.md, "Admission", "Workloads").
+WORKLOAD_KINDS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("batch", "Job"): ("spec", "template"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
+    ("apps", "Deployment"): ("spec", "template"),
+    ("apps", "ReplicaSet"): ("spec", "template"),
+    ("apps", "StatefulSet"): ("spec", "template"),
+}
+# kube-controller-manager's accounts that create pods (and Jobs, ReplicaSets) from a template: what
+# they create keeps the stamps copied from it.
+DEFAULT_TRUSTED_CONTROLLERS: tuple[str, ...] = tuple(
+    f"system:serviceaccount:kube-system:{name}" for name in
+    ("job-controller", "cronjob-controller", "replicaset-controller", "deployment-controller",
+     "statefulset-controller"))
 
 
 class AccessReviewer(Protocol):
@@ -301,16 +321,24 @@ def _priority(context: AdmissionContext, spec: Mapping[str, Any], group: PodGrou
 
 
 def admit_pod(pod: Mapping[str, Any], namespace: str, user: str, groups: Sequence[str],
-              context: AdmissionContext, reviewer: AccessReviewer) -> Denial | Admission:
+              context: AdmissionContext, reviewer: AccessReviewer, *, trusted: bool = False,
+              template: bool = False) -> Denial | Admission:
     """Whether ``user`` (of ``groups``) may create ``pod`` in ``namespace`` (the rules in the module
     docstring, in this order: scheduler-owned annotations, ``spec.nodeName``, the namespace, the
-    queue, the priority class, non-preemptible work, images, volumes, the pending-gang cap)."""
+    queue, the priority class, non-preemptible work, images, volumes, the pending-gang cap).
+
+    ``trusted``: ``user`` is a trusted workload controller; a ``submitted-by`` on the pod (copied
+    from its template) is kept and is the user, its ``queue-grant`` is the only grant (no review is
+    asked), and nothing is written. ``template``: ``pod`` is a workload's pod template (no
+    pending-gang cap: its pods are checked when they are made)."""
     if not is_pod_of_ours(pod):
         return Admission(checked=False)
     meta = _dict(pod.get("metadata"))
     spec = _dict(pod.get("spec"))
     labels = _str_map(meta.get("labels"))
-    user = user or UNVERIFIED_USER
+    stamps = _str_map(meta.get("annotations"))
+    kept = trusted and bool(stamps.get(ANNOTATION_SUBMITTED_BY))
+    user = stamps[ANNOTATION_SUBMITTED_BY] if kept else (user or UNVERIFIED_USER)
 
     denial = preset_denial(pod)
     if denial is not None:
@@ -327,7 +355,13 @@ def admit_pod(pod: Mapping[str, Any], namespace: str, user: str, groups: Sequenc
         queue = group.queue
     if queue is None:
         queue = queue_for(project, context.default_queue)
-    problem, grant = _queue_decision(context, project, namespace, queue, user, groups, reviewer)
+    grant: QueueName | None
+    if kept:  # the grant copied from the template: asked for its submitter when it was stamped
+        copied = stamps.get(ANNOTATION_QUEUE_GRANT)
+        grant = QueueName(copied) if copied else None
+        problem = queue_problem(context.index, project, namespace, queue, grant)
+    else:
+        problem, grant = _queue_decision(context, project, namespace, queue, user, groups, reviewer)
     if problem is not None:
         return Denial("queue", problem)
 
@@ -351,7 +385,7 @@ def admit_pod(pod: Mapping[str, Any], namespace: str, user: str, groups: Sequenc
                 return Denial("image", problem)
         for problem in volume_problems(project, spec):
             return Denial("volume", problem)
-        if project.max_pending_gangs_per_user is not None:
+        if project.max_pending_gangs_per_user is not None and not template:
             name = meta.get("name")
             gang = f"{namespace}/{group_label}" if group_label else f"{namespace}/{name}"
             gangs = _pending_gangs_of(context, project, user)
@@ -360,8 +394,33 @@ def admit_pod(pod: Mapping[str, Any], namespace: str, user: str, groups: Sequenc
                 if problem is not None:
                     return Denial("pending-gangs", problem)
 
+    if kept:
+        return Admission(queue=queue, queue_grant=grant)
     return Admission(queue=queue, queue_grant=grant,
                      annotations={ANNOTATION_SUBMITTED_BY: user, ANNOTATION_QUEUE_GRANT: grant})
+
+
+def workload_template(obj: Mapping[str, Any], group: str, kind: str) -> Mapping[str, Any] | None:
+    """The pod template of a workload of :data:`WORKLOAD_KINDS` (None: another kind, or none)."""
+    path = WORKLOAD_KINDS.get((group, kind))
+    if path is None:
+        return None
+    node: object = obj
+    for key in path:
+        node = _dict(node).get(key)
+    return node if isinstance(node, Mapping) else None
+
+
+def admit_workload(obj: Mapping[str, Any], group: str, kind: str, namespace: str, user: str,
+                   groups: Sequence[str], context: AdmissionContext, reviewer: AccessReviewer, *,
+                   trusted: bool = False) -> Denial | Admission:
+    """Whether ``user`` may create (or change the pod template of) workload ``obj`` of ``kind``:
+    the pod rules on its template (without the pending-gang cap); the annotations to write on the
+    template. ``trusted`` as for :func:`admit_pod`. Any other object: ``checked=False``."""
+    template = workload_template(obj, group, kind)
+    if template is None:
+        return Admission(checked=False)
+    return admit_pod(template, namespace, user, groups, context, reviewer, trusted=trusted, template=True)
 
 
 def admit_ephemeral_containers(pod: Mapping[str, Any], namespace: str, context: AdmissionContext) -> Denial | None:

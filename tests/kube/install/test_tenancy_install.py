@@ -99,8 +99,12 @@ def test_the_policy_and_its_binding() -> None:
     assert binding["spec"] == {"policyName": "gpufleet-pod-annotations", "validationActions": ["Deny"]}
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"] == {"resourceRules": [
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]}
-    assert [v["name"] for v in spec["variables"]] == ["controller", "annotations", "oldAnnotations", "guarded"]
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+        *({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
+          for group, resource in (("batch", "jobs"), ("batch", "cronjobs"), ("apps", "deployments"),
+                                  ("apps", "replicasets"), ("apps", "statefulsets")))]}
+    assert [v["name"] for v in spec["variables"]] == [
+        "controller", "trusted", "annotations", "oldAnnotations", "guarded", "workload"]
     assert spec["variables"][0]["expression"] == f"'{CONTROLLER}'"
     assert len(spec["validations"]) == 3
     assert all(v["reason"] == "Forbidden" for v in spec["validations"])
@@ -164,6 +168,11 @@ def admit(operation: str, user: str, annotations: dict[str, str] | None,
         "request": celpy.json_to_cel({"operation": operation, "namespace": "ml", "userInfo": {"username": user}}),
         "authorizer": celtypes.MapType({}),
     }
+    return decide(spec, activation, user)
+
+
+def decide(spec: dict[str, Any], activation: dict[str, Any], user: str) -> str | None:
+    """The policy ``spec`` on one request (``activation``): None or the denial message."""
     functions = _authorizer_functions(user)
     for condition in spec["matchConditions"]:
         if not _evaluate(condition["expression"], activation, functions):
@@ -238,7 +247,10 @@ def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
     assert hook["clientConfig"]["service"] == {"name": "gpufleet-webhook", "namespace": NAMESPACE,
                                                "path": "/validate", "port": 443}  # fmt: skip
     assert [(r["apiGroups"], r["resources"], r["operations"]) for r in hook["rules"]] == [
-        ([""], ["pods"], ["CREATE"]), (["gpufleet.dev"], ["podgroups"], ["CREATE"])]
+        ([""], ["pods"], ["CREATE"]), (["gpufleet.dev"], ["podgroups"], ["CREATE"]),
+        (["batch"], ["jobs"], ["CREATE", "UPDATE"]), (["batch"], ["cronjobs"], ["CREATE", "UPDATE"]),
+        (["apps"], ["deployments"], ["CREATE", "UPDATE"]), (["apps"], ["replicasets"], ["CREATE", "UPDATE"]),
+        (["apps"], ["statefulsets"], ["CREATE", "UPDATE"])]
     assert hook["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]
     [condition] = hook["matchConditions"]

@@ -13,7 +13,7 @@ import pytest
 from gpufleet.kube import Kind
 from gpufleet.kube.install.manifests import WEBHOOK_MATCH, InstallOptions, install_objects
 from gpufleet.kube.install.rbac import verb_of
-from gpufleet.kube.install.tenancy import TENANCY_MUTATE_MATCH, WEBHOOK_RULES
+from gpufleet.kube.install.tenancy import TENANCY_MUTATE_MATCH, TENANCY_WEBHOOK_MATCH, WEBHOOK_RULES
 from gpufleet.kube.webhook.state import WATCHED_KINDS
 
 from .test_chart import NAMESPACE, _normalised, render
@@ -41,6 +41,9 @@ TENANCY_RULES = [
      "scope": "Namespaced"},
     {"apiGroups": ["gpufleet.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"], "resources": ["podgroups"],
      "scope": "Namespaced"},
+    *({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource],
+       "scope": "Namespaced"} for group, resource in (("batch", "jobs"), ("batch", "cronjobs"), ("apps", "deployments"),
+                                                      ("apps", "replicasets"), ("apps", "statefulsets"))),
 ]  # fmt: skip
 
 
@@ -155,3 +158,25 @@ def test_the_match_conditions_send_each_pod_of_ours_to_mutate_once(
     assert matches(WEBHOOK_MATCH, "pods", obj) is fractional
     assert matches(TENANCY_MUTATE_MATCH, "pods", obj) is tenancy
     assert matches(TENANCY_MUTATE_MATCH, "podgroups", {"spec": {"minMember": 2}})
+
+
+@pytest.mark.parametrize(("resource", "obj", "sent"), [
+    ("jobs", {"spec": {"template": {"spec": {"schedulerName": "gpufleet"}}}}, True),
+    ("deployments", {"spec": {"template": {"spec": {"schedulerName": "gpufleet"}}}}, True),
+    ("statefulsets", {"spec": {"template": {"spec": {"schedulerName": "gpufleet"}}}}, True),
+    ("cronjobs", {"spec": {"jobTemplate": {"spec": {"template": {"spec": {"schedulerName": "gpufleet"}}}}}}, True),
+    ("deployments", {"spec": {"template": {"spec": {}}}}, False),  # every other Deployment: never sent
+    ("replicasets", {"spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}}, False),
+    ("cronjobs", {"spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}}, False),
+])  # fmt: skip
+def test_workloads_reach_mutate_only_when_their_template_is_ours(resource: str, obj: dict[str, Any],
+                                                                  sent: bool) -> None:
+    """/mutate stamps the templates of gpufleet's workloads (docs/semantics-notes.md, "Workloads"),
+    and /validate refuses a template without the stamp: both entries must see the same workloads."""
+    celpy = pytest.importorskip("celpy", reason="cel-python (the dev extra) evaluates the CEL")
+    env = celpy.Environment()
+    activation = {"request": celpy.json_to_cel({"operation": "CREATE", "subResource": "",
+                                                "resource": {"resource": resource}}),
+                  "object": celpy.json_to_cel(obj)}
+    for expression in (TENANCY_MUTATE_MATCH, TENANCY_WEBHOOK_MATCH):
+        assert bool(env.program(env.compile(expression)).evaluate(activation)) is sent

@@ -45,6 +45,7 @@ from gpufleet.kube.install.tenancy import (
     tenancy_webhook,
 )
 from gpufleet.kube.webhook.mutation import DEFAULT_MPS_HOST_DIR
+from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -284,7 +285,8 @@ def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"}}
     # With tenancy, /readyz answers 503 until the webhook's cache of the cluster is synced.
     ready = {"httpGet": {**probe["httpGet"], "path": "/readyz"}} if options.webhook_tenancy else probe
-    tenancy = ["--tenancy"] if options.webhook_tenancy else []
+    tenancy = ["--tenancy", *(f"--trusted-controller={user}" for user in DEFAULT_TRUSTED_CONTROLLERS)] \
+        if options.webhook_tenancy else []
     # The tenancy admission asks SubjectAccessReviews and reads the cluster: the webhook's own account;
     # without it the webhook never calls the API server: no token in its pods.
     account: dict[str, Any] = (

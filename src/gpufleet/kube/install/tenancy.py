@@ -13,7 +13,10 @@ shipped role grants ``use`` on every queue except ``gpufleet-platform-admin``.
 The policy. At CREATE, ``gpufleet.dev/submitted-by`` (if present) must be the creator's user name and
 ``gpufleet.dev/queue-grant`` (if present) must name a queue the creator may ``use``; at UPDATE, those
 two and the scheduler-owned annotations may be set, changed or removed by the controller's service
-account only. The webhook writes the first two at creation; the policy holds when it is down or
+account only. Workloads (Job, CronJob, Deployment, ReplicaSet, StatefulSet) are held to the first two
+rules on their pod template's annotations, at CREATE and at an UPDATE that changes them; the trusted
+workload controllers (``trusted``) are exempt from both, so the pods they make keep the stamps
+copied from the template. The webhook writes the first two at creation; the policy holds when it is down or
 bypassed (failurePolicy Ignore, objects created before installation).
 """
 
@@ -32,6 +35,7 @@ from gpufleet.domain.wire import (
     API_VERSION,
     SCHEDULER_NAME,
 )
+from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 
 __all__ = [
     "GUARDED_ANNOTATIONS",
@@ -45,6 +49,8 @@ __all__ = [
     "TENANCY_WEBHOOK_NAME",
     "VALIDATE_PATH",
     "VIEWER",
+    "WORKLOAD_RESOURCES",
+    "WORKLOAD_WEBHOOK_RULES",
     "controller_username",
     "policy_spec",
     "policy_spec_template",
@@ -112,9 +118,31 @@ def _cel_list(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{value}'" for value in values) + "]"
 
 
+def _annotations_of(obj: str) -> str:
+    """CEL: the annotations the policy guards on ``obj``: a pod's own, or a workload's pod template's
+    (a CronJob's ``spec.jobTemplate.spec.template``, the others' ``spec.template``). By the shape
+    of the object, so that one expression serves every matched resource."""
+    def of(meta: str) -> str:
+        return f"(has({meta}.annotations) ? {meta}.annotations : {{}})"
+
+    cron, template = f"{obj}.spec.jobTemplate.spec.template", f"{obj}.spec.template"
+    return (f"(has({obj}.spec) && has({obj}.spec.jobTemplate)"
+            f" ? (has({cron}.metadata) ? {of(cron + '.metadata')} : {{}})"
+            f" : has({obj}.spec) && has({obj}.spec.template) ? (has({template}.metadata) ? "
+            f"{of(template + '.metadata')} : {{}}) : {of(obj + '.metadata')})")
+
+
 def _any_guarded(obj: str) -> str:
     guarded = _cel_list(GUARDED_ANNOTATIONS)
-    return f"has({obj}.metadata.annotations) && {guarded}.exists(k, k in {obj}.metadata.annotations)"
+    return f"{guarded}.exists(k, k in {_annotations_of(obj)})"
+
+
+# The workloads whose pod template the webhook stamps (docs/semantics-notes.md, "Admission",
+# "Workloads"): the policy guards the template's annotations too.
+WORKLOAD_RESOURCES: tuple[tuple[str, str], ...] = (
+    ("batch", "jobs"), ("batch", "cronjobs"), ("apps", "deployments"), ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+)  # fmt: skip
 
 
 def controller_username(namespace: str, service_account: str) -> str:
@@ -122,40 +150,61 @@ def controller_username(namespace: str, service_account: str) -> str:
     return f"system:serviceaccount:{namespace}:{service_account}"
 
 
+def _changed(key: str) -> str:
+    return (f"(('{key}' in variables.annotations) != ('{key}' in variables.oldAnnotations)"
+            f" || ('{key}' in variables.annotations"
+            f" && variables.annotations['{key}'] != variables.oldAnnotations['{key}']))")
+
+
+def _checked_when(key: str, *changed: str) -> str:
+    """CEL: whether the creator rules on ``key`` apply: at CREATE, and at UPDATE of a workload's
+    template when one of ``changed`` changed (the webhook stamps the editor); never for a trusted
+    controller."""
+    return (f"!(request.userInfo.username in variables.trusted) && '{key}' in variables.annotations"
+            f" && (request.operation == 'CREATE' || (variables.workload"
+            f" && ({' || '.join(_changed(k) for k in changed)})))")
+
+
 def policy_spec_template() -> dict[str, Any]:
-    """The policy's spec without its first variable, ``controller`` (the controller's user name,
-    which depends on the install): the chart's generated file."""
+    """The policy's spec without its first two variables, ``controller`` (the controller's user
+    name) and ``trusted`` (the trusted workload controllers), which depend on the install: the
+    chart's generated file."""
     submitted = f"variables.annotations['{ANNOTATION_SUBMITTED_BY}']"
     grant = f"variables.annotations['{ANNOTATION_QUEUE_GRANT}']"
+    grant_checked = _checked_when(ANNOTATION_QUEUE_GRANT, ANNOTATION_QUEUE_GRANT, ANNOTATION_SUBMITTED_BY)
+    workloads = [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                  "resources": [resource]} for group, resource in WORKLOAD_RESOURCES]
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+            *workloads]},
         # Only pods that carry (or carried) one of the annotations are evaluated.
         "matchConditions": [{"name": "gpufleet-annotations", "expression":
                              f"({_any_guarded('object')}) || (request.operation == 'UPDATE' && "
                              f"{_any_guarded('oldObject')})"}],
         "variables": [
-            {"name": "annotations",
-             "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+            {"name": "annotations", "expression": _annotations_of("object")},
             {"name": "oldAnnotations",
-             "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
-                           " ? oldObject.metadata.annotations : {}"},
+             "expression": f"request.operation == 'UPDATE' ? {_annotations_of('oldObject')} : {{}}"},
             {"name": "guarded", "expression": _cel_list(GUARDED_ANNOTATIONS)},
+            {"name": "workload",
+             "expression": "has(object.spec) && (has(object.spec.template) || has(object.spec.jobTemplate))"},
         ],
         "validations": [
-            {"expression": f"request.operation != 'CREATE' || !('{ANNOTATION_SUBMITTED_BY}' in variables.annotations)"
+            {"expression": f"!({_checked_when(ANNOTATION_SUBMITTED_BY, ANNOTATION_SUBMITTED_BY)})"
                            f" || {submitted} == request.userInfo.username",
              "messageExpression": f"'{ANNOTATION_SUBMITTED_BY} must be the creator ' + request.userInfo.username"
                                   f" + ', not ' + {submitted}",
              "reason": "Forbidden"},
-            {"expression": f"request.operation != 'CREATE' || !('{ANNOTATION_QUEUE_GRANT}' in variables.annotations)"
+            {"expression": f"!({grant_checked})"
                            f" || authorizer.group('{API_GROUP}').resource('queues').namespace(request.namespace)"
                            f".name({grant}).check('use').allowed()",
              "messageExpression": f"'{ANNOTATION_QUEUE_GRANT}: user ' + request.userInfo.username"
                                   f" + ' may not use queue ' + {grant}",
              "reason": "Forbidden"},
-            {"expression": "request.operation != 'UPDATE' || request.userInfo.username == variables.controller"
+            {"expression": "request.operation != 'UPDATE' || variables.workload"
+                           " || request.userInfo.username == variables.controller"
                            " || variables.guarded.all(k,"
                            " (k in variables.annotations) == (k in variables.oldAnnotations)"
                            " && (!(k in variables.annotations)"
@@ -167,10 +216,12 @@ def policy_spec_template() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def policy_spec(controller: str) -> dict[str, Any]:
-    """The whole spec of the policy, for the controller's user name ``controller``."""
+def policy_spec(controller: str, trusted: tuple[str, ...] = DEFAULT_TRUSTED_CONTROLLERS) -> dict[str, Any]:
+    """The whole spec of the policy, for the controller's user name ``controller`` and the trusted
+    workload controllers ``trusted`` (the webhook's ``--trusted-controller``)."""
     spec = policy_spec_template()
-    spec["variables"] = [{"name": "controller", "expression": f"'{controller}'"}, *spec["variables"]]
+    spec["variables"] = [{"name": "controller", "expression": f"'{controller}'"},
+                         {"name": "trusted", "expression": _cel_list(trusted)}, *spec["variables"]]
     return spec
 
 
@@ -178,16 +229,32 @@ def policy_spec(controller: str) -> dict[str, Any]:
 
 TENANCY_WEBHOOK_NAME = f"tenancy.{API_GROUP}"
 VALIDATE_PATH = "/validate"
-# Pods of gpufleet's, and every PodGroup.
-TENANCY_WEBHOOK_MATCH = (
-    "request.resource.resource != 'pods'"
-    f" || (has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}')"
+# Pods of gpufleet's, every PodGroup, and the workloads whose pod template is of gpufleet's.
+_TEMPLATE_SCHEDULER = "object.spec.template.spec.schedulerName"
+_CRON_SCHEDULER = "object.spec.jobTemplate.spec.template.spec.schedulerName"
+_WORKLOAD_MATCH = (
+    f"(request.resource.resource == 'cronjobs' && has({_CRON_SCHEDULER})"
+    f" && {_CRON_SCHEDULER} == '{SCHEDULER_NAME}')"
+    f" || (request.resource.resource in {_cel_list(tuple(r for _, r in WORKLOAD_RESOURCES if r != 'cronjobs'))}"
+    f" && has({_TEMPLATE_SCHEDULER}) && {_TEMPLATE_SCHEDULER} == '{SCHEDULER_NAME}')"
 )
+TENANCY_WEBHOOK_MATCH = (
+    "request.resource.resource == 'podgroups'"
+    f" || (request.resource.resource == 'pods' && has(object.spec.schedulerName)"
+    f" && object.spec.schedulerName == '{SCHEDULER_NAME}')"
+    f" || {_WORKLOAD_MATCH}"
+)
+# The tenancy webhook's rules for workloads (the mutating webhook that stamps their templates
+# needs the same): at creation, and at updates (a changed template is checked and stamped again).
+WORKLOAD_WEBHOOK_RULES: tuple[dict[str, Any], ...] = tuple(
+    {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource],
+     "scope": "Namespaced"} for group, resource in WORKLOAD_RESOURCES)
 
 
 def tenancy_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
                     failure_policy: str = "Fail", timeout: int = 5) -> dict[str, Any]:
-    """The tenancy entry of the ValidatingWebhookConfiguration: pods and PodGroups at creation."""
+    """The tenancy entry of the ValidatingWebhookConfiguration: pods and PodGroups at creation,
+    workloads at creation and update."""
     return {
         "name": TENANCY_WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],
@@ -200,6 +267,7 @@ def tenancy_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
              "scope": "Namespaced"},
             {"apiGroups": [API_GROUP], "apiVersions": [API_VERSION], "operations": ["CREATE"],
              "resources": ["podgroups"], "scope": "Namespaced"},
+            *WORKLOAD_WEBHOOK_RULES,
         ],
         "namespaceSelector": namespace_selector,
         "matchConditions": [{"name": "gpufleet-pod-or-podgroup", "expression": TENANCY_WEBHOOK_MATCH}],
@@ -207,8 +275,10 @@ def tenancy_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
 
 
 # The tenancy entry of the MutatingWebhookConfiguration (/mutate writes submitted-by and queue-grant):
-# every PodGroup, and pods of gpufleet's but the fractional ones at creation, which the fractional
-# entry (its own failurePolicy) already sends to the same /mutate; their ephemeral containers too.
+# every PodGroup, pods of gpufleet's but the fractional ones at creation, which the fractional
+# entry (its own failurePolicy) already sends to the same /mutate; their ephemeral containers too;
+# and the workloads whose pod template is of gpufleet's (their templates are stamped). Never every
+# pod or Deployment of the cluster: failurePolicy Fail would hold them all back while it is down.
 _OURS = f"has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}'"
 _FRACTIONAL = (
     "has(object.metadata.annotations)"
@@ -216,15 +286,17 @@ _FRACTIONAL = (
     f" || '{ANNOTATION_GPU_MEMORY}' in object.metadata.annotations)"
 )
 TENANCY_MUTATE_MATCH = (
-    f"request.resource.resource != 'pods' || ({_OURS}"
+    "request.resource.resource == 'podgroups'"
+    f" || (request.resource.resource == 'pods' && {_OURS}"
     f" && (request.subResource == 'ephemeralcontainers' || !({_FRACTIONAL})))"
+    f" || {_WORKLOAD_MATCH}"
 )
 
 
 def tenancy_mutating_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
                              failure_policy: str = "Fail", timeout: int = 5) -> dict[str, Any]:
-    """The tenancy entry of the MutatingWebhookConfiguration: pods and PodGroups at creation, and
-    ``pods/ephemeralcontainers`` updates, on ``/mutate``."""
+    """The tenancy entry of the MutatingWebhookConfiguration: pods and PodGroups at creation,
+    ``pods/ephemeralcontainers`` updates, and workloads at creation and update, on ``/mutate``."""
     return {
         "name": TENANCY_WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],
@@ -240,6 +312,7 @@ def tenancy_mutating_webhook(service: dict[str, Any], namespace_selector: dict[s
              "resources": ["pods/ephemeralcontainers"], "scope": "Namespaced"},
             {"apiGroups": [API_GROUP], "apiVersions": [API_VERSION], "operations": ["CREATE"],
              "resources": ["podgroups"], "scope": "Namespaced"},
+            *WORKLOAD_WEBHOOK_RULES,
         ],
         "namespaceSelector": namespace_selector,
         "matchConditions": [{"name": "gpufleet-pod-or-podgroup", "expression": TENANCY_MUTATE_MATCH}],

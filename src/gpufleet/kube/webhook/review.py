@@ -21,7 +21,10 @@ at creation by :func:`gpufleet.policy.admit_pod` / :func:`~gpufleet.policy.admit
 refusal answers ``allowed: false`` with code 403 and the rule's message. An admitted pod gets
 ``gpufleet.dev/submitted-by`` (the request's user, whatever the pod said) and, when only the
 creator's RBAC grant allows its queue, ``gpufleet.dev/queue-grant`` (any other value is removed),
-in the same JSONPatch as the fractional wiring. Without one, fractional pods that preset a
+in the same JSONPatch as the fractional wiring. Workloads (Job, CronJob, Deployment, ReplicaSet,
+StatefulSet) get the same checks and stamps on their pod template at creation, and when an update
+changes the template; what a trusted controller (``Tenancy.trusted``) creates keeps the stamps
+copied from its template. Without one, fractional pods that preset a
 scheduler-owned annotation or ``spec.nodeName`` are still refused (the wiring would trust them).
 """
 
@@ -41,7 +44,15 @@ from gpufleet.domain import API_GROUP
 from gpufleet.domain.wire import LABEL_POD_GROUP
 from gpufleet.kube.webhook.mutation import MutationSettings, mutate_pod, without_our_volumes
 from gpufleet.policy import AccessReviewer, Admission, AdmissionContext, Denial, admit_pod, admit_pod_group
-from gpufleet.policy.admission import admit_ephemeral_containers, is_pod_of_ours, preset_denial
+from gpufleet.policy.admission import (
+    DEFAULT_TRUSTED_CONTROLLERS,
+    WORKLOAD_KINDS,
+    admit_ephemeral_containers,
+    admit_workload,
+    is_pod_of_ours,
+    preset_denial,
+    workload_template,
+)
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -87,6 +98,8 @@ class Tenancy:
 
     context: AdmissionContext
     reviewer_for: Callable[[Mapping[str, Any]], AccessReviewer]
+    # Workload controllers whose objects keep the stamps copied from their template.
+    trusted: frozenset[str] = frozenset(DEFAULT_TRUSTED_CONTROLLERS)
 
 
 def _is_create(request: Mapping[str, Any], group: str, kind_name: str) -> bool:
@@ -124,18 +137,20 @@ def _deny(response: dict[str, Any], code: int, reason: str, message: str) -> Non
     response["status"] = {"status": "Failure", "code": code, "reason": reason, "message": message}
 
 
-def _annotation_ops(pod: Mapping[str, Any], changes: Mapping[str, str | None]) -> list[dict[str, Any]]:
-    """JSONPatch operations that give ``pod`` the annotations ``changes`` asks (None: removed)."""
+def _annotation_ops(pod: Mapping[str, Any], changes: Mapping[str, str | None],
+                    base: str = "") -> list[dict[str, Any]]:
+    """JSONPatch operations that give ``pod`` the annotations ``changes`` asks (None: removed);
+    ``base``: the JSON pointer of ``pod`` in the admitted object (a workload's pod template)."""
     meta = pod.get("metadata")
     wanted = {k: v for k, v in changes.items() if v is not None}
     if not isinstance(meta, dict):
-        return [{"op": "add", "path": "/metadata", "value": {"annotations": wanted}}] if wanted else []
+        return [{"op": "add", "path": f"{base}/metadata", "value": {"annotations": wanted}}] if wanted else []
     annotations = meta.get("annotations")
     if not isinstance(annotations, dict):
-        return [{"op": "add", "path": "/metadata/annotations", "value": wanted}] if wanted else []
+        return [{"op": "add", "path": f"{base}/metadata/annotations", "value": wanted}] if wanted else []
     ops: list[dict[str, Any]] = []
     for key, value in changes.items():
-        path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        path = f"{base}/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
         if value is None:
             if key in annotations:
                 ops.append({"op": "remove", "path": path})
@@ -207,6 +222,62 @@ def _stamp_problem(pod: Mapping[str, Any], changes: Mapping[str, str | None]) ->
     return None
 
 
+def _workload_kind(request: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(group, kind) of a workload of ours to check: created or updated, not a subresource."""
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or request.get("subResource") or request.get("operation") not in ("CREATE", "UPDATE"):
+        return None
+    key = (str(kind.get("group", "")), str(kind.get("kind", "")))
+    return key if key in WORKLOAD_KINDS else None
+
+
+def _review_workload(request: Mapping[str, Any], response: dict[str, Any], tenancy: Tenancy,
+                     kind: tuple[str, str], validate: bool) -> None:
+    """A Job, CronJob, Deployment, ReplicaSet or StatefulSet: the pod rules on its template and the
+    stamps on it (docs/semantics-notes.md, "Admission", "Workloads")."""
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return
+    info, user, groups = _user(request)
+    trusted = user in tenancy.trusted
+    group, name = kind
+    template = workload_template(obj, group, name)
+    if request.get("operation") == "UPDATE":
+        old = request.get("oldObject")
+        old_template = workload_template(old, group, name) if isinstance(old, dict) else None
+        if trusted or template == old_template:
+            return  # the template (stamps included) is as it was: its pods' submitter stays
+    namespace = request.get("namespace")
+    namespace = namespace if isinstance(namespace, str) and namespace else "default"
+    decision = admit_workload(obj, group, name, namespace, user, groups, tenancy.context,
+                              tenancy.reviewer_for(info), trusted=trusted)
+    shown = f"{name} {namespace}/{_dict_get(obj, 'metadata', 'name') or '<generated>'}"
+    if isinstance(decision, Denial):
+        log.info("denied %s (%s): %s", shown, decision.rule, decision.message)
+        _deny(response, 403, "Forbidden", decision.message)
+        return
+    if template is None or not decision.checked:
+        return
+    if validate:
+        problem = _stamp_problem(template, decision.annotations)
+        if problem is not None:
+            log.info("denied %s (stamp): %s", shown, problem)
+            _deny(response, 403, "Forbidden", problem)
+        return
+    base = "/" + "/".join(WORKLOAD_KINDS[kind])
+    operations = _annotation_ops(template, decision.annotations, base)
+    if operations:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(operations).encode("utf-8")).decode("ascii")
+
+
+def _dict_get(obj: Mapping[str, Any], *keys: str) -> object:
+    node: object = obj
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = None,
            *, validate: bool = False) -> dict[str, Any]:
     """The AdmissionReview response to an AdmissionReview request (raises :class:`ReviewError`).
@@ -225,6 +296,10 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
             denial = admit_ephemeral_containers(obj, namespace, tenancy.context)
             if denial is not None:
                 _deny(response, 403, "Forbidden", denial.message)
+        return envelope
+    workload = _workload_kind(request) if tenancy is not None else None
+    if tenancy is not None and workload is not None:
+        _review_workload(request, response, tenancy, workload, validate)
         return envelope
     if not _is_pod_create(request):
         return envelope
@@ -247,7 +322,8 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
         info, user, groups = _user(request)
         checked = without_our_volumes(pod, settings) if mutation.fractional else pod
         decision = admit_pod(checked, namespace if isinstance(namespace, str) and namespace else "default",
-                             user, groups, tenancy.context, tenancy.reviewer_for(info))
+                             user, groups, tenancy.context, tenancy.reviewer_for(info),
+                             trusted=user in tenancy.trusted)
     elif mutation.fractional:
         decision = preset_denial(pod)
     if isinstance(decision, Denial):

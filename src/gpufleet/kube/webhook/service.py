@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
@@ -19,6 +19,7 @@ from gpufleet.kube.webhook.access import AccessCache, AccessQuestion, RecordingR
 from gpufleet.kube.webhook.mutation import MutationSettings
 from gpufleet.kube.webhook.review import ADMISSION_API_VERSION, Tenancy, review, wanted_pod_group
 from gpufleet.kube.webhook.state import AdmissionState
+from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 
 __all__ = ["NotReady", "TenancyService"]
 
@@ -33,8 +34,10 @@ class TenancyService:
     """The webhook's view of the cluster and its access answers (see the module docstring)."""
 
     def __init__(self, api: ClusterApi, clock: Clock, *, allowed_ttl: float = 60.0, denied_ttl: float = 10.0,
-                 max_entries: int = 10_000, sync_timeout: float = 10.0) -> None:
+                 max_entries: int = 10_000, sync_timeout: float = 10.0,
+                 trusted_controllers: Iterable[str] = DEFAULT_TRUSTED_CONTROLLERS) -> None:
         self.api = api
+        self.trusted = frozenset(trusted_controllers)
         self.state = AdmissionState(api, clock)
         self.access = AccessCache(api, clock, allowed_ttl=allowed_ttl, denied_ttl=denied_ttl,
                                   max_entries=max_entries)
@@ -60,7 +63,7 @@ class TenancyService:
             reviewers.append(reviewer)
             return reviewer
 
-        answer = review(body, settings, Tenancy(self.state.context(), reviewer_for), validate=validate)
+        answer = review(body, settings, Tenancy(self.state.context(), reviewer_for, self.trusted), validate=validate)
         return answer, [q for r in reviewers for q in r.missing]
 
     async def answer(self, body: object, settings: MutationSettings, *, validate: bool = False) -> dict[str, Any]:
