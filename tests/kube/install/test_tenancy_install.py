@@ -242,7 +242,13 @@ def test_every_guarded_annotation_is_refused_to_others_after_creation() -> None:
 @needs_cel
 def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
     [config] = [d for d in _objects(webhook=True) if d["kind"] == "ValidatingWebhookConfiguration"]
-    [hook] = config["webhooks"]
+    [hook, claims] = config["webhooks"]
+    # PersistentVolumeClaims: every claim at creation, fail-open (it sees every claim of the cluster)
+    assert (claims["name"], claims["failurePolicy"], claims["clientConfig"]["service"]["path"]) == (
+        "claims.tenancy.gpufleet.dev", "Ignore", "/validate")
+    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in claims["rules"]] == [
+        ([""], ["persistentvolumeclaims"], ["CREATE"])]
+    assert "matchConditions" not in claims
     assert hook["name"] == "tenancy.gpufleet.dev" and hook["failurePolicy"] == "Fail"
     assert hook["clientConfig"]["service"] == {"name": "gpufleet-webhook", "namespace": NAMESPACE,
                                                "path": "/validate", "port": 443}  # fmt: skip
@@ -269,15 +275,16 @@ def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
 
     chart = render({"webhook": {"enabled": True}})
     [rendered] = [d for d in chart if d["kind"] == "ValidatingWebhookConfiguration"]
-    [chart_hook] = rendered["webhooks"]
+    [chart_hook, chart_claims] = rendered["webhooks"]
+    assert chart_claims["failurePolicy"] == "Ignore" and chart_claims["rules"] == claims["rules"]
     [mutating] = [d for d in chart if d["kind"] == "MutatingWebhookConfiguration"]
     assert chart_hook["clientConfig"]["caBundle"] == mutating["webhooks"][0]["clientConfig"]["caBundle"]
     assert chart_hook["failurePolicy"] == "Fail"
     ignore = render({"webhook": {"enabled": True, "failurePolicy": "Ignore", "matchConditions": False}})
-    [hook_ignore] = next(d for d in ignore if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
+    [hook_ignore, _] = next(d for d in ignore if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
     assert hook_ignore["failurePolicy"] == "Ignore" and "matchConditions" not in hook_ignore
     own = render({"webhook": {"enabled": True, "tenancy": {"failurePolicy": "Ignore"}}})
-    [hook_own] = next(d for d in own if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
+    [hook_own, _] = next(d for d in own if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
     assert hook_own["failurePolicy"] == "Ignore"
     assert not [d for d in render({"webhook": {"enabled": True, "tenancy": {"enabled": False}}})
                 if d["kind"] == "ValidatingWebhookConfiguration"]  # fmt: skip

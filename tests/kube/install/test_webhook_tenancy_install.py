@@ -71,8 +71,8 @@ def test_each_entry_keeps_its_own_failure_policy() -> None:
     docs = _chart(True, tenancy={"enabled": True, "failurePolicy": "Ignore"})
     fractional, tenancy = _one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert (fractional["failurePolicy"], tenancy["failurePolicy"]) == ("Fail", "Ignore")
-    [validating] = _one(docs, "ValidatingWebhookConfiguration")["webhooks"]
-    assert validating["failurePolicy"] == "Ignore"
+    validating, claims = _one(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert (validating["failurePolicy"], claims["failurePolicy"]) == ("Ignore", "Ignore")  # claims: always Ignore
     docs = _chart(True, failurePolicy="Ignore", matchConditions=False)
     fractional, tenancy = _one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert (fractional["failurePolicy"], tenancy["failurePolicy"]) == ("Ignore", "Ignore")

@@ -463,3 +463,30 @@ def test_the_command_serves_tenancy_against_an_api_server(tmp_path: Path) -> Non
         thread.join(10)
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr
+
+
+def test_claims_made_apart_from_pods_are_held_to_the_volume_policy(tmp_path: Path) -> None:
+    """A PersistentVolumeClaim of a Project's namespace: its StorageClass and name must be allowed, or
+    a pod could mount, through a claim made apart, storage its Project was not given."""
+    store, clock = cluster()
+    kind = ("", "v1", "PersistentVolumeClaim")
+
+    def claim(name: str, storage_class: str | None) -> Json:
+        spec: Json = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        if storage_class is not None:
+            spec["storageClassName"] = storage_class
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+    async def body(post: Post, _: TenancyService) -> None:
+        assert await post(request(claim("vision-data", "fast"), kind=kind), "/validate") == {
+            "uid": "u-1", "allowed": True}
+        assert denial(await post(request(claim("vision-data", "premium"), kind=kind), "/validate")) == (
+            403, "project ml-vision does not allow storage class premium in persistentvolumeclaim vision-data "
+                 "(allowed: fast)")
+        assert denial(await post(request(claim("corpus", "fast"), kind=kind), "/validate")) == (
+            403, "project ml-vision does not allow claim corpus in persistentvolumeclaim corpus (allowed: vision-*)")
+        # a namespace whose Project has no volume rules, and one in no Project: not refused
+        assert (await post(request(claim("any", "premium"), kind=kind, namespace="nlp"), "/validate"))["allowed"]
+        assert (await post(request(claim("any", "premium"), kind=kind, namespace="loose"), "/validate"))["allowed"]
+
+    run(tmp_path, store, clock, body)

@@ -38,6 +38,7 @@ from gpufleet.kube.install.tenancy import (
     POLICY_SUFFIX,
     TENANCY_ROLES,
     WEBHOOK_RULES,
+    claims_webhook,
     controller_username,
     policy_spec,
     policy_spec_template,
@@ -425,7 +426,8 @@ def _tenancy_webhook_object(options: InstallOptions) -> dict[str, Any]:
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {**_meta(WEBHOOK, None, "webhook"),
                      "annotations": {"cert-manager.io/inject-ca-from": f"{ns}/{WEBHOOK}"}},
-        "webhooks": [tenancy_webhook({"name": WEBHOOK, "namespace": ns}, selector)],
+        "webhooks": [tenancy_webhook({"name": WEBHOOK, "namespace": ns}, selector),
+                     claims_webhook({"name": WEBHOOK, "namespace": ns}, selector)],
     }  # fmt: skip
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "VIEWER",
     "WORKLOAD_RESOURCES",
     "WORKLOAD_WEBHOOK_RULES",
+    "claims_webhook",
     "controller_username",
     "policy_spec",
     "policy_spec_template",
@@ -271,6 +272,27 @@ def tenancy_webhook(service: dict[str, Any], namespace_selector: dict[str, Any],
         ],
         "namespaceSelector": namespace_selector,
         "matchConditions": [{"name": "gpufleet-pod-or-podgroup", "expression": TENANCY_WEBHOOK_MATCH}],
+    }  # fmt: skip
+
+
+CLAIMS_WEBHOOK_NAME = f"claims.tenancy.{API_GROUP}"
+
+
+def claims_webhook(service: dict[str, Any], namespace_selector: dict[str, Any], timeout: int = 5) -> dict[str, Any]:
+    """The claims entry of the ValidatingWebhookConfiguration: PersistentVolumeClaims at creation,
+    held to their Project's storageClasses and claimNames. failurePolicy Ignore: it sees every claim
+    of the cluster (which claims a Project governs is not known to CEL), and a webhook down must not
+    stop all of them; a claim created meanwhile is not checked (docs/tenancy.md)."""
+    return {
+        "name": CLAIMS_WEBHOOK_NAME,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Ignore",
+        "timeoutSeconds": timeout,
+        "clientConfig": {"service": {**service, "path": VALIDATE_PATH, "port": 443}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                   "resources": ["persistentvolumeclaims"], "scope": "Namespaced"}],
+        "namespaceSelector": namespace_selector,
     }  # fmt: skip
 
 

@@ -47,6 +47,7 @@ from gpufleet.policy import AccessReviewer, Admission, AdmissionContext, Denial,
 from gpufleet.policy.admission import (
     DEFAULT_TRUSTED_CONTROLLERS,
     WORKLOAD_KINDS,
+    admit_claim,
     admit_ephemeral_containers,
     admit_workload,
     is_pod_of_ours,
@@ -296,6 +297,14 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
             denial = admit_ephemeral_containers(obj, namespace, tenancy.context)
             if denial is not None:
                 _deny(response, 403, "Forbidden", denial.message)
+        return envelope
+    if tenancy is not None and _is_create(request, "", "PersistentVolumeClaim"):
+        claim, namespace = request.get("object"), request.get("namespace")
+        if isinstance(claim, dict) and isinstance(namespace, str):
+            verdict = admit_claim(claim, namespace, tenancy.context)
+            if isinstance(verdict, Denial):
+                log.info("denied claim %s/%s (%s): %s", namespace, request.get("name"), verdict.rule, verdict.message)
+                _deny(response, 403, "Forbidden", verdict.message)
         return envelope
     workload = _workload_kind(request) if tenancy is not None else None
     if tenancy is not None and workload is not None:
