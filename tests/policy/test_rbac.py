@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters.rbac_objects import binding_from_dict, rbac_object_from_dict, role_from_dict
-from gpufleet.policy import PolicyRule, QueueAccess, RbacAuthorizer, Role, RoleBinding, Subject
+from gpufleet.policy import PolicyRule, RbacAuthorizer, Role, RoleBinding, Subject
 
 USE_B = PolicyRule(("gpufleet.dev",), ("queues",), ("use",), ("team-b",))
 
@@ -92,10 +92,10 @@ def test_system_masters_may_do_anything_and_nobody_else_without_a_binding() -> N
     assert not rbac.can_use_queue("alice", ("system:authenticated",), "team-b", "ml")
 
 
-def test_queue_access_is_the_reviewer_of_one_namespace() -> None:
+def test_a_role_binding_grants_use_in_its_namespace_only() -> None:
     rbac = RbacAuthorizer([Role("use-b", None, (USE_B,))], [_rb("ml", "use-b", Subject("User", "alice"))])
-    assert QueueAccess(rbac, "ml").can_use_queue("alice", [], "team-b")
-    assert not QueueAccess(rbac, "nlp").can_use_queue("alice", [], "team-b")
+    assert rbac.can_use_queue("alice", [], "team-b", "ml")
+    assert not rbac.can_use_queue("alice", [], "team-b", "nlp")
 
 
 # A tenant cannot gain a queue: whatever other roles and bindings exist, a user is granted `use` of

@@ -19,7 +19,7 @@ from gpufleet.adapters._k8s_core import pod_from_dict
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.k8s_yaml import _read_text, _snapshot, validate_snapshot
-from gpufleet.adapters.rbac_objects import RBAC_API_VERSION, binding_from_dict, role_from_dict
+from gpufleet.adapters.rbac_objects import RBAC_API_VERSION, RBAC_KINDS, rbac_object_from_dict
 from gpufleet.domain import Pod, Snapshot
 from gpufleet.policy import Role, RoleBinding
 
@@ -33,12 +33,8 @@ class TenancySnapshot:
     bindings: tuple[RoleBinding, ...] = ()
 
 
-_TENANCY: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
-    (RBAC_API_VERSION, "Role"): lambda doc: role_from_dict(doc, namespaced=True),
-    (RBAC_API_VERSION, "ClusterRole"): lambda doc: role_from_dict(doc, namespaced=False),
-    (RBAC_API_VERSION, "RoleBinding"): lambda doc: binding_from_dict(doc, namespaced=True),
-    (RBAC_API_VERSION, "ClusterRoleBinding"): lambda doc: binding_from_dict(doc, namespaced=False),
-}
+def _is_rbac(doc: object) -> bool:
+    return isinstance(doc, dict) and doc.get("apiVersion") == RBAC_API_VERSION and doc.get("kind") in RBAC_KINDS
 
 
 def _label(doc: dict[str, Any]) -> str:
@@ -67,14 +63,13 @@ def load_tenancy_snapshot_text(text: str, source: str) -> TenancySnapshot:
     bindings: list[RoleBinding] = []
     seen: dict[tuple[str, str], str] = {}
     for index, doc in enumerate(docs, 1):
-        reader = _TENANCY.get((str(doc.get("apiVersion")), str(doc.get("kind")))) if isinstance(doc, dict) else None
-        if reader is None:
+        if not _is_rbac(doc):
             rest.append(doc)
             continue
         assert isinstance(doc, dict)
         rest.append(None)
         where = f"document {index}"
-        value = _read(reader, doc, source, where)
+        value = _read(rbac_object_from_dict, doc, source, where)
         key = (str(doc["kind"]), _label(doc))
         if key in seen:
             raise InputError(f"{source}: {where} ({_label(doc)}): a second {doc['kind']} of this name "

@@ -13,7 +13,7 @@ from gpufleet.policy.admission import (
 )
 from gpufleet.policy.images import ImageRef, glob_matches, normalize_image, pattern_problem
 from gpufleet.policy.projects import ProjectIndex
-from gpufleet.policy.rbac import PolicyRule, QueueAccess, RbacAuthorizer, Role, RoleBinding, Subject
+from gpufleet.policy.rbac import PolicyRule, RbacAuthorizer, Role, RoleBinding, Subject
 from gpufleet.policy.rules import (
     gpu_cap_problem,
     in_node_pools,
@@ -39,7 +39,6 @@ __all__ = [
     "ImageRef",
     "PolicyRule",
     "ProjectIndex",
-    "QueueAccess",
     "RbacAuthorizer",
     "Role",
     "RoleBinding",

@@ -27,7 +27,6 @@ from gpufleet.domain import API_GROUP
 
 __all__ = [
     "PolicyRule",
-    "QueueAccess",
     "RbacAuthorizer",
     "Role",
     "RoleBinding",
@@ -130,15 +129,3 @@ class RbacAuthorizer:
     def can_use_queue(self, user: str, groups: Iterable[str], queue: str, namespace: str) -> bool:
         """``use`` of ``queues/<queue>`` in ``gpufleet.dev`` for a pod of ``namespace``."""
         return self.allowed(user, groups, USE, API_GROUP, "queues", name=queue, namespace=namespace)
-
-
-@dataclass(frozen=True)
-class QueueAccess:
-    """``can_use_queue(user, groups, queue)`` for the pods of one namespace: the admission rules'
-    access reviewer, answered from RBAC objects instead of a SubjectAccessReview."""
-
-    authorizer: RbacAuthorizer
-    namespace: str
-
-    def can_use_queue(self, user: str, groups: Iterable[str], queue: str) -> bool:
-        return self.authorizer.can_use_queue(user, groups, queue, self.namespace)
