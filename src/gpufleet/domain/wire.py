@@ -35,8 +35,11 @@ __all__ = [
     "LABEL_QUEUE",
     "LABEL_RACK",
     "LABEL_SPOT",
+    "MPS_HOST_ROOT",
+    "MPS_PIPE_IN_CONTAINER",
     "NO_PROVISIONER",
     "REPORTING_CONTROLLER",
+    "RESOURCE_MPS_SHARE",
     "SCHEDULER_NAME",
     "UNVERIFIED_USER",
     "VOLUME_ZONE_LABELS",
@@ -86,3 +89,11 @@ VOLUME_ZONE_LABELS = (
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
 )
+
+# GPU delivery on the node (docs/gpu-assignment.md). Fractional pods ask the kubelet for one
+# ``gpufleet.dev/mps-share`` per container (the webhook adds it); gpufleet's device plugin answers
+# with the GPU, the MPS pipe and the shared memory of the GPU the scheduler chose for the pod.
+RESOURCE_MPS_SHARE = f"{API_GROUP}/mps-share"
+# The MPS DaemonSet's host layout: one directory per GPU, gpu-<index>/{pipe,shm,log}.
+MPS_HOST_ROOT = "/run/gpufleet/mps"
+MPS_PIPE_IN_CONTAINER = "/run/gpufleet/mps-pipe"  # where a client sees its GPU's pipe directory
