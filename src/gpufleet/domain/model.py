@@ -189,6 +189,11 @@ class Pod:
     preferred_affinity: tuple[tuple[int, SelectorTerm], ...] = ()
     submitted_by: str | None = None  # annotation gpufleet.dev/submitted-by (written by the webhook)
     queue_grant: QueueName | None = None  # annotation gpufleet.dev/queue-grant (written by the webhook)
+    resource_claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
+    # Set by reading the pod's DRA claims (gpufleet.adapters.devices): why they cannot be allocated
+    # now (the pod and its gang wait), and the nodes whose GPU devices satisfy them (None: any node).
+    device_wait: str | None = None
+    device_nodes: frozenset[str] | None = None
 
     @property
     def key(self) -> PodKey:
@@ -266,6 +271,127 @@ class VolumeBinding:
 
     claim: str  # claim name, in the pod's namespace
     volume: str | None = None
+
+
+# -- Dynamic Resource Allocation (docs/semantics-notes.md, "Dynamic Resource Allocation") ----------
+
+# A device attribute's value as the API gives it: string, int, bool, or a version (kept as its string).
+AttributeValue = str | int | bool
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a ResourceSlice. Attribute and capacity names are qualified: an unqualified
+    name in the API is qualified with the slice's driver ("gpu.nvidia.com/index")."""
+
+    name: str
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)  # qualified name -> quantity, as written
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: str
+    node: NodeName | None = None  # spec.nodeName; None: not local to one node (not used by gpufleet)
+    generation: int = 0  # spec.pool.generation
+    devices: tuple[Device, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """An opaque device configuration: ``requests`` empty means every request of the claim."""
+
+    driver: str
+    parameters: Mapping[str, object] = field(default_factory=dict)  # JSON, passed through
+    requests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()  # CEL expressions
+    config: tuple[DeviceConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One ``spec.devices.requests[]`` entry of a claim (its ``exactly`` form)."""
+
+    name: str
+    device_class: str = ""
+    count: int = 1
+    selectors: tuple[str, ...] = ()  # CEL expressions
+    unsupported: str | None = None  # what it asks that gpufleet does not allocate ("firstAvailable", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """One allocated device: ``status.allocation.devices.results[]``."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    uid: str = ""
+    requests: tuple[DeviceRequest, ...] = ()
+    config: tuple[DeviceConfig, ...] = ()
+    unsupported: str | None = None  # claim-wide features gpufleet does not allocate ("constraints")
+    allocation: tuple[DeviceResult, ...] = ()  # status.allocation.devices.results
+    allocated_node: NodeName | None = None  # from status.allocation.nodeSelector (metadata.name)
+    reserved_for: tuple[str, ...] = ()  # names of the pods in status.reservedFor (same namespace)
+    deleting: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def allocated(self) -> bool:
+        return bool(self.allocation)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTemplate:
+    """A ResourceClaimTemplate: the claim spec kube-controller-manager copies for each pod."""
+
+    namespace: str
+    name: str
+    requests: tuple[DeviceRequest, ...] = ()
+    config: tuple[DeviceConfig, ...] = ()
+    unsupported: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims[]`` entry of a pod: the claim it names directly (``claim``), or the
+    template (``template``) and the claim made from it for this pod (``generated``, from
+    ``status.resourceClaimStatuses``; None until kube-controller-manager creates it)."""
+
+    name: str
+    claim: str | None = None
+    template: str | None = None
+    generated: str | None = None
+
+    @property
+    def claim_name(self) -> str | None:
+        return self.claim if self.claim is not None else self.generated
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAllocation:
+    """The devices a binding allocates to one claim of its pod."""
+
+    claim: str  # claim name in the pod's namespace
+    results: tuple[DeviceResult, ...] = ()
+    shared: bool = False  # the claim was already held: the pod only joins reservedFor
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +513,10 @@ class Snapshot:
     storage_classes: tuple[StorageClass, ...] = ()
     namespaces: tuple[Namespace, ...] = ()  # v1 Namespaces (for namespaceSelector): may be none
     projects: tuple[Project, ...] = ()
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    device_classes: tuple[DeviceClass, ...] = ()
+    resource_claims: tuple[ResourceClaim, ...] = ()
+    claim_templates: tuple[ClaimTemplate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +526,7 @@ class Binding:
     gpus: tuple[int, ...] = ()
     gpu_blocks: int | None = None  # set for fractional pods
     volumes: tuple[VolumeBinding, ...] = ()  # volumes chosen with the node, sorted by claim
+    devices: tuple[ClaimAllocation, ...] = ()  # DRA devices allocated to its claims, in spec order
 
 
 @dataclass(frozen=True, slots=True)

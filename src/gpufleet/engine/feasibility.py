@@ -37,12 +37,12 @@ SOFT_CAP = (1 << 16) - 1  # node penalties are clipped below this, so that they 
 PreferenceKey = tuple[tuple[tuple[int, SelectorTerm], ...], tuple[Toleration, ...]]
 
 StaticKey = tuple[
-    tuple[tuple[str, str], ...], tuple[SelectorTerm, ...], tuple[Toleration, ...]
+    tuple[tuple[str, str], ...], tuple[SelectorTerm, ...], tuple[Toleration, ...], frozenset[str] | None
 ]
 
 
 def static_key(pod: Pod) -> StaticKey:
-    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, pod.device_nodes)
 
 
 def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
@@ -75,6 +75,7 @@ class StaticReport:
     selector: int
     pools: int = 0  # outside the node pools of ``project`` (counted after unschedulable)
     project: Project | None = None  # the pod's Project, when it has node pools
+    devices: int = 0  # without devices for its DRA claims (counted last)
 
 
 class StaticFeasibility:
@@ -98,6 +99,7 @@ class StaticFeasibility:
         self._preferences: dict[PreferenceKey, IntArray | None] = {}
         self._cache: dict[object, BoolArray] = {}
         self._names = np.array([n.name for n in nodes], dtype=object)
+        self._device_masks: dict[frozenset[str], BoolArray] = {}
 
     def _codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
         """Label ``key`` of every node as integer codes (-1: no such label)."""
@@ -170,6 +172,15 @@ class StaticFeasibility:
             mask &= self.terms_mask(pod.affinity)
         return mask
 
+    def device_mask(self, names: frozenset[str]) -> BoolArray:
+        """Nodes named in ``names`` (a pod's ``device_nodes``), cached per distinct set."""
+        got = self._device_masks.get(names)
+        if got is None:
+            got = np.isin(self._names, list(names)) if names else np.zeros(len(self.nodes), dtype=np.bool_)
+            got.setflags(write=False)
+            self._device_masks[names] = got
+        return got
+
     def taint_mask(self, pod: Pod) -> BoolArray:
         mask = np.ones(len(self.nodes), dtype=np.bool_)
         for taint, has in self._taints.items():
@@ -220,6 +231,8 @@ class StaticFeasibility:
             project = self.project_of(pod)
             if project is not None:
                 got &= self.pool_mask(project)
+            if pod.device_nodes is not None:
+                got &= self.device_mask(pod.device_nodes)
             got.setflags(write=False)
             self._cache[key] = got
         return got
@@ -271,5 +284,9 @@ class StaticFeasibility:
                     )
                     taints[text] = int(hit.sum())
                     out = out | has
-        selector = int((~self.selector_mask(pod) & ~out).sum())
-        return StaticReport(int((~self.schedulable).sum()), taints, selector, pools, project)
+        selector_out = ~self.selector_mask(pod) & ~out
+        selector = int(selector_out.sum())
+        devices = 0
+        if pod.device_nodes is not None:
+            devices = int((~self.device_mask(pod.device_nodes) & ~(out | selector_out)).sum())
+        return StaticReport(int((~self.schedulable).sum()), taints, selector, pools, project, devices)

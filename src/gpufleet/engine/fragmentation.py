@@ -31,7 +31,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility, StaticKey, static_key
 from gpufleet.engine.fit import blocks_for_memory, share_cells
 
-NO_CONSTRAINTS: StaticKey = ((), (), ())
+NO_CONSTRAINTS: StaticKey = ((), (), (), None)
 DEFAULT_COVERAGE = 0.95
 DEFAULT_MAX_SHAPES = 64
 # Weight of stranded blocks against fragmented ones in the defrag cost, in percent. Measured on the
@@ -135,8 +135,9 @@ class TargetWorkload:
 
 def constraint_pod(key: StaticKey) -> Pod:
     """A pod carrying only the node constraints of ``key`` (to ask StaticFeasibility for a mask)."""
-    selector, affinity, tolerations = key
-    return Pod(namespace="", name="", node_selector=dict(selector), affinity=affinity, tolerations=tolerations)
+    selector, affinity, tolerations, device_nodes = key
+    return Pod(namespace="", name="", node_selector=dict(selector), affinity=affinity, tolerations=tolerations,
+               device_nodes=device_nodes)
 
 
 class NodeStates(NamedTuple):

@@ -261,6 +261,8 @@ class Placer:
                 only_taint = taint
         if report.selector:
             causes.append(f"{report.selector} not matching nodeSelector/affinity")
+        if report.devices:
+            causes.append(f"{report.devices} without devices for its resource claims")
         left = static.copy()
         for port in info.pod.host_ports:
             taken = left & self.ports.conflicts(port)
@@ -295,14 +297,19 @@ class Placer:
         if self.volumes is not None:
             more, left = self.volumes.explain(info.idx, left)
             causes.extend(more)
-        if only_taint is not None and not report.selector:
+        if only_taint is not None and not report.selector and not report.devices:
             return f"no node tolerates taint {only_taint}"
         fits = int(left.sum())
         head = f"0/{n} {scope} fit" if fits == 0 else f"{fits}/{n} {scope} fit"
         return head + (": " + ", ".join(causes) if causes else "")
 
     def volume_wait(self, members: Sequence[int]) -> str:
-        """Why a gang waits for its pods' claims ("" when none waits): the first member's claim."""
+        """Why a gang waits for its pods' claims ("" when none waits): the first member's claim,
+        a device claim (``Pod.device_wait``) before a volume claim."""
+        for m in members:
+            reason = self.pods[m].pod.device_wait or ""
+            if reason:
+                return reason if len(members) == 1 else f"{self.pods[m].key}: {reason}"
         if self.volumes is None:
             return ""
         for m in members:
