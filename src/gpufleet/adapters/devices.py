@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from gpufleet.adapters._gc import no_gc
 from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.domain import (
     GPU,
@@ -31,6 +31,7 @@ from gpufleet.domain import (
     Pod,
     PodKey,
     ResourceClaim,
+    ResourceSlice,
     Snapshot,
 )
 
@@ -79,7 +80,8 @@ class DeviceView:
         """``decisions`` with each binding's ``devices``: its GPUs handed to its claims' requests."""
         if not self._needs:
             return decisions
-        bindings = tuple(self._with_devices(b) for b in decisions.bindings)
+        with no_gc():
+            bindings = tuple(self._with_devices(b) for b in decisions.bindings)
         return replace(decisions, bindings=bindings)
 
     def _with_devices(self, binding: Binding) -> Binding:
@@ -87,7 +89,9 @@ class DeviceView:
         if not needs:
             return binding
         node = self._gpus.get(binding.node)
-        gpus = list(binding.gpus)
+        gpus = binding.gpus
+        shared_gpu = binding.gpu_blocks is not None  # a share: its one request gets its one GPU
+        at = 0
         out: list[ClaimAllocation] = []
         for need in needs:
             if need.held:
@@ -96,35 +100,55 @@ class DeviceView:
             results: list[DeviceResult] = []
             for request, count in need.requests:
                 for _ in range(count):
-                    if not gpus or node is None:
+                    if at >= len(gpus) or node is None:
                         break
-                    ref = node.by_index.get(gpus.pop(0) if binding.gpu_blocks is None else gpus[0])
+                    ref = node.by_index.get(gpus[at])
+                    at += 0 if shared_gpu else 1
                     if ref is not None:
-                        results.append(DeviceResult(request, *ref))
+                        results.append(DeviceResult(request, ref[0], ref[1], ref[2]))
             out.append(ClaimAllocation(need.claim, tuple(results)))
-        return replace(binding, devices=tuple(out))
+        return _copy(binding, _BINDING_FIELDS, {"devices": tuple(out)})
 
 
 def _latest_slices(snapshot: Snapshot) -> dict[str, list[tuple[str, str, Device]]]:
-    """Devices of node-local slices, per node: only each (driver, pool)'s highest generation."""
+    """Devices of node-local slices, per node (slices in name order): only each (driver, pool)'s
+    highest generation."""
     newest: dict[tuple[str, str], int] = {}
     for s in snapshot.resource_slices:
         if s.node is not None:
             key = (s.driver, s.pool)
-            newest[key] = max(newest.get(key, s.generation), s.generation)
-    out: dict[str, list[tuple[str, str, Device]]] = {}
-    for s in sorted(snapshot.resource_slices, key=lambda s: s.name):
+            if newest.get(key, s.generation) <= s.generation:
+                newest[key] = s.generation
+    per_node: dict[str, list[ResourceSlice]] = {}
+    for s in snapshot.resource_slices:
         if s.node is not None and s.generation == newest[(s.driver, s.pool)]:
-            out.setdefault(s.node, []).extend((s.driver, s.pool, d) for d in s.devices)
+            per_node.setdefault(s.node, []).append(s)
+    out: dict[str, list[tuple[str, str, Device]]] = {}
+    for node, slices in per_node.items():
+        if len(slices) > 1:
+            slices.sort(key=lambda s: s.name)
+        out[node] = [(s.driver, s.pool, d) for s in slices for d in s.devices]
     return out
 
 
+class _Keys(dict[str, tuple[str, str]]):
+    """Per driver, its qualified ``type`` and ``index`` attribute names (built once per driver)."""
+
+    def __missing__(self, driver: str) -> tuple[str, str]:
+        got = (f"{driver}/type", f"{driver}/index")
+        self[driver] = got
+        return got
+
+
+_KEYS = _Keys()
+
+
 def _is_gpu(driver: str, device: Device) -> bool:
-    return device.attributes.get(f"{driver}/type") == GPU_TYPE
+    return device.attributes.get(_KEYS[driver][0]) == GPU_TYPE
 
 
 def _index_of(driver: str, device: Device) -> int | None:
-    value = device.attributes.get(f"{driver}/index")
+    value = device.attributes.get(_KEYS[driver][1])
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     m = _GPU_NAME.fullmatch(device.name)
@@ -132,11 +156,14 @@ def _index_of(driver: str, device: Device) -> int | None:
 
 
 def _node_gpus(node: str, devices: list[tuple[str, str, Device]], warnings: list[str]) -> _NodeGpus | None:
-    gpus = sorted(((drv, pool, d) for drv, pool, d in devices if _is_gpu(drv, d)), key=lambda t: t[2].name)
+    gpus = [t for t in devices if _is_gpu(t[0], t[2])]
     if not gpus:
         return None
+    names = [d.name for _drv, _p, d in gpus]
+    if names != sorted(names):
+        gpus.sort(key=lambda t: t[2].name)
     found = [_index_of(drv, d) for drv, _p, d in gpus]
-    if any(i is None for i in found):
+    if None in found:
         indices = list(range(len(gpus)))
     else:
         indices = [i for i in found if i is not None]
@@ -147,10 +174,9 @@ def _node_gpus(node: str, devices: list[tuple[str, str, Device]], warnings: list
     by_index: dict[int, DeviceRef] = {}
     table: dict[int, Device] = {}
     for i, (drv, pool, d) in zip(indices, gpus, strict=True):
-        assert i is not None
         if i in by_index:
-            names = ", ".join([*sorted(ref[2] for j, ref in by_index.items() if j == i), d.name])
-            warnings.append(f"node {node}: DRA GPU devices {names} share index {i}; its ResourceSlices are ignored")
+            twins = ", ".join([*sorted(ref[2] for j, ref in by_index.items() if j == i), d.name])
+            warnings.append(f"node {node}: DRA GPU devices {twins} share index {i}; its ResourceSlices are ignored")
             return None
         by_index[i] = (drv, pool, d.name)
         table[i] = d
@@ -374,7 +400,7 @@ class _Resolver:
             changes["requests"] = self._with_gpu_request(pod.requests, count)
         if nodes is not None and (self.plain_gpu_nodes or not self._all_dra_nodes(nodes)):
             changes["device_nodes"] = nodes
-        return (_copy_pod(pod, changes) if changes else pod), tuple(needs)
+        return (_copy(pod, _POD_FIELDS, changes) if changes else pod), tuple(needs)
 
     def _all_dra_nodes(self, nodes: frozenset[str]) -> bool:
         """Whether ``nodes`` are all the nodes with DRA GPUs (then they restrict nothing the GPU
@@ -433,21 +459,23 @@ class _Resolver:
 
 
 _POD_FIELDS = tuple(f.name for f in fields(Pod))
-_pod_values = attrgetter(*_POD_FIELDS)
+_BINDING_FIELDS = tuple(f.name for f in fields(Binding))
 
 
 def _by_key(pod: Pod) -> tuple[str, str]:
     return pod.namespace, pod.name
 
 
-def _copy_pod(pod: Pod, changes: Mapping[str, object]) -> Pod:
-    """``dataclasses.replace(pod, **changes)`` in half the time (ten thousand pods per call, and a
-    Pod has forty fields): the fields are copied as they are, no ``__init__`` runs."""
-    new = object.__new__(Pod)
-    for name, value in zip(_POD_FIELDS, _pod_values(pod), strict=True):
-        object.__setattr__(new, name, value)
-    for name, value in changes.items():
-        object.__setattr__(new, name, value)
+T = TypeVar("T")
+
+
+def _copy(obj: T, names: tuple[str, ...], changes: Mapping[str, object]) -> T:
+    """``dataclasses.replace(obj, **changes)`` for a frozen dataclass of fields ``names``, in half
+    the time (ten thousand pods and bindings per call; a Pod has forty fields): the fields are
+    copied as they are and no ``__init__`` runs, so ``changes`` must already be valid values."""
+    new = object.__new__(type(obj))
+    for name in names:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
     return new
 
 
@@ -457,7 +485,8 @@ def resolve_devices(snapshot: Snapshot) -> DeviceView:
     A snapshot without ResourceSlices and without pods naming claims is returned as it is."""
     if not snapshot.resource_slices and not _any_claims(snapshot.pods):
         return DeviceView(snapshot)
-    return _Resolver(snapshot).resolve()
+    with no_gc():
+        return _Resolver(snapshot).resolve()
 
 
 def _any_claims(pods: Iterable[Pod]) -> bool:
