@@ -18,7 +18,7 @@ lacks) does not match, as in Kubernetes.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,15 +140,34 @@ class Selector:
             sorted({(kind, f"{domain}/{name}") for kind, _q, domain, name in refs})
         )
         self._memo: dict[DeviceKey, bool | str] = {}
+        self._key = self._keyer()
 
-    def _key(self, driver: str, device: Device) -> DeviceKey:
+    def _keyer(self) -> Callable[[str, Device], DeviceKey]:
+        """The memo key of a device: the values of what the expression reads (tens of thousands of
+        devices per call, so the common one-attribute form gets its own small function)."""
         if self._whole:
-            return device_key(driver, device)
-        values: list[object] = [driver]
-        for kind, name in self._refs:
-            table: Mapping[str, object] = device.attributes if kind == "attributes" else device.capacity
-            values.append(table.get(name))
-        return tuple(values)
+            return device_key
+        attributes = tuple(name for kind, name in self._refs if kind == "attributes")
+        capacity = tuple(name for kind, name in self._refs if kind == "capacity")
+        if len(attributes) == 1 and not capacity:
+            (only,) = attributes
+            return lambda driver, device: (driver, device.attributes.get(only))
+        return lambda driver, device: (
+            driver, *[device.attributes.get(n) for n in attributes], *[device.capacity.get(n) for n in capacity]
+        )
+
+    def evaluate_all(self, devices: Iterable[tuple[str, Device]]) -> list[bool | str]:
+        """``evaluate`` for each (driver, device), in one call (a node's devices at a time)."""
+        key, memo = self._key, self._memo
+        out: list[bool | str] = []
+        for driver, device in devices:
+            k = key(driver, device)
+            got = memo.get(k)
+            if got is None:
+                got = self._evaluate(driver, device)
+                memo[k] = got
+            out.append(got)
+        return out
 
     def evaluate(self, driver: str, device: Device) -> bool | str:
         """True or False, or the error text when it cannot be evaluated on this device (no match)."""
