@@ -140,3 +140,12 @@ def test_the_generated_chart_file_is_what_update_chart_writes(tmp_path: Path) ->
     assert target in written
     assert target.read_text(encoding="utf-8") == (CHART / "files" / "webhook" / "gpu-visibility.yaml").read_text(
         encoding="utf-8")
+
+
+def test_gpufleet_manifests_flag() -> None:
+    from .test_manifests import _docs, _run
+
+    for args, present in (((), False), (("--webhook",), True), (("--webhook", "--no-webhook-gpu-visibility"), False)):
+        code, out, err = _run("--no-examples", *args)
+        assert code == 0, err
+        assert (_config(_docs(out)) is not None) is present, args

@@ -198,3 +198,26 @@ def test_options_reach_the_webhook_and_daemonset() -> None:
 def test_the_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with helm.Chart.load(str(CHART)) as loaded, pytest.raises(helm.HelmValuesError):
         loaded.validate_schema(values)
+
+
+@pytest.mark.parametrize("mps", [{}, {"exclusiveProcess": False, "maxClientPercent": 30}])
+def test_the_daemon_script_is_valid_bash(tmp_path: Path, mps: dict[str, Any]) -> None:
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    docs = render({"webhook": {"enabled": True}, "mps": {"enabled": True, **mps}})
+    [container] = one(docs, "DaemonSet", "-mps")["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/bin/bash", "-c"]
+    script = tmp_path / "mps.sh"
+    script.write_text(container["args"][0])
+    checked = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    # the script handed to unshare is valid too
+    inner = container["args"][0].split("/bin/bash -c '", 1)[1].split("' mps ", 1)[0]
+    (tmp_path / "inner.sh").write_text(inner)
+    checked = subprocess.run([bash, "-n", str(tmp_path / "inner.sh")], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert 'exec nvidia-cuda-mps-control -d' in inner and 'mount --bind "$1/shm" /dev/shm' in inner

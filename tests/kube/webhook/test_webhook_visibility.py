@@ -282,3 +282,11 @@ def test_the_pss_helper_sees_what_the_old_wiring_added() -> None:
     old = jsonpatch.apply_patch(obj, [{"op": "add", "path": "/spec/volumes", "value": [
         {"name": "gpufleet-mps", "hostPath": {"path": "/run/gpufleet/mps", "type": "Directory"}}]}])
     assert level(old) == "privileged"
+
+
+def test_the_messages_in_the_docs_are_the_webhooks() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "fractional-gpus.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## Who may choose GPUs"):docs.index("## What isolation this gives")]
+    block = section.split("```")[1]
+    lines = [line for line in block.splitlines() if line]
+    assert len(lines) == 7 and set(lines) <= {message for _, _, message in REFUSED}
