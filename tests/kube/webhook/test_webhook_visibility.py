@@ -290,3 +290,38 @@ def test_the_messages_in_the_docs_are_the_webhooks() -> None:
     block = section.split("```")[1]
     lines = [line for line in block.splitlines() if line]
     assert len(lines) == 7 and set(lines) <= {message for _, _, message in REFUSED}
+
+
+_PATHS = st.sampled_from(["/", "/dev", "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap1", "/dev/shm", "/run",
+                          "/run/gpufleet", "/run/gpufleet/mps/gpu-0/shm", "/var/run/gpufleet/mps", "/var/lib/kubelet",
+                          "/var/lib/kubelet/pods", "/var/lib/kubelet/device-plugins/kubelet.sock", "/etc/cdi",
+                          "/etc", "/var/log", "/srv/data", "/var/run/cdi/nvidia.yaml"])
+
+
+def _respelled(path: str, tricks: list[tuple[int, str]]) -> str:
+    """``path`` written another way that the host resolves to the same place: ``//``, ``./``,
+    ``x/..`` inserted between components, a trailing ``/``."""
+    parts = path.strip("/").split("/") if path != "/" else []
+    for at, trick in tricks:
+        parts.insert(at % (len(parts) + 1), {"slash": "", "dot": ".", "detour": "x/.."}[trick])
+    return "/" + "/".join(parts) + ("/" if tricks and tricks[0][1] == "slash" else "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=_PATHS, tricks=st.lists(st.tuples(st.integers(0, 6), st.sampled_from(["slash", "dot", "detour"])),
+                                    max_size=4))
+def test_a_hostpath_is_judged_by_where_it_leads_not_how_it_is_spelled(path: str, tricks: list[tuple[int, str]]) -> None:
+    def verdict(p: str) -> str | None:
+        message = review(request(a_pod(volumes=_host("h", p))), SETTINGS)["response"].get("status", {}).get("message")
+        return message.split(", which reaches ", 1)[1] if message else None
+
+    respelled = _respelled(path, tricks)
+    assert verdict(respelled) == verdict(path), respelled
+    expected = {"/": "/dev/nvidia*", "/dev": "/dev/nvidia*", "/dev/nvidia0": "/dev/nvidia*",
+                "/dev/nvidia-caps/nvidia-cap1": "/dev/nvidia*", "/run": "/run/gpufleet/mps",
+                "/run/gpufleet": "/run/gpufleet/mps", "/run/gpufleet/mps/gpu-0/shm": "/run/gpufleet/mps",
+                "/var/run/gpufleet/mps": "/run/gpufleet/mps", "/var/lib/kubelet": "/var/lib/kubelet/device-plugins",
+                "/var/lib/kubelet/device-plugins/kubelet.sock": "/var/lib/kubelet/device-plugins",
+                "/etc/cdi": "/etc/cdi", "/etc": "/etc/cdi", "/var/run/cdi/nvidia.yaml": "/var/run/cdi"}
+    reached = expected.get(path)
+    assert verdict(path) == (f"{reached}: {WHY}" if reached else None)
