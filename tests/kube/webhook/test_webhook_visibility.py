@@ -133,6 +133,15 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      request(_ephemeral([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]), operation="UPDATE",
              sub="ephemeralcontainers", old=a_pod()),
      f"spec.ephemeralContainers[0].env[0] (container debug) sets NVIDIA_VISIBLE_DEVICES: {WHY}"),
+    ("a GPU index preset on a pod of another scheduler",
+     request(a_pod(annotations={"gpufleet.dev/gpu-index": "0"}, resources={"limits": {"nvidia.com/gpu": "1"}})),
+     "metadata.annotations[gpufleet.dev/gpu-index] is written by gpufleet's scheduler at binding and read by its "
+     f"device plugin; a pod of scheduler default-scheduler may not set it: {WHY}"),
+    ("an MPS memory limit preset on a pod that names no scheduler",
+     request({**a_pod(annotations={"gpufleet.dev/mps-mem-limit": "0=81920M"}),
+              "spec": {"containers": [{"name": "main", "image": "x"}]}}),
+     "metadata.annotations[gpufleet.dev/mps-mem-limit] is written by gpufleet's scheduler at binding and read by "
+     f"its device plugin; a pod of scheduler default-scheduler may not set it: {WHY}"),
     ("an mps-share of a pod that is not gpufleet's", request(a_pod(resources=SHARE, annotations=FRACTIONAL)),
      "spec.containers[0].resources.limits[gpufleet.dev/mps-share] (container main): only fractional pods of "
      f"gpufleet's get gpufleet.dev/mps-share (from its webhook); {WHY}"),
@@ -154,6 +163,8 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("an update that keeps a CDI annotation", request(a_pod(annotations={**CDI, "team": "a"}), operation="UPDATE",
                                                       old=a_pod(annotations=CDI))),
     ("an update of labels", request(a_pod(annotations={"team": "b"}), operation="UPDATE", old=a_pod())),
+    ("a GPU index added by an update (the admission policy's to judge)",
+     request(a_pod(annotations={"gpufleet.dev/gpu-index": "0"}), operation="UPDATE", old=a_pod())),
     ("a debug container", request(_ephemeral([{"name": "TERM", "value": "xterm"}]), operation="UPDATE",
                                   sub="ephemeralcontainers", old=a_pod())),
 ]  # fmt: skip
@@ -289,7 +300,7 @@ def test_the_messages_in_the_docs_are_the_webhooks() -> None:
     section = docs[docs.index("## Who may choose GPUs"):docs.index("## What isolation this gives")]
     block = section.split("```")[1]
     lines = [line for line in block.splitlines() if line]
-    assert len(lines) == 7 and set(lines) <= {message for _, _, message in REFUSED}
+    assert len(lines) == 8 and set(lines) <= {message for _, _, message in REFUSED}
 
 
 _PATHS = st.sampled_from(["/", "/dev", "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap1", "/dev/shm", "/run",

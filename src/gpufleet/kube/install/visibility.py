@@ -7,9 +7,10 @@ failurePolicy Fail (a pod that names its own GPUs must not be created while the 
 CEL ``matchConditions`` keep the load low: only pods that carry one of the fields the webhook checks
 are sent (a visibility env var in any container, a volume mount whose path mentions
 ``nvidia-container-devices``, any hostPath volume, a ``gpufleet.dev/mps-share`` resource, a
-``cdi.k8s.io/`` annotation), never every pod of the cluster. kube-system, the release's namespace and
-the namespaces of NVIDIA's own operator and plugins (:data:`NVIDIA_NAMESPACES`, chart
-``webhook.gpuVisibility.excludeNamespaces``), whose pods set these fields by design, are not seen.
+``cdi.k8s.io/`` annotation, a scheduler-owned annotation at creation), never every pod of the
+cluster. kube-system, the release's namespace and the namespaces of NVIDIA's own operator and
+plugins (:data:`NVIDIA_NAMESPACES`, chart ``webhook.gpuVisibility.excludeNamespaces``), whose pods set
+these fields by design, are not seen.
 
 Data and builders only: :mod:`gpufleet.kube.install.manifests` puts the object into ``gpufleet
 manifests --webhook``; the chart writes the same one (a test compares them).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.domain.wire import API_GROUP, RESOURCE_MPS_SHARE
-from gpufleet.kube.webhook.visibility import CDI_ANNOTATION_PREFIX, VISIBILITY_ENV_VARS
+from gpufleet.kube.webhook.visibility import CDI_ANNOTATION_PREFIX, SCHEDULER_OWNED_ANNOTATIONS, VISIBILITY_ENV_VARS
 
 __all__ = [
     "NVIDIA_NAMESPACES",
@@ -37,6 +38,7 @@ VISIBILITY_CONFIGURATION_SUFFIX = "gpu-visibility"  # <release>-webhook-gpu-visi
 # device nodes and set NVIDIA_VISIBLE_DEVICES on purpose.
 NVIDIA_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "nvidia-dra-driver-gpu")
 
+_OWNED = "[" + ", ".join(f"'{key}'" for key in SCHEDULER_OWNED_ANNOTATIONS) + "]"
 _ENV_NAMES = "[" + ", ".join(f"'{name}'" for name in VISIBILITY_ENV_VARS) + "]"
 
 
@@ -54,7 +56,8 @@ VISIBILITY_MATCH = (
     f" && object.metadata.annotations.exists(k, k.startsWith('{CDI_ANNOTATION_PREFIX}')))"
     " || (request.operation == 'CREATE' && ((has(object.spec.volumes)"
     " && object.spec.volumes.exists(v, has(v.hostPath)))"
-    f" || {_container_match('initContainers')} || {_container_match('containers')}))"
+    f" || {_container_match('initContainers')} || {_container_match('containers')}"
+    f" || (has(object.metadata.annotations) && {_OWNED}.exists(k, k in object.metadata.annotations))))"
     f" || (request.subResource == 'ephemeralcontainers' && {_container_match('ephemeralContainers')})"
 )
 

@@ -13,7 +13,10 @@ on any GPU node, whatever the scheduler counted:
   (every GPU's pipe and shared memory), the kubelet's device-plugin sockets, or the CDI spec
   directories (``/etc/cdi``, ``/var/run/cdi``), including any directory above them (``/``, ``/dev``);
 - the resource ``gpufleet.dev/mps-share`` in a pod that is not a fractional pod of gpufleet's (the
-  webhook gives it to those only; gpufleet's device plugin answers it with an MPS share of a GPU).
+  webhook gives it to those only; gpufleet's device plugin answers it with an MPS share of a GPU);
+- the scheduler-owned annotations ``gpufleet.dev/gpu-index`` and ``gpufleet.dev/mps-mem-limit`` on a
+  new pod of another scheduler (gpufleet's device plugin reads them; on gpufleet's own pods the
+  scheduler overwrites them at binding, and fractional ones are refused by the preset rule).
 
 :func:`visibility_denial` finds the first such field of an admitted pod and says which, in one line
 (docs/fractional-gpus.md lists the messages). Env vars set through ``envFrom`` (a ConfigMap or a
@@ -22,7 +25,8 @@ Secret) cannot be seen at admission: the node runtime setting
 ``NVIDIA_VISIBLE_DEVICES=all`` of CUDA images) for unprivileged containers.
 
 At ``UPDATE`` only what an update can change is checked: CDI annotations added or changed, and
-the containers of a ``pods/ephemeralcontainers`` update.
+the containers of a ``pods/ephemeralcontainers`` update (the scheduler-owned annotations are guarded
+at updates by the ValidatingAdmissionPolicy: only the controller may change them).
 """
 
 from __future__ import annotations
@@ -31,12 +35,19 @@ import posixpath
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gpufleet.domain.wire import MPS_HOST_ROOT, RESOURCE_MPS_SHARE
+from gpufleet.domain.wire import (
+    ANNOTATION_GPU_INDEX,
+    ANNOTATION_MPS_MEM_LIMIT,
+    MPS_HOST_ROOT,
+    RESOURCE_MPS_SHARE,
+    SCHEDULER_NAME,
+)
 
 __all__ = [
     "CDI_ANNOTATION_PREFIX",
     "DEVICE_LIST_MOUNT_DIR",
     "PROTECTED_HOST_DIRS",
+    "SCHEDULER_OWNED_ANNOTATIONS",
     "VISIBILITY_ENV_VARS",
     "VISIBILITY_REASON",
     "visibility_denial",
@@ -49,6 +60,7 @@ CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 # from the webhook's --mps-host-dir.
 PROTECTED_HOST_DIRS = ("/var/lib/kubelet/device-plugins", "/etc/cdi", "/var/run/cdi")
 _DEVICE_NODES = "/dev/nvidia"  # /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-caps/...
+SCHEDULER_OWNED_ANNOTATIONS = (ANNOTATION_GPU_INDEX, ANNOTATION_MPS_MEM_LIMIT)
 VISIBILITY_REASON = "a pod may not choose the GPUs it sees; request GPUs as resources"
 _SECTIONS = ("initContainers", "containers", "ephemeralContainers")
 
@@ -148,6 +160,13 @@ def visibility_denial(request: Mapping[str, Any], fractional_of_ours: bool,
     denial = _cdi_denial(_annotations(pod), _annotations(old))
     if denial is not None or operation == "UPDATE":
         return denial  # env, mounts, volumes and resources cannot change at an update
+    annotations = _annotations(pod)
+    if spec.get("schedulerName") != SCHEDULER_NAME and isinstance(annotations, dict):
+        for key in SCHEDULER_OWNED_ANNOTATIONS:
+            if key in annotations:
+                return (f"metadata.annotations[{key}] is written by gpufleet's scheduler at binding and read by its "
+                        f"device plugin; a pod of scheduler {spec.get('schedulerName') or 'default-scheduler'} "
+                        f"may not set it: {VISIBILITY_REASON}")
     for section, index, container in _containers(spec, _SECTIONS):
         denial = _container_denial(section, index, container, may_share=fractional_of_ours)
         if denial is not None:
