@@ -12,7 +12,7 @@ more CPU per request than the webhook itself on this 2-core machine).
 
 The requests mix: pods of their Project's queues (60 %), pods naming the shared queue that only
 RBAC grants (20 %: a SubjectAccessReview per user and namespace, then cached for its TTL), fractional
-pods (10 %: the MPS wiring and the stamp in one patch) and pods refused for their image (10 %). A
+pods (10 %: their gpufleet.dev/mps-share and the stamp in one patch) and pods refused for their image (10 %). A
 warm-up pass asks every (user, namespace) question once; then
 
 - **open loop**: requests are started at a fixed ``--rate`` for ``--seconds``, each timed from the

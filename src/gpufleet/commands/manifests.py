@@ -38,6 +38,9 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 @click.option("--webhook-tenancy/--no-webhook-tenancy", default=True, show_default=True,
               help="With --webhook: its tenancy admission (Projects, queue grants by SubjectAccessReview, "
                    "the submitted-by stamp), with its own ServiceAccount.")
+@click.option("--webhook-gpu-visibility/--no-webhook-gpu-visibility", default=True, show_default=True,
+              help="With --webhook: refuse pods of every scheduler that choose their own GPUs (the "
+                   "ValidatingWebhookConfiguration gpufleet-webhook-gpu-visibility, docs/fractional-gpus.md).")
 @click.option("--admission-policy/--no-admission-policy", default=True, show_default=True,
               help="Include the ValidatingAdmissionPolicy that guards gpufleet's pod annotations "
                    "(Kubernetes >= 1.30).")
@@ -47,7 +50,7 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
                    "in this directory, e.g. deploy/helm/gpufleet.")
 def manifests(
     namespace: str, image: str, examples: bool, webhook: bool, webhook_tenancy: bool, admission_policy: bool,
-    crds_only: bool, chart_dir: Path | None,
+    crds_only: bool, chart_dir: Path | None, webhook_gpu_visibility: bool = True,
 ) -> None:
     """Print everything needed to install gpufleet without Helm, as multi-document YAML.
 
@@ -77,5 +80,6 @@ def manifests(
         click.echo(render_crds(), nl=False)
         return
     options = InstallOptions(namespace=namespace, image=image, examples=examples, webhook=webhook,
-                             admission_policy=admission_policy, webhook_tenancy=webhook_tenancy)
+                             admission_policy=admission_policy, webhook_tenancy=webhook_tenancy,
+                             webhook_gpu_visibility=webhook_gpu_visibility)
     click.echo(render_manifests(options, rules), nl=False)

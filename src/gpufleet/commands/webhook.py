@@ -33,10 +33,11 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--insecure-http", is_flag=True,
               help="Serve plain HTTP without a key pair (local tests only: the API server calls HTTPS only).")
 @click.option("--gpu-memory-mib", type=click.IntRange(min=1), default=None,
-              help="Static mode for fleets whose GPUs all have this much memory: compute the MPS limits "
-                   "at admission instead of reading the scheduler's bind-time annotations.")
+              help="For fleets whose GPUs all have this much memory: deny at admission a gpu-memory pod "
+                   "that asks more than one GPU (the MPS limits come from gpufleet's device plugin).")
 @click.option("--mps-host-dir", default=DEFAULT_MPS_HOST_DIR, show_default=True,
-              help="The MPS DaemonSet's host directory (<dir>/gpu-<i>/pipe and <dir>/shm).")
+              help="The MPS DaemonSet's host directory (<dir>/gpu-<i>/{pipe,shm,log}): hostPath volumes "
+                   "reaching it are refused.")
 @click.option("--node-selector", "node_selector", multiple=True, metavar="KEY=VALUE",
               help="Add to fractional pods' nodeSelector (where the MPS DaemonSet runs); repeatable.")
 @click.option("--runtime-class", default=None, help="spec.runtimeClassName for fractional pods that set none.")
@@ -63,10 +64,11 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
             runtime_class: str | None, log_level: str, tenancy: bool, kubeconfig: str | None,
             api_server: str | None, access_ttl: float, access_denied_ttl: float,
             trusted_controllers: tuple[str, ...]) -> None:
-    """Serve the mutating admission webhook that wires fractional-GPU pods to MPS.
+    """Serve the admission webhook: fractional-GPU pods get their gpufleet.dev/mps-share, pods that
+    choose their own GPUs are refused.
 
-    POST /mutate takes an admission.k8s.io/v1 AdmissionReview; GET /healthz answers "ok", GET /readyz
-    too once the cluster has been read. See docs/fractional-gpus.md.
+    POST /mutate and POST /validate take an admission.k8s.io/v1 AdmissionReview; GET /healthz answers
+    "ok", GET /readyz too once the cluster has been read. See docs/fractional-gpus.md.
     """
     if bool(cert_file) != bool(key_file):
         raise CommandError("--cert-file and --key-file go together")

@@ -166,7 +166,7 @@ def test_update_chart_writes_the_generated_files_and_is_idempotent(tmp_path: Pat
                      "files/crds/gpufleet.dev_queues.yaml",
                      "files/crds/gpufleet.dev_schedulerconfigs.yaml", "files/rbac/cluster-rules.yaml",
                      "files/rbac/leader-election-rules.yaml", "files/rbac/tenancy-roles.yaml",
-                     "files/rbac/webhook-rules.yaml"]  # fmt: skip
+                     "files/rbac/webhook-rules.yaml", "files/webhook/gpu-visibility.yaml"]  # fmt: skip
     before = {p: p.read_bytes() for p in chart.rglob("*.yaml")}
     assert _run("--update-chart", str(chart))[0] == 0
     assert {p: p.read_bytes() for p in chart.rglob("*.yaml")} == before

@@ -14,6 +14,8 @@ from gpufleet.kube.install.tenancy import GUARDED_ANNOTATIONS, policy_spec
 
 from .test_chart import NAMESPACE, render
 
+TENANCY_CONFIG = "gpufleet-webhook"  # the tenancy ValidatingWebhookConfiguration (not -gpu-visibility)
+
 try:  # cel-python (the dev extra) evaluates the CEL; the tests that do not need it run without it
     import celpy
     from celpy import celtypes
@@ -241,7 +243,7 @@ def test_every_guarded_annotation_is_refused_to_others_after_creation() -> None:
 
 @needs_cel
 def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
-    [config] = [d for d in _objects(webhook=True) if d["kind"] == "ValidatingWebhookConfiguration"]
+    [config] = [d for d in _objects(webhook=True) if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG]
     [hook, claims] = config["webhooks"]
     # PersistentVolumeClaims: every claim at creation, fail-open (it sees every claim of the cluster)
     assert (claims["name"], claims["failurePolicy"], claims["clientConfig"]["service"]["path"]) == (
@@ -271,23 +273,23 @@ def test_the_tenancy_webhook_in_the_manifests_and_the_chart() -> None:
     assert not matches("pods", {"spec": {"schedulerName": "default-scheduler"}})
     assert not matches("pods", {"spec": {}})
     assert matches("podgroups", {"spec": {"minMember": 2}})
-    assert [d for d in _objects() if d["kind"] == "ValidatingWebhookConfiguration"] == []
+    assert [d for d in _objects() if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG] == []
 
     chart = render({"webhook": {"enabled": True}})
-    [rendered] = [d for d in chart if d["kind"] == "ValidatingWebhookConfiguration"]
+    [rendered] = [d for d in chart if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG]
     [chart_hook, chart_claims] = rendered["webhooks"]
     assert chart_claims["failurePolicy"] == "Ignore" and chart_claims["rules"] == claims["rules"]
     [mutating] = [d for d in chart if d["kind"] == "MutatingWebhookConfiguration"]
     assert chart_hook["clientConfig"]["caBundle"] == mutating["webhooks"][0]["clientConfig"]["caBundle"]
     assert chart_hook["failurePolicy"] == "Fail"
     ignore = render({"webhook": {"enabled": True, "failurePolicy": "Ignore", "matchConditions": False}})
-    [hook_ignore, _] = next(d for d in ignore if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
+    [hook_ignore, _] = next(d for d in ignore if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG)["webhooks"]
     assert hook_ignore["failurePolicy"] == "Ignore" and "matchConditions" not in hook_ignore
     own = render({"webhook": {"enabled": True, "tenancy": {"failurePolicy": "Ignore"}}})
-    [hook_own, _] = next(d for d in own if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
+    [hook_own, _] = next(d for d in own if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG)["webhooks"]
     assert hook_own["failurePolicy"] == "Ignore"
     assert not [d for d in render({"webhook": {"enabled": True, "tenancy": {"enabled": False}}})
-                if d["kind"] == "ValidatingWebhookConfiguration"]  # fmt: skip
+                if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG]  # fmt: skip
 
 
 def test_the_webhook_has_its_own_account_for_subject_access_reviews() -> None:

@@ -14,6 +14,8 @@ from gpufleet.kube.install.tenancy import policy_spec
 from .test_chart import NAMESPACE, render
 from .test_tenancy_install import CONTROLLER, ONLY_CONTROLLER, celpy, decide, needs_cel
 
+TENANCY_CONFIG = "gpufleet-webhook"  # the tenancy ValidatingWebhookConfiguration (not -gpu-visibility)
+
 if celpy is not None:
     from celpy import celtypes
 
@@ -124,10 +126,10 @@ def test_one_chart_value_feeds_the_policy_and_the_webhook() -> None:
 @needs_cel
 def test_the_tenancy_webhook_sees_workloads_whose_template_is_ours_only() -> None:
     [config] = [d for d in install_objects(InstallOptions(namespace=NAMESPACE, webhook=True))
-                if d["kind"] == "ValidatingWebhookConfiguration"]
+                if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG]
     [condition] = config["webhooks"][0]["matchConditions"]
     chart = render({"webhook": {"enabled": True}})
-    [rendered] = [d for d in chart if d["kind"] == "ValidatingWebhookConfiguration"]
+    [rendered] = [d for d in chart if d["kind"] == "ValidatingWebhookConfiguration" and d["metadata"]["name"] == TENANCY_CONFIG]
     [chart_condition] = rendered["webhooks"][0]["matchConditions"]
     assert chart_condition == condition
     assert rendered["webhooks"][0]["rules"] == config["webhooks"][0]["rules"]

@@ -64,7 +64,8 @@ def test_the_mutating_entries_with_tenancy_on_and_off() -> None:
     assert alone == fractional
     [chart_alone] = _normalised(_one(_chart(False), "MutatingWebhookConfiguration"))["webhooks"]
     assert chart_alone == alone
-    assert [d for d in _chart(False) if d["kind"] == "ValidatingWebhookConfiguration"] == []
+    assert [d for d in _chart(False) if d["kind"] == "ValidatingWebhookConfiguration"
+            and d["metadata"]["name"] == "gpufleet-webhook"] == []  # the gpu-visibility one stays
 
 
 def test_each_entry_keeps_its_own_failure_policy() -> None:

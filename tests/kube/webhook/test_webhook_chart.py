@@ -13,7 +13,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from gpufleet.kube.webhook.mutation import MPS_MOUNT_PATH
+from gpufleet.domain.wire import MPS_HOST_ROOT
 
 from ..install.test_crds import KUBE_VERSIONS
 
@@ -74,7 +74,8 @@ def enabled() -> list[dict[str, Any]]:
 def test_enabled_objects_are_valid_kubernetes(enabled: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in ours(enabled))
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
-                     "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
+                     "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ValidatingWebhookConfiguration",
+                     "ValidatingWebhookConfiguration"]
     for version in KUBE_VERSIONS:
         for doc in ours(enabled):
             kubernetes_validate.validate(doc, version, strict=True)
@@ -129,14 +130,17 @@ def test_webhook_and_daemonset_agree_on_the_mps_layout(enabled: list[dict[str, A
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     [mps] = pod["containers"]
-    mounts = {m["name"]: m["mountPath"] for m in mps["volumeMounts"]}
-    assert mounts == {"mps-root": MPS_MOUNT_PATH, "mps-shm": "/dev/shm"}
-    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
-    assert volumes == {"mps-root": "/run/gpufleet/mps", "mps-shm": "/run/gpufleet/mps/shm"}
+    # the host root only, Bidirectional: the per-GPU tmpfs mounts made inside reach the host
+    assert mps["volumeMounts"] == [{"name": "mps-root", "mountPath": MPS_HOST_ROOT, "mountPropagation": "Bidirectional"}]
+    assert pod["volumes"] == [{"name": "mps-root", "hostPath": {"path": MPS_HOST_ROOT, "type": "DirectoryOrCreate"}}]
     script = mps["args"][0]
-    assert 'dir="$root/gpu-$index"' in script and 'CUDA_MPS_PIPE_DIRECTORY="$dir/pipe"' in script
-    assert "nvidia-cuda-mps-control -d" in script and "EXCLUSIVE_PROCESS" not in script
-    assert mps["securityContext"].get("privileged") is not True
+    for needle in ('dir="$root/gpu-$index"', 'mkdir -p "$dir/pipe" "$dir/shm" "$dir/log"',
+                   'mount -t tmpfs -o "size=1g,mode=1777,nosuid,nodev,noexec" "gpufleet-mps-gpu-$index" "$dir/shm"',
+                   'mount --bind "$1/shm" /dev/shm', 'CUDA_MPS_PIPE_DIRECTORY="$1/pipe"', "exec nvidia-cuda-mps-control -d",
+                   'nvidia-smi -i "$index" -c EXCLUSIVE_PROCESS'):  # exclusive-process mode by default
+        assert needle in script, needle
+    assert "set_default_" not in script  # no server-side ceiling unless asked
+    assert mps["securityContext"] == {"runAsUser": 0, "privileged": True}
 
 
 def test_cert_manager_mode() -> None:
@@ -144,7 +148,7 @@ def test_cert_manager_mode() -> None:
     kinds = sorted(d["kind"] for d in ours(docs))
     assert kinds == ["Certificate", "ClusterRole", "ClusterRoleBinding", "Deployment", "Issuer",
                      "MutatingWebhookConfiguration", "PodDisruptionBudget", "Service", "ServiceAccount",
-                     "ValidatingWebhookConfiguration"]
+                     "ValidatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     certificate = one(docs, "Certificate")
     config = one(docs, "MutatingWebhookConfiguration")
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
@@ -170,20 +174,50 @@ def test_fail_without_match_conditions_is_refused() -> None:
 def test_options_reach_the_webhook_and_daemonset() -> None:
     values = copy.deepcopy(ON)
     values["webhook"].update({"replicas": 1, "staticGpuMemoryMiB": 81920, "runtimeClassName": "nvidia"})
-    values["mps"].update({"exclusiveProcess": True, "hostDir": "/var/run/mps"})
+    values["mps"].update({"exclusiveProcess": False, "hostDir": "/var/run/mps", "shmSize": "256m",
+                          "maxClientPercent": 50})
     docs = render(values)
     args = one(docs, "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {"--gpu-memory-mib=81920", "--runtime-class=nvidia", "--mps-host-dir=/var/run/mps"} <= set(args)
     assert [d for d in docs if d["kind"] == "PodDisruptionBudget" and "webhook" in d["metadata"]["name"]] == []
-    [mps] = one(docs, "DaemonSet", "-mps")["spec"]["template"]["spec"]["containers"]
-    assert "nvidia-smi -i \"$index\" -c EXCLUSIVE_PROCESS" in mps["args"][0]
-    assert mps["securityContext"]["privileged"] is True
+    pod = one(docs, "DaemonSet", "-mps")["spec"]["template"]["spec"]
+    script = pod["containers"][0]["args"][0]
+    assert "EXCLUSIVE_PROCESS" not in script
+    assert '"size=256m,mode=1777,nosuid,nodev,noexec"' in script
+    assert 'control "$dir" "set_default_active_thread_percentage 50"' in script
+    assert 'control "$dir" "set_default_device_pinned_mem_limit 0 $(( memory * 50 / 100 ))M"' in script
+    assert pod["volumes"][0]["hostPath"]["path"] == "/var/run/mps"
 
 
 @pytest.mark.parametrize("values", [
     {"webhook": {"failurePolicy": "Sometimes"}}, {"webhook": {"certificates": {"mode": "vault"}}},
-    {"mps": {"hostDir": "relative"}}, {"webhook": {"unknown": 1}},
+    {"mps": {"hostDir": "relative"}}, {"webhook": {"unknown": 1}}, {"mps": {"shmSize": "1 GiB"}},
+    {"mps": {"maxClientPercent": 101}}, {"webhook": {"gpuVisibility": {"excludeNamespaces": ["Not A Label"]}}},
+    {"webhook": {"gpuVisibility": {"failurePolicy": "Sometimes"}}},
 ])
 def test_the_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with helm.Chart.load(str(CHART)) as loaded, pytest.raises(helm.HelmValuesError):
         loaded.validate_schema(values)
+
+
+@pytest.mark.parametrize("mps", [{}, {"exclusiveProcess": False, "maxClientPercent": 30}])
+def test_the_daemon_script_is_valid_bash(tmp_path: Path, mps: dict[str, Any]) -> None:
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    docs = render({"webhook": {"enabled": True}, "mps": {"enabled": True, **mps}})
+    [container] = one(docs, "DaemonSet", "-mps")["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/bin/bash", "-c"]
+    script = tmp_path / "mps.sh"
+    script.write_text(container["args"][0])
+    checked = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    # the script handed to unshare is valid too
+    inner = container["args"][0].split("/bin/bash -c '", 1)[1].split("' mps ", 1)[0]
+    (tmp_path / "inner.sh").write_text(inner)
+    checked = subprocess.run([bash, "-n", str(tmp_path / "inner.sh")], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert 'exec nvidia-cuda-mps-control -d' in inner and 'mount --bind "$1/shm" /dev/shm' in inner

@@ -81,9 +81,11 @@ def test_the_chart_sends_an_ordinary_gpufleet_pod_to_mutate_then_validate_and_ad
         assert called == ["tenancy.gpufleet.dev /mutate", "tenancy.gpufleet.dev /validate"]
         assert answer["allowed"] is True
         assert answer["object"]["metadata"]["annotations"] == {"gpufleet.dev/submitted-by": "bob"}
-        # a fractional pod: /mutate once (its own entry wires it and stamps it), then /validate
+        # a fractional pod: /mutate once (its own entry wires it and stamps it), then /validate, where
+        # the gpu-visibility entry also sees the mps-share it was given (and lets it pass)
         called, answer = await admit(post, entries, request(copy.deepcopy(fractional)))
-        assert called == ["fractional-gpus.gpufleet.dev /mutate", "tenancy.gpufleet.dev /validate"]
+        assert called == ["fractional-gpus.gpufleet.dev /mutate", "tenancy.gpufleet.dev /validate",
+                          "gpu-visibility.gpufleet.dev /validate"]
         assert answer["allowed"] is True
         assert answer["object"]["metadata"]["annotations"] == {
             "gpufleet.dev/gpu-blocks": "25", "gpufleet.dev/submitted-by": "bob"}
@@ -111,12 +113,53 @@ def test_the_chart_sends_an_ordinary_gpufleet_pod_to_mutate_then_validate_and_ad
 def test_without_tenancy_only_fractional_pods_reach_the_webhook(tmp_path: Any) -> None:
     store, clock = cluster()
     entries = _entries({"webhook": {"enabled": True, "tenancy": {"enabled": False}}})
-    assert [e["name"] for e in entries] == ["fractional-gpus.gpufleet.dev"]
+    assert [e["name"] for e in entries] == ["fractional-gpus.gpufleet.dev", "gpu-visibility.gpufleet.dev"]
     whole = pod()
 
     async def body(post: Post, _: Any) -> None:
         assert (await admit(post, entries, request(copy.deepcopy(whole))))[0] == []
         called, answer = await admit(post, entries, request(pod(annotations={"gpufleet.dev/gpu-blocks": "25"})))
-        assert called == ["fractional-gpus.gpufleet.dev /mutate"] and answer["allowed"] is True
+        assert called == ["fractional-gpus.gpufleet.dev /mutate", "gpu-visibility.gpufleet.dev /validate"]
+        assert answer["allowed"] is True
+
+    run(tmp_path, store, clock, body)
+
+
+WHY = "a pod may not choose the GPUs it sees; request GPUs as resources"
+
+
+@pytest.mark.parametrize("tenancy", [True, False])
+def test_the_chart_sends_pods_of_any_scheduler_that_choose_gpus_to_the_visibility_check(
+        tmp_path: Any, tenancy: bool) -> None:
+    store, clock = cluster()
+    entries = _entries({"webhook": {"enabled": True, "tenancy": {"enabled": tenancy}}})
+    sneaky = pod()
+    sneaky["spec"]["schedulerName"] = "default-scheduler"
+    sneaky["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    plain = pod()
+    plain["spec"]["schedulerName"] = "default-scheduler"
+    cdi = copy.deepcopy(plain)
+    cdi["metadata"]["annotations"]["cdi.k8s.io/gpus"] = "nvidia.com/gpu=all"
+    relabel = request(copy.deepcopy(cdi))
+    relabel["request"].update(operation="UPDATE", oldObject=plain)
+    unchanged = request(copy.deepcopy(cdi))
+    unchanged["request"].update(operation="UPDATE", oldObject=cdi)
+    nudged = copy.deepcopy(plain)
+    nudged["metadata"]["annotations"]["team"] = "b"
+    ordinary_update = request(nudged)
+    ordinary_update["request"].update(operation="UPDATE", oldObject=plain)
+
+    async def body(post: Post, _: Any) -> None:
+        called, answer = await admit(post, entries, request(copy.deepcopy(sneaky)))
+        assert called == ["gpu-visibility.gpufleet.dev /validate"]
+        assert denial(answer) == (403, f"spec.containers[0].env[0] (container main) sets NVIDIA_VISIBLE_DEVICES: {WHY}")
+        called, answer = await admit(post, entries, relabel)  # a CDI annotation added later
+        assert called == ["gpu-visibility.gpufleet.dev /validate"]
+        assert denial(answer) == (403, f"metadata.annotations[cdi.k8s.io/gpus] names CDI devices: {WHY}")
+        called, answer = await admit(post, entries, unchanged)  # sent (it carries one), left as it was
+        assert called == ["gpu-visibility.gpufleet.dev /validate"] and answer["allowed"] is True
+        # every other pod and update: never sent
+        assert (await admit(post, entries, request(copy.deepcopy(plain))))[0] == []
+        assert (await admit(post, entries, ordinary_update))[0] == []
 
     run(tmp_path, store, clock, body)

@@ -14,7 +14,6 @@ from gpufleet.kube.webhook.mutation import MutationSettings
 from gpufleet.kube.webhook.review import ReviewError, review, review_bytes
 
 SETTINGS = MutationSettings()
-REF = "metadata.annotations['{}']"
 
 
 def pod(annotations: dict[str, str] | None = None, *, scheduler: str = "gpufleet", gpus: int = 0,
@@ -63,59 +62,49 @@ def patched(obj: dict[str, Any], settings: MutationSettings = SETTINGS) -> tuple
     return jsonpatch.apply_patch(obj, operations), response
 
 
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+SHARE = {"gpufleet.dev/mps-share": "1"}
 
 
-def ref(key: str) -> dict[str, Any]:
-    return {"fieldRef": {"apiVersion": "v1", "fieldPath": REF.format(key)}}
+def shares(after: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(limits, requests) of mps-share of every container, init containers first."""
+    spec = after["spec"]
+    return [(c["resources"]["limits"].get("gpufleet.dev/mps-share"), c["resources"]["requests"].get("gpufleet.dev/mps-share"))
+            for c in spec.get("initContainers", []) + spec["containers"]]
 
 
-def test_fractional_blocks_pod_gets_mps_env_and_volumes_from_bind_time_annotations() -> None:
+def test_fractional_blocks_pod_gets_an_mps_share_and_no_gpu_wiring() -> None:
+    """The GPU, its MPS pipe, its shared memory and the limits come from gpufleet's device plugin
+    at container start: the pod spec gets one mps-share per container, no hostPath, no env var."""
     original = pod({"gpufleet.dev/gpu-blocks": "25"})
     after, response = patched(copy.deepcopy(original))
-    assert response["allowed"] is True
-    env = env_of(after["spec"]["containers"][0])
-    assert env == {
-        "GPUFLEET_GPU_INDEX": ref("gpufleet.dev/gpu-index"),
-        "NVIDIA_VISIBLE_DEVICES": ref("gpufleet.dev/gpu-index"),
-        "CUDA_MPS_PIPE_DIRECTORY": "/run/gpufleet/mps/gpu-$(GPUFLEET_GPU_INDEX)/pipe",
-        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": ref("gpufleet.dev/gpu-blocks"),
-        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": ref("gpufleet.dev/mps-mem-limit"),
-    }
-    # $(GPUFLEET_GPU_INDEX) only expands when it is defined earlier in the list
-    names = [e["name"] for e in after["spec"]["containers"][0]["env"]]
-    assert names.index("GPUFLEET_GPU_INDEX") < names.index("CUDA_MPS_PIPE_DIRECTORY")
-    assert after["spec"]["volumes"] == [
-        {"name": "gpufleet-mps", "hostPath": {"path": "/run/gpufleet/mps", "type": "Directory"}},
-        {"name": "gpufleet-mps-shm", "hostPath": {"path": "/run/gpufleet/mps/shm", "type": "Directory"}},
-    ]
-    assert after["spec"]["containers"][0]["volumeMounts"] == [
-        {"name": "gpufleet-mps", "mountPath": "/run/gpufleet/mps"},
-        {"name": "gpufleet-mps-shm", "mountPath": "/dev/shm"},
-    ]
-    # nothing else moved
+    assert response["allowed"] is True and "warnings" not in response
+    [container] = after["spec"]["containers"]
+    assert container == {**original["spec"]["containers"][0], "resources": {"limits": SHARE, "requests": SHARE}}
+    assert after["spec"] == {**original["spec"], "containers": [container]}
     assert after["metadata"] == original["metadata"]
-    assert after["spec"]["schedulerName"] == "gpufleet"
+    operations = json.loads(base64.b64decode(response["patch"]))
+    assert operations == [{"op": "add", "path": "/spec/containers/0/resources",
+                           "value": {"limits": SHARE, "requests": SHARE}}]
 
 
 def test_memory_pod_is_wired_the_same_way() -> None:
     after, _ = patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}))
-    env = env_of(after["spec"]["containers"][0])
-    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == ref("gpufleet.dev/gpu-blocks")
-    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == ref("gpufleet.dev/mps-mem-limit")
-    assert env["NVIDIA_VISIBLE_DEVICES"] == ref("gpufleet.dev/gpu-index")
+    assert shares(after) == [("1", "1")]
+    assert "env" not in after["spec"]["containers"][0] and "volumes" not in after["spec"]
 
 
-def test_static_mode_writes_plain_values() -> None:
-    settings = MutationSettings(gpu_memory_mib=81920)
-    after, _ = patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}), settings)
-    env = env_of(after["spec"]["containers"][0])
-    # 20 GiB of 80 GiB is 25 blocks; 25 blocks stand for 20480 MiB
-    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
-    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
-    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "10"}), settings)
-    assert env_of(after["spec"]["containers"][0])["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=8192M"
+def test_the_share_joins_the_containers_own_resources() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "25"})
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"memory": "8Gi"}, "requests": {"cpu": "2"}}
+    after, _ = patched(obj)
+    assert after["spec"]["containers"][0]["resources"] == {
+        "limits": {"memory": "8Gi", "gpufleet.dev/mps-share": "1"},
+        "requests": {"cpu": "2", "gpufleet.dev/mps-share": "1"}}
+
+
+def test_static_mode_writes_nothing_more() -> None:
+    after, _ = patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}), MutationSettings(gpu_memory_mib=81920))
+    assert after == patched(pod({"gpufleet.dev/gpu-memory": "20Gi"}))[0]
 
 
 def test_static_mode_denies_memory_beyond_one_gpu() -> None:
@@ -147,23 +136,19 @@ def test_readmission_is_idempotent() -> None:
     twice, response = patched(copy.deepcopy(once))
     assert "patch" not in response
     assert twice == once
-    for container in once["spec"]["initContainers"] + once["spec"]["containers"]:
-        names = [e["name"] for e in container["env"]]
-        assert len(names) == len(set(names)) == 5
+    assert shares(once) == [("1", "1"), ("1", "1")]
 
 
-def test_user_values_of_our_variables_are_replaced_not_duplicated() -> None:
-    user_env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "MODEL", "value": "bert"}]
-    after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, env=user_env))
-    env = after["spec"]["containers"][0]["env"]
-    assert [e["name"] for e in env].count("NVIDIA_VISIBLE_DEVICES") == 1
-    assert env_of(after["spec"]["containers"][0])["NVIDIA_VISIBLE_DEVICES"] == ref("gpufleet.dev/gpu-index")
-    assert env[0] == {"name": "MODEL", "value": "bert"}
+def test_a_share_the_user_set_is_replaced_not_added_to() -> None:
+    obj = pod({"gpufleet.dev/gpu-blocks": "25"})
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"gpufleet.dev/mps-share": "4"}}
+    after, _ = patched(obj)
+    assert shares(after) == [("1", "1")]
 
 
 def test_init_containers_are_wired_too() -> None:
     after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, init=True))
-    assert "CUDA_MPS_PIPE_DIRECTORY" in env_of(after["spec"]["initContainers"][0])
+    assert after["spec"]["initContainers"][0]["resources"] == {"limits": SHARE, "requests": SHARE}
 
 
 def test_own_dev_shm_is_kept_with_a_warning() -> None:
@@ -171,24 +156,23 @@ def test_own_dev_shm_is_kept_with_a_warning() -> None:
     obj["spec"]["containers"][0]["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     obj["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     after, response = patched(obj)
-    mounts = after["spec"]["containers"][0]["volumeMounts"]
-    assert [m["mountPath"] for m in mounts].count("/dev/shm") == 1
-    assert any("/dev/shm" in w for w in response["warnings"])
+    assert after["spec"]["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert response["warnings"] == [
+        "gpufleet: containers[0] (main) mounts its own /dev/shm: gpufleet's device plugin mounts the MPS server's "
+        "shared memory there, so CUDA in this container may fail to connect to MPS"]
 
 
 def test_node_selector_and_runtime_class_settings() -> None:
-    settings = MutationSettings(node_selector={"gpufleet.dev/mps": "true"}, runtime_class="nvidia",
-                                mps_host_dir="/var/run/mps/")
+    settings = MutationSettings(node_selector={"gpufleet.dev/mps": "true"}, runtime_class="nvidia")
     after, _ = patched(pod({"gpufleet.dev/gpu-blocks": "25"}), settings)
     assert after["spec"]["nodeSelector"] == {"gpufleet.dev/mps": "true"}
     assert after["spec"]["runtimeClassName"] == "nvidia"
-    assert after["spec"]["volumes"][0]["hostPath"]["path"] == "/var/run/mps"
 
 
 def test_generate_name_pods_are_wired() -> None:
     after, response = patched(pod({"gpufleet.dev/gpu-blocks": "25"}, name=None))
     assert response["allowed"] is True and "warnings" not in response
-    assert "NVIDIA_VISIBLE_DEVICES" in env_of(after["spec"]["containers"][0])
+    assert shares(after) == [("1", "1")]
 
 
 @pytest.mark.parametrize(("annotations", "gpus", "message"), [
@@ -212,7 +196,7 @@ def test_other_oddities_are_allowed_with_a_warning() -> None:
     after, response = patched(obj)
     assert response["allowed"] is True
     assert any("spec.tolerations[0].operator" in w for w in response["warnings"])
-    assert "NVIDIA_VISIBLE_DEVICES" in env_of(after["spec"]["containers"][0])
+    assert shares(after) == [("1", "1")]
 
 
 @pytest.mark.parametrize("obj", [

@@ -113,7 +113,7 @@ def test_https_round_trip(tmp_path: Path) -> None:
     assert status == 200
     assert answer["response"]["allowed"] is True and answer["response"]["uid"] == "u-1"
     operations = json.loads(base64.b64decode(answer["response"]["patch"]))
-    assert any(op["path"] == "/spec/volumes" for op in operations)
+    assert any(op["path"] == "/spec/containers/0/resources" for op in operations)
     assert results["garbage"][0] == 400 and "not JSON" in results["garbage"][1]
 
 

@@ -224,7 +224,7 @@ DENIALS: list[tuple[str, Json, str, str]] = [
      "project ml-vision does not allow image ghcr.io/acme/bad-miner:latest: denied ghcr.io/acme/bad*"),
     ("image digest", pod(image="ghcr.io/acme/serve:2"), "serving",
      "project ml-infer does not allow image ghcr.io/acme/serve:2: not pinned by digest (requireDigest)"),
-    ("volume kind", pod(volumes=_volume("root", hostPath={"path": "/"})), "vision",
+    ("volume kind", pod(volumes=_volume("root", hostPath={"path": "/data"})), "vision",
      "project ml-vision does not allow volume kind hostPath in volume root (allowed: persistentVolumeClaim, "
      "configMap, secret, emptyDir, projected, downwardAPI, ephemeral)"),
     ("storage class", pod(volumes=_volume("scratch", ephemeral={"volumeClaimTemplate": {"spec": {
@@ -275,11 +275,13 @@ def test_fractional_pods_are_wired_and_stamped_in_one_patch(tmp_path: Path) -> N
     async def body(post: Post, _: TenancyService) -> None:
         after = patched(fractional, await post(request(copy.deepcopy(fractional))))
         assert after["metadata"]["annotations"] == {"gpufleet.dev/gpu-blocks": "25", "gpufleet.dev/submitted-by": "bob"}
-        assert [v["name"] for v in after["spec"]["volumes"]] == ["gpufleet-mps", "gpufleet-mps-shm"]
-        # re-admitted after its wiring: the webhook's own hostPath volumes are not the user's
+        share = {"gpufleet.dev/mps-share": "1"}
+        assert after["spec"]["containers"][0]["resources"] == {"limits": share, "requests": share}
+        assert "volumes" not in after["spec"]  # the device plugin mounts the GPU's MPS pipe, not the pod spec
+        # re-admitted after its wiring: nothing more to do
         assert await post(request(copy.deepcopy(after))) == {"uid": "u-1", "allowed": True}
         forged = copy.deepcopy(fractional)
-        forged["spec"]["volumes"] = [{"name": "gpufleet-mps", "hostPath": {"path": "/", "type": "Directory"}}]
+        forged["spec"]["volumes"] = [{"name": "gpufleet-mps", "hostPath": {"path": "/data", "type": "Directory"}}]
         assert denial(await post(request(forged))) == (
             403, "project ml-vision does not allow volume kind hostPath in volume gpufleet-mps (allowed: "
                  "persistentVolumeClaim, configMap, secret, emptyDir, projected, downwardAPI, ephemeral)")

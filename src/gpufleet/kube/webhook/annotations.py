@@ -1,18 +1,18 @@
-"""The contract between the scheduler's bind step and the fractional-GPU webhook.
+"""The contract between the scheduler's bind step and what delivers a fractional GPU on the node.
 
-The webhook runs at admission, before the scheduler has picked a node and a GPU, so it cannot
-write the values themselves into a pod's environment. It writes *downward API references* to pod
-annotations instead (``valueFrom.fieldRef``), and the kubelet resolves them when it starts the
-containers, which is after the bind. The controller must therefore put these annotations on the
-pod no later than the bind itself: either as ``metadata.annotations`` of the ``Binding`` object
-(the API server copies them onto the pod in the same write that sets ``spec.nodeName``), or by a
-patch of the pod before it posts the Binding. Written after the bind, they race the kubelet.
+The webhook runs at admission, before the scheduler has picked a node and a GPU: it only gives each
+container of a fractional pod a ``gpufleet.dev/mps-share``. gpufleet's device plugin serves that
+resource when the kubelet starts the containers, which is after the bind, and reads these pod
+annotations then. The controller must therefore put them on the pod no later than the bind itself:
+either as ``metadata.annotations`` of the ``Binding`` object (the API server copies them onto the pod
+in the same write that sets ``spec.nodeName``), or by a patch of the pod before it posts the Binding.
+Written after the bind, they race the kubelet.
 
 =====================================  ==============================================  ==========
 annotation                             value                                           who reads
 =====================================  ==============================================  ==========
-``gpufleet.dev/gpu-index``             the GPU index on the node, ``"3"``              NVIDIA_VISIBLE_DEVICES,
-                                                                                       MPS pipe directory
+``gpufleet.dev/gpu-index``             the GPU index on the node, ``"3"``              device plugin: the CDI device,
+                                                                                       MPS pipe and shm of that GPU
 ``gpufleet.dev/gpu-blocks``            the blocks held (1..100), ``"25"``              CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 ``gpufleet.dev/mps-mem-limit``         ``"0=<MiB>M"``: blocks x GPU memory / 100       CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 =====================================  ==============================================  ==========

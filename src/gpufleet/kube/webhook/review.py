@@ -26,6 +26,12 @@ StatefulSet) get the same checks and stamps on their pod template at creation, a
 changes the template; what a trusted controller (``Tenancy.trusted``) creates keeps the stamps
 copied from its template. Without one, fractional pods that preset a
 scheduler-owned annotation or ``spec.nodeName`` are still refused (the wiring would trust them).
+
+GPU visibility (:mod:`gpufleet.kube.webhook.visibility`): every pod the webhook sees, gpufleet's or
+not, at creation, at an update of its annotations and at an update of its ephemeral containers, is
+refused (403) when it sets GPU visibility itself (an NVIDIA env var, a device-list mount, a CDI
+annotation, a hostPath that reaches the GPUs or the MPS daemons, a ``gpufleet.dev/mps-share`` it was
+not given), before any other check.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ import jsonpatch
 from gpufleet.adapters import FieldError, pod_group_from_dict
 from gpufleet.domain import API_GROUP
 from gpufleet.domain.wire import LABEL_POD_GROUP
-from gpufleet.kube.webhook.mutation import MutationSettings, mutate_pod, without_our_volumes
+from gpufleet.kube.webhook.mutation import MutationSettings, is_fractional_pod_of_ours, mutate_pod
+from gpufleet.kube.webhook.visibility import visibility_denial
 from gpufleet.policy import AccessReviewer, Admission, AdmissionContext, Denial, admit_pod, admit_pod_group
 from gpufleet.policy.admission import (
     DEFAULT_TRUSTED_CONTROLLERS,
@@ -118,6 +125,11 @@ def _is_ephemeral_update(request: Mapping[str, Any]) -> bool:
     kind = request.get("kind")
     return (isinstance(kind, dict) and kind.get("group", "") == "" and kind.get("kind") == "Pod"
             and request.get("subResource") == "ephemeralcontainers" and request.get("operation") == "UPDATE")
+
+
+def _is_pod(request: Mapping[str, Any]) -> bool:
+    kind = request.get("kind")
+    return isinstance(kind, dict) and kind.get("group", "") == "" and kind.get("kind") == "Pod"
 
 
 def _is_pod_create(request: Mapping[str, Any]) -> bool:
@@ -288,6 +300,15 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
     request = _request_of(body)
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     envelope = {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+    if _is_pod(request):
+        obj = request.get("object")
+        visibility = visibility_denial(request, isinstance(obj, dict) and is_fractional_pod_of_ours(obj),
+                                       settings.mps_host_dir)
+        if visibility is not None:
+            log.info("denied pod %s (gpu visibility): %s", _pod_name(request, obj if isinstance(obj, dict) else {}),
+                     visibility)
+            _deny(response, 403, "Forbidden", visibility)
+            return envelope
     if tenancy is not None and _is_create(request, API_GROUP, "PodGroup"):
         _review_pod_group(request, response, tenancy)
         return envelope
@@ -329,8 +350,7 @@ def review(body: object, settings: MutationSettings, tenancy: Tenancy | None = N
     decision: Admission | Denial | None = None
     if tenancy is not None and is_pod_of_ours(pod):
         info, user, groups = _user(request)
-        checked = without_our_volumes(pod, settings) if mutation.fractional else pod
-        decision = admit_pod(checked, namespace if isinstance(namespace, str) and namespace else "default",
+        decision = admit_pod(pod, namespace if isinstance(namespace, str) and namespace else "default",
                              user, groups, tenancy.context, tenancy.reviewer_for(info),
                              trusted=user in tenancy.trusted)
     elif mutation.fractional:
