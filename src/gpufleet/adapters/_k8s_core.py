@@ -67,6 +67,7 @@ from gpufleet.domain.wire import (
     ANNOTATION_QUEUE_GRANT,
     ANNOTATION_SELECTED_NODE,
     ANNOTATION_SUBMITTED_BY,
+    RESOURCE_MPS_SHARE,
 )
 
 __all__ = [
@@ -237,7 +238,8 @@ def _is_extended(name: str) -> bool:
 
 def _container_requests(raw: object, path: str) -> dict[str, int]:
     """One container's effective requests: request if given, else limit; extended resources
-    from limits, else requests. "pods" is never a container resource and is skipped.
+    from limits, else requests. "pods" is never a container resource and is skipped, nor is
+    ``gpufleet.dev/mps-share``.
 
     This runs for every container of every pod: paths are only built when something is wrong."""
     if not isinstance(raw, dict):
@@ -255,7 +257,9 @@ def _container_requests(raw: object, path: str) -> dict[str, int]:
         if not isinstance(entries, dict):
             raise FieldError(f"{path}.resources.{section}", f"must be a mapping, got {describe(entries)}")
         for name, value in entries.items():
-            if name == PODS:
+            if name in (PODS, RESOURCE_MPS_SHARE):
+                # mps-share is how a fractional pod's container asks gpufleet's device plugin for
+                # its GPU (the webhook adds it): a token, not capacity; the pod's blocks are counted.
                 continue
             try:
                 amount = to_milli(value)
