@@ -25,6 +25,7 @@ from gpufleet.adapters._fields import (
     str_map,
     timestamp,
 )
+from gpufleet.adapters._k8s_dra import pod_resource_claims
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.domain import (
@@ -713,6 +714,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         preferred_affinity=_preferred_node_affinity(spec) if "affinity" in spec else (),
         submitted_by=annotations.get(ANNOTATION_SUBMITTED_BY) or None,
         queue_grant=QueueName(grant) if (grant := annotations.get(ANNOTATION_QUEUE_GRANT)) else None,
+        resource_claims=pod_resource_claims(spec, status) if "resourceClaims" in spec else (),
     )
 
 

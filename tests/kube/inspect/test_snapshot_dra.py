@@ -1,0 +1,108 @@
+"""`gpufleet snapshot` and the controller's converter with Dynamic Resource Allocation objects: the four
+resource.k8s.io/v1 kinds are listed (none when the API server does not serve them), cut down to what the
+loader reads, and read back by replay exactly as the controller reads them, over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gpufleet.adapters import load_snapshot_text
+from gpufleet.domain import Snapshot
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.controller.convert import DRA_KINDS, convert_object
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.inspect.snapshot import read_cluster, strip_object
+from gpufleet.testing.dra_objects import (
+    DEVICE_CLASS,
+    claim_template,
+    dra_pod,
+    objects,
+    resource_claim,
+    resource_slice,
+)
+from gpufleet.testing.emulator import ApiServerEmulator
+from gpufleet.testing.fake_cluster import FakeCluster
+
+from ..controller.controller_objects import informing, node, queue
+
+HELD = resource_claim("shared-gpu", uid="c-1", status="""\
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.nvidia.com, pool: n1, device: gpu-0}]
+      config: [{source: FromClass, requests: [gpu], opaque: {driver: gpu.nvidia.com, parameters: {}}}]
+    nodeSelector:
+      nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n1]}]}]
+  reservedFor: [{resource: pods, name: a, uid: uid-a}]
+""")
+
+
+def dra_cluster() -> dict[Kind, list[dict[str, Any]]]:
+    (slice_, device_class, template, claim, a, b) = objects(
+        resource_slice("n1", gpus=2), DEVICE_CLASS, claim_template(), HELD,
+        dra_pod("a", node="n1", phase="Running", entries="  - {name: gpu, resourceClaimName: shared-gpu}\n"),
+        dra_pod("b", statuses="  - {name: gpu, resourceClaimName: b-gpu-x7k2}\n"),
+    )
+    noise = {"resourceVersion": "4711", "managedFields": [{"manager": "kube-controller-manager"}]}
+    claim["metadata"].update(noise)
+    b["metadata"]["labels"] = {"gpufleet.dev/queue": "team-a"}
+    a["metadata"]["labels"] = {"gpufleet.dev/queue": "team-a"}
+    return {Kind.NODE: [node("n1", gpus=0)], Kind.QUEUE: [queue("team-a", 8)], Kind.RESOURCE_SLICE: [slice_],
+            Kind.DEVICE_CLASS: [device_class], Kind.RESOURCE_CLAIM_TEMPLATE: [template],
+            Kind.RESOURCE_CLAIM: [claim], Kind.POD: [a, b]}
+
+
+def test_a_claim_keeps_its_allocation_and_reservations() -> None:
+    raw = dra_cluster()[Kind.RESOURCE_CLAIM][0]
+    stripped = strip_object(Kind.RESOURCE_CLAIM, raw)
+    assert stripped["metadata"] == {"name": "shared-gpu", "namespace": "ml", "uid": "c-1"}
+    assert set(stripped["status"]) == {"allocation", "reservedFor"}
+    assert convert_object(Kind.RESOURCE_CLAIM, stripped) == convert_object(Kind.RESOURCE_CLAIM, raw)
+
+
+def test_a_pod_keeps_its_resource_claims() -> None:
+    raw = dra_cluster()[Kind.POD][1]
+    stripped = strip_object(Kind.POD, raw)
+    assert stripped["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    assert stripped["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "b-gpu-x7k2"}]
+    assert stripped["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    assert convert_object(Kind.POD, stripped).resource_claims == convert_object(Kind.POD, raw).resource_claims
+
+
+def test_snapshot_then_replay_sees_what_the_controller_sees_over_http() -> None:
+    async def run() -> tuple[Snapshot, Snapshot]:
+        async with ApiServerEmulator() as emulator:
+            for kind, items in dra_cluster().items():
+                for item in items:
+                    emulator.store.put(kind, item)
+            config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
+            api = connect(server=emulator.url_text, field_manager="c", timeout=5.0)
+            controller = Controller(api, RealClock(), config, ControllerMetrics())
+            try:
+                async with informing(controller, real_time=True):
+                    view = controller.snapshot()
+                assert not view.problems
+                text = (await read_cluster(api)).to_yaml()
+            finally:
+                await api.close()
+            return view.snapshot, load_snapshot_text(text, "snapshot.yaml")
+
+    seen, replayed = asyncio.run(run())
+    assert len(seen.resource_slices[0].devices) == 2
+    assert seen.resource_slices == replayed.resource_slices
+    assert seen.device_classes == replayed.device_classes
+    assert seen.claim_templates == replayed.claim_templates
+    assert seen.resource_claims == replayed.resource_claims
+    assert seen.resource_claims[0].reserved_for == ("a",)
+    assert {p.key: p.resource_claims for p in seen.pods} == {p.key: p.resource_claims for p in replayed.pods}
+
+
+def test_a_cluster_without_the_dra_api_has_none() -> None:
+    cluster = FakeCluster(not_served=DRA_KINDS)
+    cluster.put(Kind.NODE, node("n1"))
+    snap = asyncio.run(read_cluster(cluster.client("snapshot")))
+    assert snap.warnings == ()
+    assert [d["kind"] for d in snap.documents] == ["Node"]
