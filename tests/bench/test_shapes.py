@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from gpufleet.adapters import resolve_devices
 from gpufleet.bench.shapes import (
     GPUS_PER_NODE,
     HOSTNAME_LABEL,
@@ -72,7 +73,7 @@ def check_gangs(snapshot: Snapshot, *, count: int, size: int, gpus: int) -> list
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_shape_is_consistent(shape: str) -> None:
-    snapshot = make_shape(shape, SMALL)
+    snapshot = resolve_devices(make_shape(shape, SMALL)).snapshot  # dra-basic: its GPUs come from slices
     node_names = [n.name for n in snapshot.nodes]
     assert len(node_names) == len(set(node_names)) == 100
     assert node_names == sorted(node_names)
@@ -139,6 +140,7 @@ def test_full_scale_counts() -> None:
         "topology": (3_000, None, 750),
         "affinity": (10_000, 1_000, 0),
         "basic-projects": (10_000, 1_000, 0),
+        "dra-basic": (10_000, 1_000, 0),
     }
     for shape, (n_pending, n_running, n_groups) in expected.items():
         snapshot = make_shape(shape)
@@ -283,3 +285,19 @@ def test_replay_vs_parse() -> None:
     parse, replay = result["parse_seconds"], result["replay_seconds"]
     assert isinstance(parse, float) and isinstance(replay, float)
     assert result["ratio"] == pytest.approx(replay / parse)
+
+
+def test_dra_basic_decides_as_basic_and_allocates_the_bound_gpus() -> None:
+    """The same cluster with its GPUs as DRA devices: the same bindings, and each binding's claim
+    gets exactly the devices of the GPUs it was bound to."""
+    from gpufleet.engine import schedule
+
+    plain = schedule(make_shape("basic", SMALL))
+    view = resolve_devices(make_shape("dra-basic", SMALL))
+    dra = view.attach(schedule(view.snapshot))
+    assert [(b.pod, b.node, b.gpus) for b in dra.bindings] == [(b.pod, b.node, b.gpus) for b in plain.bindings]
+    assert [(p.pod, p.reason) for p in dra.pending] == [(p.pod, p.reason) for p in plain.pending]
+    for b in dra.bindings:
+        (alloc,) = b.devices
+        assert alloc.claim == f"{b.pod.split('/')[1]}-gpu" and not alloc.shared
+        assert [(r.pool, r.device) for r in alloc.results] == [(b.node, f"gpu-{g}") for g in b.gpus]

@@ -57,6 +57,7 @@ from gpufleet.adapters.quantity import to_milli
 
 if TYPE_CHECKING:
     from gpufleet.adapters.cluster_spec import ClusterLayout, cluster_from_trace_nodes, load_cluster_spec_file
+    from gpufleet.adapters.devices import DeviceView, resolve_devices
     from gpufleet.adapters.k8s_yaml_writer import dump_snapshot, format_time, snapshot_to_documents
     from gpufleet.adapters.output import decisions_to_dict, render_json, render_table
     from gpufleet.adapters.traces import load_nodes, load_trace
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUANTITY_JSON_SCHEMA",
     "ClusterLayout",
+    "DeviceView",
     "FieldError",
     "InputError",
     "PodGroupSpec",
@@ -100,6 +102,7 @@ __all__ = [
     "reader_for",
     "render_json",
     "render_table",
+    "resolve_devices",
     "resource_claim_from_dict",
     "resource_slice_from_dict",
     "scheduler_config_from_dict",
@@ -113,6 +116,8 @@ __getattr__ = lazy_exports(__name__, {
     "ClusterLayout": "gpufleet.adapters.cluster_spec",
     "cluster_from_trace_nodes": "gpufleet.adapters.cluster_spec",
     "load_cluster_spec_file": "gpufleet.adapters.cluster_spec",
+    "DeviceView": "gpufleet.adapters.devices",
+    "resolve_devices": "gpufleet.adapters.devices",
     "dump_snapshot": "gpufleet.adapters.k8s_yaml_writer",
     "format_time": "gpufleet.adapters.k8s_yaml_writer",
     "snapshot_to_documents": "gpufleet.adapters.k8s_yaml_writer",

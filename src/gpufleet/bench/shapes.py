@@ -20,6 +20,11 @@ second or two at full size. At ``scale=1.0``:
   namespace of one Project that lists the four leaf queues and the pods' PriorityClass, and may
   use two of ten node pools (every node is in one pool, by its ``gpufleet.dev/pool`` label), so
   node-pool rules apply to every pod (issue 10: within 10% of ``basic``).
+- ``dra-basic``: ``basic`` with its GPUs as DRA devices (issue 11: within 20% of ``basic``): every
+  node publishes a ResourceSlice of 8 GPU devices of NVIDIA's driver and no ``nvidia.com/gpu``;
+  every pod asks for its GPU through its own ResourceClaim (made from the template
+  ``single-gpu``, class ``gpu.nvidia.com`` with NVIDIA's CEL selector); the running pods' claims
+  are allocated and reserved for them.
 
 ``scale`` shrinks node and pod counts proportionally (at least 1 of each). The labels and
 annotations of every object agree with its typed fields, so a shape survives a YAML round trip.
@@ -42,18 +47,26 @@ from gpufleet.domain import (
     MEMORY,
     MILLI,
     PODS,
+    ClaimTemplate,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DeviceResult,
     LabelSelector,
     Node,
     NodeName,
     NodePool,
     Pod,
     PodAffinityTerm,
+    PodClaim,
     PodGroup,
     PriorityClass,
     Project,
     Queue,
     QueueName,
     QueueResource,
+    ResourceClaim,
+    ResourceSlice,
     SchedulerConfig,
     Snapshot,
     SpreadConstraint,
@@ -75,7 +88,7 @@ __all__ = [
 ]
 
 SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology", "affinity",
-                           "basic-projects")
+                           "basic-projects", "dra-basic")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -472,6 +485,45 @@ def _basic_projects(scale: float) -> Snapshot:
     return replace(base, nodes=nodes, pods=pods, projects=projects)
 
 
+DRA_DRIVER = "gpu.nvidia.com"
+GPU_DEVICE_CLASS = DeviceClass(DRA_DRIVER, selectors=(
+    f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == 'gpu'",))
+
+
+def _gpu_devices(node: int) -> tuple[Device, ...]:
+    return tuple(
+        Device(f"gpu-{g}", {f"{DRA_DRIVER}/type": "gpu", f"{DRA_DRIVER}/index": g,
+                            f"{DRA_DRIVER}/uuid": f"GPU-{node:05d}-{g}", f"{DRA_DRIVER}/productName": GPU_PRODUCT},
+               {f"{DRA_DRIVER}/memory": f"{GPU_MEMORY_MIB}Mi"})
+        for g in range(GPUS_PER_NODE)
+    )
+
+
+def _dra_basic(scale: float) -> Snapshot:
+    """``basic`` with DRA GPUs (see the module's docstring)."""
+    base = _basic(scale)
+    allocatable = {r: v for r, v in NODE_ALLOCATABLE.items() if r != GPU}
+    nodes = tuple(replace(n, allocatable=allocatable) for n in base.nodes)
+    slices = tuple(ResourceSlice(f"{n.name}-gpu", DRA_DRIVER, n.name, n.name, 1, _gpu_devices(i))
+                   for i, n in enumerate(nodes))
+    request = (DeviceRequest("gpu", DRA_DRIVER),)
+    pods: list[Pod] = []
+    claims: list[ResourceClaim] = []
+    for pod in base.pods:
+        claim = f"{pod.name}-gpu"
+        requests = {r: v for r, v in pod.requests.items() if r != GPU}
+        pods.append(replace(pod, requests=requests, resource_claims=(
+            PodClaim("gpu", template="single-gpu", generated=claim),)))
+        allocation: tuple[DeviceResult, ...] = ()
+        if pod.node_name is not None:
+            allocation = tuple(DeviceResult("gpu", DRA_DRIVER, pod.node_name, f"gpu-{g}") for g in pod.gpu_index)
+        claims.append(ResourceClaim(NAMESPACE, claim, uid=f"uid-{claim}", requests=request, allocation=allocation,
+                                    allocated_node=pod.node_name, reserved_for=(pod.name,) if allocation else ()))
+    return replace(base, nodes=nodes, pods=tuple(pods), resource_slices=slices, device_classes=(GPU_DEVICE_CLASS,),
+                   resource_claims=tuple(claims),
+                   claim_templates=(ClaimTemplate(NAMESPACE, "single-gpu", requests=request),))
+
+
 _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "basic": _basic,
     "gang-small": _gang_small,
@@ -480,6 +532,7 @@ _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "topology": _topology,
     "affinity": _affinity,
     "basic-projects": _basic_projects,
+    "dra-basic": _dra_basic,
 }
 
 
