@@ -33,6 +33,7 @@ from gpufleet.engine import schedule
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = DeviceClass(DRIVER, selectors=(f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",))
+NIC_CLASS = DeviceClass("nic", selectors=(f"device.attributes['{DRIVER}'].type == 'nic'",))
 MIG_CLASS = DeviceClass("mig.nvidia.com", selectors=(f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",))
 BASE = {CPU: 64 * MILLI, MEMORY: 512 * 2**30 * MILLI, PODS: 110 * MILLI}
 
@@ -80,7 +81,7 @@ def cluster(*pods: Pod, claims: tuple[ResourceClaim, ...] = (), nodes: tuple[Nod
             slices: tuple[ResourceSlice, ...] | None = None) -> Snapshot:
     nodes = nodes if nodes is not None else (node("n1"),)
     slices = slices if slices is not None else tuple(slice_(n.name, tuple(gpu(i) for i in range(4))) for n in nodes)
-    return Snapshot(nodes=nodes, pods=pods, resource_slices=slices, device_classes=(GPU_CLASS, MIG_CLASS),
+    return Snapshot(nodes=nodes, pods=pods, resource_slices=slices, device_classes=(GPU_CLASS, MIG_CLASS, NIC_CLASS),
                     resource_claims=claims)
 
 
@@ -165,16 +166,20 @@ def test_stale_allocation_is_reported_and_its_devices_are_free() -> None:
      'resourceclaim "c": constraints is not supported by gpufleet'),
     ((replace(claim("c"), requests=(DeviceRequest("gpu", DRIVER, unsupported="firstAvailable"),)),),
      PodClaim("gpu", claim="c"), 'resourceclaim "c" request "gpu": firstAvailable is not supported by gpufleet'),
+    ((claim("c", cls="nic"),), PodClaim("gpu", claim="c"),
+     'resourceclaim "c" request "gpu": devices of type "nic" is not supported by gpufleet'),
     ((claim("c", cls="mig.nvidia.com"),), PodClaim("gpu", claim="c"),
-     'resourceclaim "c" request "gpu": devices of type "mig" is not supported by gpufleet'),
+     'resourceclaim "c" request "gpu": devices of several MIG profiles (1g.10gb, 2g.20gb) is not supported by gpufleet'),
     ((claim("c", selectors=("device.attributes['gpu.nvidia.com'].index ==",)),), PodClaim("gpu", claim="c"),
      "resourceclaim \"c\" request \"gpu\": selector device.attributes['gpu.nvidia.com'].index ==: "),
 ])
 def test_claims_that_cannot_be_allocated_keep_the_pod_waiting(claims: tuple[ResourceClaim, ...], entry: PodClaim,
                                                             reason: str) -> None:
     p = replace(pod("p"), resource_claims=(entry,))
-    mig = Device("gpu-0-mig-1g10gb-0", {f"{DRIVER}/type": "mig", f"{DRIVER}/profile": "1g.10gb"})
-    slices = (slice_("n1", (*(gpu(i) for i in range(4)), mig)),)
+    migs = (Device("gpu-4-mig-1g10gb-0", {f"{DRIVER}/type": "mig", f"{DRIVER}/profile": "1g.10gb"}),
+            Device("gpu-4-mig-2g20gb-1", {f"{DRIVER}/type": "mig", f"{DRIVER}/profile": "2g.20gb"}),
+            Device("nic-0", {f"{DRIVER}/type": "nic"}))
+    slices = (slice_("n1", (*(gpu(i) for i in range(4)), *migs)),)
     decisions = run(cluster(p, claims=claims, slices=slices))
     (pending,) = decisions.pending
     assert pending.reason.startswith(reason)
@@ -249,3 +254,41 @@ def test_duplicate_indices_ignore_the_slices_with_a_warning() -> None:
 def test_a_snapshot_without_dra_is_returned_as_it_is() -> None:
     snap = Snapshot(nodes=(node("n1"),), pods=(pod("p"),))
     assert resolve_devices(snap).snapshot is snap
+
+
+def mig(gpu_index: int, slot: int, profile: str) -> Device:
+    return Device(f"gpu-{gpu_index}-mig-{profile.replace('.', '')}-{slot}",
+                  {f"{DRIVER}/type": "mig", f"{DRIVER}/profile": profile, f"{DRIVER}/parentUUID": f"GPU-{gpu_index:04d}"})
+
+
+def mig_claim(name: str, profile: str, count: int = 1, **kw: object) -> ResourceClaim:
+    return claim(name, count, selectors=(f"device.attributes['gpu.nvidia.com'].profile == '{profile}'",),
+                 cls="mig.nvidia.com", **kw)
+
+
+def test_mig_devices_count_as_their_profile_and_are_allocated_by_name() -> None:
+    devices = (gpu(0), *(mig(1, i, "1g.10gb") for i in range(3)), mig(1, 3, "3g.40gb"))
+    held = mig_claim("held", "1g.10gb", allocation=(DeviceResult("gpu", DRIVER, "n1", "gpu-1-mig-1g10gb-0"),),
+                     allocated_node=NodeName("n1"), reserved_for=("running",))
+    snap = cluster(pod("running", "held", node_name="n1", phase="Running"), pod("a", "ca"), pod("b", "cb"),
+                   pod("c", "cc"), claims=(held, mig_claim("ca", "1g.10gb"), mig_claim("cb", "1g.10gb"),
+                                           mig_claim("cc", "1g.10gb")),
+                   slices=(slice_("n1", devices),))
+    view = resolve_devices(snap)
+    (n1,) = view.snapshot.nodes
+    assert n1.allocatable["nvidia.com/mig-1g.10gb"] == 3 * MILLI and n1.allocatable["nvidia.com/mig-3g.40gb"] == MILLI
+    assert n1.allocatable[GPU] == MILLI  # the GPU not in MIG mode
+    decisions = view.attach(schedule(view.snapshot))
+    assert devices_of(decisions, "ml/a") == [("ca", "gpu", "gpu-1-mig-1g10gb-1")]
+    assert devices_of(decisions, "ml/b") == [("cb", "gpu", "gpu-1-mig-1g10gb-2")]
+    (pending,) = decisions.pending  # the held device and two new ones: none left for c
+    assert pending.pod == "ml/c" and "short of nvidia.com/mig-1g.10gb" in pending.reason
+
+
+def test_whole_gpu_claims_never_get_mig_devices_and_mig_claims_never_get_gpus() -> None:
+    snap = cluster(pod("whole", "w"), pod("part", "m"), claims=(claim("w"), mig_claim("m", "3g.40gb")),
+                   nodes=(node("gpus"), node("migs")),
+                   slices=(slice_("gpus", (gpu(0),)), slice_("migs", (mig(0, 0, "3g.40gb"), mig(0, 1, "3g.40gb")))))
+    decisions = run(snap)
+    assert {b.pod: b.node for b in decisions.bindings} == {"ml/whole": "gpus", "ml/part": "migs"}
+    assert devices_of(decisions, "ml/part") == [("m", "gpu", "gpu-0-mig-3g40gb-0")]

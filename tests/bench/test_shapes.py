@@ -248,7 +248,8 @@ def test_run_bench_reports_the_promised_keys() -> None:
     if not _engine_ready():
         pytest.skip("the engine is not written yet")
     result = run_bench("basic", scale=0.004, repeat=3)
-    assert set(result) == {"shape", "nodes", "pods", "seconds", "pods_per_second", "peak_rss_mib"}
+    assert set(result) == {"shape", "nodes", "pods", "seconds", "pods_per_second", "engine_seconds", "peak_rss_mib"}
+    assert 0 <= result["engine_seconds"] <= result["seconds"]  # type: ignore[operator]
     assert result["shape"] == "basic"
     assert result["nodes"] == 20
     assert result["pods"] == len(pending(make_shape("basic", 0.004))) == 40

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from gpufleet.adapters._gc import no_gc
 from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.domain import (
     GPU,
@@ -31,6 +31,7 @@ from gpufleet.domain import (
     Pod,
     PodKey,
     ResourceClaim,
+    ResourceSlice,
     Snapshot,
 )
 
@@ -40,11 +41,14 @@ if TYPE_CHECKING:
 __all__ = ["DeviceView", "resolve_devices"]
 
 GPU_TYPE = "gpu"
+MIG_TYPE = "mig"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # a MIG profile's extended resource, as NVIDIA's mixed strategy names it
 _GPU_NAME = re.compile(r"gpu-(\d+)")
 MIB_MILLI = 1024 * 1024 * MILLI
 
 DeviceRef = tuple[str, str, str]  # driver, pool, device name
-Plan = tuple[tuple[tuple[str, int], ...], frozenset[str]]  # a claim's (request, count)s, and its nodes
+Asked = tuple[tuple[str, int, str], ...]  # (request, count, resource: GPU or a MIG profile's resource)
+Plan = tuple[Asked, frozenset[str] | None]  # a claim's requests, and the nodes it restricts to (None: none)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class _Need:
     or (``held``) the results of a claim another pod holds."""
 
     claim: str
-    requests: tuple[tuple[str, int], ...] = ()
+    requests: Asked = ()
     held: tuple[DeviceResult, ...] = ()
 
 
@@ -74,57 +78,107 @@ class DeviceView:
     stale: tuple[ResourceClaim, ...] = ()  # allocations held by no pod: the controller clears them
     _gpus: Mapping[str, _NodeGpus] = field(default_factory=dict)
     _needs: Mapping[PodKey, tuple[_Need, ...]] = field(default_factory=dict)
+    _migs: Mapping[str, Mapping[str, tuple[DeviceRef, ...]]] = field(default_factory=dict)  # node -> resource ->
+    _held: frozenset[DeviceRef] = frozenset()  # devices of held claims
 
     def attach(self, decisions: Decisions) -> Decisions:
         """``decisions`` with each binding's ``devices``: its GPUs handed to its claims' requests."""
         if not self._needs:
             return decisions
-        bindings = tuple(self._with_devices(b) for b in decisions.bindings)
+        taken: set[DeviceRef] = set(self._held)  # MIG devices given out, held ones first
+        with no_gc():
+            bindings = tuple(self._with_devices(b, taken) for b in decisions.bindings)
         return replace(decisions, bindings=bindings)
 
-    def _with_devices(self, binding: Binding) -> Binding:
+    def _with_devices(self, binding: Binding, taken: set[DeviceRef]) -> Binding:
         needs = self._needs.get(binding.pod)
         if not needs:
             return binding
         node = self._gpus.get(binding.node)
-        gpus = list(binding.gpus)
+        gpus = binding.gpus
+        shared_gpu = binding.gpu_blocks is not None  # a share: its one request gets its one GPU
+        at = 0
         out: list[ClaimAllocation] = []
         for need in needs:
             if need.held:
                 out.append(ClaimAllocation(need.claim, need.held, shared=True))
                 continue
             results: list[DeviceResult] = []
-            for request, count in need.requests:
+            for request, count, resource in need.requests:
+                if resource != GPU:
+                    results.extend(self._free_migs(binding.node, resource, request, count, taken))
+                    continue
                 for _ in range(count):
-                    if not gpus or node is None:
+                    if at >= len(gpus) or node is None:
                         break
-                    ref = node.by_index.get(gpus.pop(0) if binding.gpu_blocks is None else gpus[0])
+                    ref = node.by_index.get(gpus[at])
+                    at += 0 if shared_gpu else 1
                     if ref is not None:
-                        results.append(DeviceResult(request, *ref))
+                        results.append(DeviceResult(request, ref[0], ref[1], ref[2]))
             out.append(ClaimAllocation(need.claim, tuple(results)))
-        return replace(binding, devices=tuple(out))
+        return _copy(binding, _BINDING_FIELDS, {"devices": tuple(out)})
+
+    def _free_migs(self, node: str, resource: str, request: str, count: int,
+                   taken: set[DeviceRef]) -> list[DeviceResult]:
+        """The first ``count`` MIG devices of ``resource`` on ``node`` by name that no held claim and
+        no earlier binding has (the engine counted them free, so there are enough)."""
+        out: list[DeviceResult] = []
+        for ref in self._migs.get(node, {}).get(resource, ()):
+            if len(out) == count:
+                break
+            if ref not in taken:
+                taken.add(ref)
+                out.append(DeviceResult(request, ref[0], ref[1], ref[2]))
+        return out
 
 
 def _latest_slices(snapshot: Snapshot) -> dict[str, list[tuple[str, str, Device]]]:
-    """Devices of node-local slices, per node: only each (driver, pool)'s highest generation."""
+    """Devices of node-local slices, per node (slices in name order): only each (driver, pool)'s
+    highest generation."""
     newest: dict[tuple[str, str], int] = {}
     for s in snapshot.resource_slices:
         if s.node is not None:
             key = (s.driver, s.pool)
-            newest[key] = max(newest.get(key, s.generation), s.generation)
-    out: dict[str, list[tuple[str, str, Device]]] = {}
-    for s in sorted(snapshot.resource_slices, key=lambda s: s.name):
+            if newest.get(key, s.generation) <= s.generation:
+                newest[key] = s.generation
+    per_node: dict[str, list[ResourceSlice]] = {}
+    for s in snapshot.resource_slices:
         if s.node is not None and s.generation == newest[(s.driver, s.pool)]:
-            out.setdefault(s.node, []).extend((s.driver, s.pool, d) for d in s.devices)
+            per_node.setdefault(s.node, []).append(s)
+    out: dict[str, list[tuple[str, str, Device]]] = {}
+    for node, slices in per_node.items():
+        if len(slices) > 1:
+            slices.sort(key=lambda s: s.name)
+        out[node] = [(s.driver, s.pool, d) for s in slices for d in s.devices]
     return out
 
 
+class _Keys(dict[str, tuple[str, str]]):
+    """Per driver, its qualified ``type`` and ``index`` attribute names (built once per driver)."""
+
+    def __missing__(self, driver: str) -> tuple[str, str]:
+        got = (f"{driver}/type", f"{driver}/index")
+        self[driver] = got
+        return got
+
+
+_KEYS = _Keys()
+
+
 def _is_gpu(driver: str, device: Device) -> bool:
-    return device.attributes.get(f"{driver}/type") == GPU_TYPE
+    return device.attributes.get(_KEYS[driver][0]) == GPU_TYPE
+
+
+def _mig_resource(driver: str, device: Device) -> str | None:
+    """The extended resource of a MIG device (by its ``profile``), None for other devices."""
+    if device.attributes.get(_KEYS[driver][0]) != MIG_TYPE:
+        return None
+    profile = device.attributes.get(f"{driver}/profile")
+    return f"{MIG_RESOURCE_PREFIX}{profile}" if isinstance(profile, str) and profile else None
 
 
 def _index_of(driver: str, device: Device) -> int | None:
-    value = device.attributes.get(f"{driver}/index")
+    value = device.attributes.get(_KEYS[driver][1])
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     m = _GPU_NAME.fullmatch(device.name)
@@ -132,11 +186,14 @@ def _index_of(driver: str, device: Device) -> int | None:
 
 
 def _node_gpus(node: str, devices: list[tuple[str, str, Device]], warnings: list[str]) -> _NodeGpus | None:
-    gpus = sorted(((drv, pool, d) for drv, pool, d in devices if _is_gpu(drv, d)), key=lambda t: t[2].name)
+    gpus = [t for t in devices if _is_gpu(t[0], t[2])]
     if not gpus:
         return None
+    names = [d.name for _drv, _p, d in gpus]
+    if names != sorted(names):
+        gpus.sort(key=lambda t: t[2].name)
     found = [_index_of(drv, d) for drv, _p, d in gpus]
-    if any(i is None for i in found):
+    if None in found:
         indices = list(range(len(gpus)))
     else:
         indices = [i for i in found if i is not None]
@@ -147,14 +204,20 @@ def _node_gpus(node: str, devices: list[tuple[str, str, Device]], warnings: list
     by_index: dict[int, DeviceRef] = {}
     table: dict[int, Device] = {}
     for i, (drv, pool, d) in zip(indices, gpus, strict=True):
-        assert i is not None
         if i in by_index:
-            names = ", ".join([*sorted(ref[2] for j, ref in by_index.items() if j == i), d.name])
-            warnings.append(f"node {node}: DRA GPU devices {names} share index {i}; its ResourceSlices are ignored")
+            twins = ", ".join([*sorted(ref[2] for j, ref in by_index.items() if j == i), d.name])
+            warnings.append(f"node {node}: DRA GPU devices {twins} share index {i}; its ResourceSlices are ignored")
             return None
         by_index[i] = (drv, pool, d.name)
         table[i] = d
     return _NodeGpus(by_index, table)
+
+
+def _with_migs(node: Node, migs: Mapping[str, tuple[DeviceRef, ...]]) -> Node:
+    allocatable = dict(node.allocatable)
+    for resource, refs in migs.items():
+        allocatable[resource] = len(refs) * MILLI
+    return replace(node, allocatable=allocatable)
 
 
 def _with_gpus(node: Node, gpus: _NodeGpus) -> Node:
@@ -180,12 +243,28 @@ class _Resolver:
         self.snapshot = snapshot
         self.warnings: list[str] = []
         self.gpus: dict[str, _NodeGpus] = {}
-        self.others: list[tuple[str, Device]] = []  # non-GPU devices of every node (for reasons)
+        self.others: list[tuple[str, Device]] = []  # devices neither GPU nor MIG (for reasons)
+        # node -> MIG resource -> its devices by name, and each with its driver
+        self.migs: dict[str, dict[str, list[tuple[DeviceRef, Device]]]] = {}
         for node, devices in _latest_slices(snapshot).items():
             got = _node_gpus(node, devices, self.warnings)
             if got is not None:
                 self.gpus[node] = got
-            self.others.extend((drv, d) for drv, _p, d in devices if not _is_gpu(drv, d))
+            for drv, pool, d in devices:
+                if _is_gpu(drv, d):
+                    continue
+                resource = _mig_resource(drv, d)
+                if resource is None:
+                    self.others.append((drv, d))
+                else:
+                    self.migs.setdefault(node, {}).setdefault(resource, []).append(((drv, pool, d.name), d))
+        for table in self.migs.values():
+            for refs in table.values():
+                refs.sort(key=lambda t: t[0][2])
+        self.mig_ref: dict[DeviceRef, tuple[str, str]] = {
+            ref: (node, resource) for node, table in self.migs.items() for resource, refs in table.items()
+            for ref, _d in refs
+        }
         self.ref_index: dict[DeviceRef, tuple[str, int]] = {
             ref: (node, i) for node, g in self.gpus.items() for i, ref in g.by_index.items()
         }
@@ -194,14 +273,22 @@ class _Resolver:
         }
         self.classes: dict[str, DeviceClass] = {c.name: c for c in snapshot.device_classes}
         self.selectors: dict[str, Selector | str] = {}
-        self.eligible: dict[tuple[str, ...], frozenset[str] | str] = {}
+        self.eligible: dict[tuple[str, ...], tuple[str, frozenset[str]] | str] = {}
         self.plans: dict[object, Plan | Callable[[str], str]] = {}
-        self.requests: dict[tuple[int, int], tuple[Mapping[str, int], Mapping[str, int]]] = {}
-        self.whole_sets: dict[int, tuple[frozenset[str], bool]] = {}  # id -> (the set, kept alive; equal?)
+        # (id of a requests mapping, what is added) -> (that mapping, kept alive; the new one)
+        self.requests: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Mapping[str, int], Mapping[str, int]]] = {}
         self.dra_nodes = frozenset(self.gpus)
-        self.plain_gpu_nodes = any(
-            n.allocatable.get(GPU, 0) > 0 for n in snapshot.nodes if n.name not in self.gpus
-        )
+        # Resources (GPU, MIG profiles) that some node without DRA devices of them also advertises.
+        self.plain: set[str] = set()
+        for n in snapshot.nodes:
+            for resource, amount in n.allocatable.items():
+                if amount <= 0:
+                    continue
+                if resource == GPU:
+                    if n.name not in self.gpus:
+                        self.plain.add(resource)
+                elif resource.startswith(MIG_RESOURCE_PREFIX) and resource not in self.migs.get(n.name, {}):
+                    self.plain.add(resource)
 
     # -- selectors ------------------------------------------------------------------------------
 
@@ -218,8 +305,9 @@ class _Resolver:
             self.selectors[expression] = got
         return got
 
-    def _nodes_for(self, expressions: tuple[str, ...]) -> frozenset[str] | str:
-        """Nodes whose every GPU device satisfies all ``expressions``, or why none can be chosen."""
+    def _nodes_for(self, expressions: tuple[str, ...]) -> tuple[str, frozenset[str]] | str:
+        """What devices satisfying all ``expressions`` are: GPUs, or MIG devices of one profile (its
+        resource), and the nodes all of whose such devices satisfy them; or why none can be given."""
         got = self.eligible.get(expressions)
         if got is not None:
             return got
@@ -230,34 +318,63 @@ class _Resolver:
                 self.eligible[expressions] = s
                 return s
             selectors.append(s)
+        errors: list[str] = []
+        tested = 0
+
+        def matches(driver: str, d: Device) -> bool:
+            nonlocal tested
+            tested += 1
+            for s in selectors:
+                r = s.evaluate(driver, d)
+                if r is not True:
+                    if isinstance(r, str):
+                        errors.append(f"selector {s.expression.strip()}: {r}")
+                    return False
+            return True
+
+        result: tuple[str, frozenset[str]] | str
         nodes: set[str] = set()
         any_gpu = False
-        errors: list[str] = []
         for node, gpus in self.gpus.items():
             all_match = True
             for i, d in gpus.devices.items():
-                driver = gpus.by_index[i][0]
-                ok = True
-                for s in selectors:
-                    r = s.evaluate(driver, d)
-                    if r is not True:
-                        if isinstance(r, str):
-                            errors.append(f"selector {s.expression.strip()}: {r}")
-                        ok = False
-                        break
+                ok = matches(gpus.by_index[i][0], d)
                 any_gpu |= ok
                 all_match &= ok
             if all_match:
                 nodes.add(node)
-        result: frozenset[str] | str = frozenset(nodes)
+        result = (GPU, frozenset(nodes))
         if not any_gpu:
-            other = self._other_match(selectors)
-            if other is not None:
-                result = other
-            elif errors and len(errors) == sum(len(g.devices) for g in self.gpus.values()):
-                result = sorted(errors)[0]
+            mig = self._mig_nodes(matches)
+            if mig is not None:
+                result = mig
+            else:
+                other = self._other_match(selectors)
+                if other is not None:
+                    result = other
+                elif errors and len(errors) == tested:
+                    result = sorted(errors)[0]
         self.eligible[expressions] = result
         return result
+
+    def _mig_nodes(self, matches: Callable[[str, Device], bool]) -> tuple[str, frozenset[str]] | str | None:
+        """MIG devices that ``matches``: (their profile's resource, the nodes all of whose devices of
+        that profile match), a reason when they are of several profiles, None when none matches."""
+        found: dict[str, set[str]] = {}
+        for node, table in self.migs.items():
+            for resource, refs in table.items():
+                hits = [matches(ref[0], d) for ref, d in refs]
+                if any(hits):
+                    nodes = found.setdefault(resource, set())
+                    if all(hits):
+                        nodes.add(node)
+        if not found:
+            return None
+        if len(found) > 1:
+            profiles = ", ".join(sorted(r[len(MIG_RESOURCE_PREFIX):] for r in found))
+            return f"devices of several MIG profiles ({profiles})"
+        ((resource, nodes),) = found.items()
+        return resource, frozenset(nodes)
 
     def _other_match(self, selectors: Sequence[Selector]) -> str | None:
         for driver, d in self.others:
@@ -303,35 +420,53 @@ class _Resolver:
                 pods.append(new)
                 if need:
                     needs[pod.key] = need
-        nodes = tuple(_with_gpus(n, self.gpus[n.name]) if n.name in self.gpus else n for n in self.snapshot.nodes)
-        snapshot = replace(self.snapshot, nodes=nodes, pods=tuple(pods))
-        return DeviceView(snapshot, tuple(self.warnings), tuple(stale), self.gpus, needs)
+        migs = {node: {r: tuple(ref for ref, _d in refs) for r, refs in table.items()}
+                for node, table in self.migs.items()}
+        nodes = []
+        for n in self.snapshot.nodes:
+            if n.name in self.gpus:
+                n = _with_gpus(n, self.gpus[n.name])
+            if n.name in migs:
+                n = _with_migs(n, migs[n.name])
+            nodes.append(n)
+        held = frozenset((r.driver, r.pool, r.device) for key in holders for r in self.claims[key].allocation)
+        snapshot = replace(self.snapshot, nodes=tuple(nodes), pods=tuple(pods))
+        return DeviceView(snapshot, tuple(self.warnings), tuple(stale), self.gpus, needs, migs, held)
 
     def _bound(self, pod: Pod, holders: Mapping[tuple[str, str], Pod]) -> Pod:
-        """A bound pod holds the devices of the claims it is the holder of (their indices)."""
+        """A bound pod holds the devices of the claims it is the holder of: GPUs by index, MIG
+        devices as their profiles' resources."""
         indices: list[int] = []
+        extra: dict[str, int] = {}
         for entry in pod.resource_claims:
             name = entry.claim_name
             holder = holders.get((pod.namespace, name)) if name else None
             if holder is None or holder.key != pod.key:
                 continue
             for r in self.claims[(pod.namespace, name or "")].allocation:
-                at = self.ref_index.get((r.driver, r.pool, r.device))
+                ref = (r.driver, r.pool, r.device)
+                at = self.ref_index.get(ref)
                 if at is not None and at[0] == pod.node_name:
                     indices.append(at[1])
-        if not indices:
+                mig = self.mig_ref.get(ref)
+                if mig is not None and mig[0] == pod.node_name:
+                    extra[mig[1]] = extra.get(mig[1], 0) + MILLI
+        if not indices and not extra:
             return pod
-        if pod.is_fractional:
-            return replace(pod, gpu_index=(indices[0],))
-        requests = dict(pod.requests)
-        requests[GPU] = requests.get(GPU, 0) + len(indices) * MILLI
-        return replace(pod, requests=requests, gpu_index=tuple(indices))
+        changes: dict[str, object] = {}
+        if indices:
+            changes["gpu_index"] = (indices[0],) if pod.is_fractional else tuple(indices)
+            if not pod.is_fractional:
+                extra[GPU] = len(indices) * MILLI
+        if extra:
+            changes["requests"] = self._with_requests(pod.requests, tuple(sorted(extra.items())))
+        return _copy(pod, _POD_FIELDS, changes)
 
     def _pending(self, pod: Pod, holders: Mapping[tuple[str, str], Pod],
                  allocators: dict[tuple[str, str], PodKey]) -> tuple[Pod, tuple[_Need, ...]]:
         needs: list[_Need] = []
         nodes: frozenset[str] | None = None
-        count = 0
+        extra: dict[str, int] = {}
         requests = 0
         for entry in pod.resource_claims:
             name = entry.claim_name
@@ -358,48 +493,43 @@ class _Resolver:
             plan = self._plan(name, claim)
             if isinstance(plan, str):
                 return replace(pod, device_wait=plan), ()
-            asked, eligible = plan
-            nodes = eligible if nodes is None else nodes & eligible
-            for _r, c in asked:
-                count += c
+            asked, restrict = plan
+            if restrict is not None:
+                nodes = restrict if nodes is None else nodes & restrict
+            for _r, c, resource in asked:
+                extra[resource] = extra.get(resource, 0) + c * MILLI
             requests += len(asked)
             needs.append(_Need(name, requests=asked))
-        if pod.is_fractional and (count != 1 or requests != 1):
+        if pod.is_fractional and (requests != 1 or extra.get(GPU) != MILLI):
             first_claim = next((n.claim for n in needs if n.requests), needs[0].claim if needs else "")
             return replace(pod, device_wait=(
                 f'resourceclaim "{first_claim}": a fractional pod must have exactly one GPU request of count 1'
             )), ()
         changes: dict[str, object] = {}
-        if count and not pod.is_fractional:
-            changes["requests"] = self._with_gpu_request(pod.requests, count)
-        if nodes is not None and (self.plain_gpu_nodes or not self._all_dra_nodes(nodes)):
+        if pod.is_fractional:
+            extra.pop(GPU, None)  # its share is its blocks
+        if extra:
+            changes["requests"] = self._with_requests(pod.requests, tuple(sorted(extra.items())))
+        if nodes is not None:
             changes["device_nodes"] = nodes
-        return (_copy_pod(pod, changes) if changes else pod), tuple(needs)
+        return (_copy(pod, _POD_FIELDS, changes) if changes else pod), tuple(needs)
 
-    def _all_dra_nodes(self, nodes: frozenset[str]) -> bool:
-        """Whether ``nodes`` are all the nodes with DRA GPUs (then they restrict nothing the GPU
-        request does not). Remembered per set object: comparing sets of 5,000 names per pod is slow."""
-        got = self.whole_sets.get(id(nodes))
-        if got is None:
-            got = (nodes, nodes is self.dra_nodes or nodes == self.dra_nodes)
-            self.whole_sets[id(nodes)] = got
-        return got[1]
-
-    def _with_gpu_request(self, requests: Mapping[str, int], count: int) -> Mapping[str, int]:
-        """``requests`` plus ``count`` GPUs; pods that shared one mapping share the new one too
-        (the engine reads thousands of pods faster when their requests are the same object)."""
-        key = (id(requests), count)
+    def _with_requests(self, requests: Mapping[str, int], extra: tuple[tuple[str, int], ...]) -> Mapping[str, int]:
+        """``requests`` plus ``extra`` (resource, milli-units); pods that shared one mapping share the
+        new one too (the engine reads thousands of pods faster when their requests are one object)."""
+        key = (id(requests), extra)
         got = self.requests.get(key)
         if got is None:
             added = dict(requests)
-            added[GPU] = added.get(GPU, 0) + count * MILLI
+            for resource, amount in extra:
+                added[resource] = added.get(resource, 0) + amount
             got = (requests, added)
             self.requests[key] = got
         return got[1]
 
     def _plan(self, name: str, claim: ResourceClaim) -> Plan | str:
-        """A claim's GPU requests ((name, count) in order) and the nodes that can serve them all, or
-        why it cannot be allocated. Computed once per claim spec (all the claims of one template)."""
+        """A claim's requests ((name, count, resource) in order) and the nodes it restricts the pod
+        to, or why it cannot be allocated. Once per claim spec (all the claims of one template)."""
         key = (claim.requests, claim.unsupported)
         got = self.plans.get(key)
         if got is None:
@@ -407,12 +537,21 @@ class _Resolver:
             self.plans[key] = got
         return got(name) if callable(got) else got
 
+    def _natural(self, resource: str) -> frozenset[str] | None:
+        """The nodes with DRA devices of ``resource``, when no other node advertises it (then a
+        request that can use all of them restricts nothing the resource request does not)."""
+        if resource in self.plain:
+            return None
+        if resource == GPU:
+            return self.dra_nodes
+        return frozenset(node for node, table in self.migs.items() if resource in table)
+
     def _make_plan(self, claim: ResourceClaim) -> Plan | Callable[[str], str]:
         """``_plan``, its reason a function of the claim's name."""
         if claim.unsupported:
             what = claim.unsupported
             return lambda name: f'resourceclaim "{name}": {what} is not supported by gpufleet'
-        asked: list[tuple[str, int]] = []
+        asked: list[tuple[str, int, str]] = []
         nodes: frozenset[str] | None = None
         for request in claim.requests:
             r = request.name
@@ -423,31 +562,35 @@ class _Resolver:
             if device_class is None:
                 c = request.device_class
                 return lambda name: f'deviceclass "{c}" of resourceclaim "{name}" request "{r}" not found'
-            eligible = self._nodes_for(device_class.selectors + request.selectors)
-            if isinstance(eligible, str):
-                why = eligible
+            target = self._nodes_for(device_class.selectors + request.selectors)
+            if isinstance(target, str):
+                why = target
                 return lambda name: f'resourceclaim "{name}" request "{r}": {why} is not supported by gpufleet'
-            nodes = eligible if nodes is None else nodes & eligible
-            asked.append((request.name, request.count))
-        return tuple(asked), nodes if nodes is not None else self.dra_nodes
+            resource, eligible = target
+            if eligible != self._natural(resource):
+                nodes = eligible if nodes is None else nodes & eligible
+            asked.append((request.name, request.count, resource))
+        return tuple(asked), nodes
 
 
 _POD_FIELDS = tuple(f.name for f in fields(Pod))
-_pod_values = attrgetter(*_POD_FIELDS)
+_BINDING_FIELDS = tuple(f.name for f in fields(Binding))
 
 
 def _by_key(pod: Pod) -> tuple[str, str]:
     return pod.namespace, pod.name
 
 
-def _copy_pod(pod: Pod, changes: Mapping[str, object]) -> Pod:
-    """``dataclasses.replace(pod, **changes)`` in half the time (ten thousand pods per call, and a
-    Pod has forty fields): the fields are copied as they are, no ``__init__`` runs."""
-    new = object.__new__(Pod)
-    for name, value in zip(_POD_FIELDS, _pod_values(pod), strict=True):
-        object.__setattr__(new, name, value)
-    for name, value in changes.items():
-        object.__setattr__(new, name, value)
+T = TypeVar("T")
+
+
+def _copy(obj: T, names: tuple[str, ...], changes: Mapping[str, object]) -> T:
+    """``dataclasses.replace(obj, **changes)`` for a frozen dataclass of fields ``names``, in half
+    the time (ten thousand pods and bindings per call; a Pod has forty fields): the fields are
+    copied as they are and no ``__init__`` runs, so ``changes`` must already be valid values."""
+    new = object.__new__(type(obj))
+    for name in names:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
     return new
 
 
@@ -457,7 +600,8 @@ def resolve_devices(snapshot: Snapshot) -> DeviceView:
     A snapshot without ResourceSlices and without pods naming claims is returned as it is."""
     if not snapshot.resource_slices and not _any_claims(snapshot.pods):
         return DeviceView(snapshot)
-    return _Resolver(snapshot).resolve()
+    with no_gc():
+        return _Resolver(snapshot).resolve()
 
 
 def _any_claims(pods: Iterable[Pod]) -> bool:

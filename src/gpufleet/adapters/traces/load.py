@@ -7,13 +7,12 @@ the package (``gpufleet/data/openb``), so nothing outside the installed package 
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+from gpufleet.adapters._gc import no_gc
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.traces import alibaba, generic, openb, philly, summaries
 from gpufleet.adapters.traces._csv import Rows, decode, read_text
@@ -123,21 +122,8 @@ def _load(
         kind = detected
     if kind == "pai-machines":  # no header line: the first line is data
         rows = Rows(text, source, skip_bad_rows=skip_bad_rows, has_header=False)
-    with _no_gc():
+    with no_gc():
         return kinds[kind](rows)
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused while tens of thousands of records are built: they hold
-    no cycles, and the collector's repeated passes over them cost a third of Philly's load time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_trace(
