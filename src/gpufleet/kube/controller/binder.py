@@ -1,17 +1,18 @@
 """Carrying decisions out through the API: bindings (annotate, then bind) and evictions.
 
 A gang is bound in two phases: first every pod gets its ``gpufleet.dev/gpu-index`` (and, for a
-fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A
-gang whose annotation phase fails is not bound at all. Before that, the volumes its pods chose are
+fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A gang
+whose annotation phase fails is not bound at all. Before that, the volumes its pods chose are
 written (:mod:`gpufleet.kube.controller.volume_writes`: a PV's claimRef, a claim's selected-node
 annotation), for every pod of the gang, then the DRA claims they allocate
 (:mod:`gpufleet.kube.controller.claim_writes`: each ResourceClaim's ``status.allocation`` and
-``reservedFor``, as kube-scheduler's DynamicResources PreBind); when one of these writes fails, no pod
-of the gang is annotated or bound, and the engine decides the gang again in the next cycle. Between
-the patch and the confirmed Binding a pod is *in flight* (:attr:`Binder.inflight`): the controller's next snapshot shows it on
-its node, so that no cycle decides it again. A Binding answered 409 is looked up: already on our
-node (an earlier attempt went through but its answer was lost, as when the API server restarts)
-counts as bound; on another node, the pod is someone else's now.
+``reservedFor``, as kube-scheduler's DynamicResources PreBind); when one of these writes fails, no
+pod of the gang is annotated or bound, and the engine decides the gang again in the next cycle.
+Between the patch and the confirmed Binding a pod is *in flight* (:attr:`Binder.inflight`): the
+controller's next snapshot shows it on its node, so that no cycle decides it again. A Binding
+answered 409 is looked up: already on our node (an earlier attempt went through but its answer was
+lost, as when the API server restarts) counts as bound; on another node, the pod is someone else's
+now.
 
 Calls run concurrently (at most ``concurrency`` at a time, over one kept-alive connection pool);
 retryable failures (no answer, 409 on a patch, 429, 5xx) are retried with exponential backoff on
