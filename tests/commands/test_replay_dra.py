@@ -34,6 +34,7 @@ SNAPSHOT = "---\n".join([
     resource_claim("odd", requests="      - name: gpu\n        exactly: {deviceClassName: gpu.nvidia.com, "
                    "adminAccess: true}\n"),
     dra_pod("p-2", entries="  - {name: gpu, resourceClaimName: odd}\n"),
+    dra_pod("p-3"),
     "apiVersion: v1\nkind: Pod\nmetadata: {name: plain, namespace: ml}\n"
     "spec: {schedulerName: gpufleet, nodeSelector: {kubernetes.io/hostname: none}, containers: [{name: c}]}\n",
 ])
@@ -58,6 +59,7 @@ def test_json_lists_each_allocated_device_with_its_claim(tmp_path: Path) -> None
     ]}
     pending = {p["pod"]: p["reason"] for p in decided["pending"]}
     assert pending["ml/p-2"] == 'resourceclaim "odd" request "gpu": adminAccess is not supported by gpufleet'
+    assert pending["ml/p-3"] == 'waiting for resourceclaim for entry "gpu" (template "single-gpu") to be created'
     assert f"warning: {WARNING}" in result.stderr.splitlines()
 
 

@@ -106,3 +106,33 @@ def test_a_cluster_without_the_dra_api_has_none() -> None:
     snap = asyncio.run(read_cluster(cluster.client("snapshot")))
     assert snap.warnings == ()
     assert [d["kind"] for d in snap.documents] == ["Node"]
+
+
+def test_explain_names_the_claims_and_their_devices() -> None:
+    from gpufleet.kube.inspect.explain import explain_in_cluster
+
+    cluster = FakeCluster()
+    for kind, items in dra_cluster().items():
+        for item in items:
+            cluster.put(kind, item)
+    (c, d, claim_c) = objects(
+        dra_pod("c", entries="  - {name: gpu, resourceClaimName: c-gpu}\n"),
+        dra_pod("d"),
+        resource_claim("c-gpu"),
+    )
+    for pod in (c, d):
+        pod["metadata"]["labels"] = {"gpufleet.dev/queue": "team-a"}
+        cluster.put(Kind.POD, pod)
+    cluster.put(Kind.RESOURCE_CLAIM, claim_c)
+
+    def explain(name: str) -> list[str]:
+        return list(asyncio.run(explain_in_cluster(cluster.client("explain"), "ml", name)).lines)
+
+    assert explain("a")[1] == 'claims: gpu -> resourceclaim "shared-gpu": gpu.nvidia.com/n1/gpu-0'
+    assert explain("c")[1:3] == ['claims: gpu -> resourceclaim "c-gpu": gpu.nvidia.com/n1/gpu-1',
+                                 "gpufleet would bind it to node n1 (GPU 1)."]
+    assert explain("b")[1:] == ['claims: gpu -> resourceclaim "b-gpu-x7k2"',
+                                'It would stay pending: resourceclaim "b-gpu-x7k2" not found.']
+    assert explain("d")[1:] == [
+        'claims: gpu -> template "single-gpu" (no resourceclaim made from it yet)',
+        'It would stay pending: waiting for resourceclaim for entry "gpu" (template "single-gpu") to be created.']
