@@ -210,8 +210,9 @@ def claim_writes(bindings: Iterable[Binding], context: ClaimContext, cached: Cac
             if current.get("allocation") == status["allocation"]:
                 status["reservedFor"] = _reserved(current.get("reservedFor") or (), plan.pods)
             what = f'resourceclaim "{name}": its allocation'
-        else:
-            status = {"reservedFor": _reserved(current.get("reservedFor") or (), plan.pods)}
+        else:  # the holders the cycle saw (the cache may not show a write of the last cycle yet), then these
+            seen = [(PodKey(f"{namespace}/{n}"), pod_uid(PodKey(f"{namespace}/{n}"))) for n in plan.claim.reserved_for]
+            status = {"reservedFor": _reserved(current.get("reservedFor") or (), [*seen, *plan.pods])}
             what = f'resourceclaim "{name}": its reservedFor'
         if all(current.get(k) == v for k, v in status.items()):
             continue  # already in place
