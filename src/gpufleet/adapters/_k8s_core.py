@@ -15,6 +15,7 @@ from gpufleet.adapters._fields import (
     FieldError,
     join,
     mapping,
+    mapping_items,
     opt_bool,
     opt_int32,
     opt_str,
@@ -139,13 +140,7 @@ def _nvlink_domains(text: str, path: str) -> tuple[tuple[int, ...], ...]:
     return tuple(domains)
 
 
-def _mappings(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The items of a list of mappings, each with its path (a null item is an error)."""
-    for i, raw in enumerate(sequence(value, path)):
-        item_path = f"{path}[{i}]"
-        if raw is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        yield item_path, mapping(raw, item_path)
+_mappings = mapping_items  # the items of a list of mappings, each with its path
 
 
 def _taints(value: object, path: str) -> tuple[Taint, ...]:

@@ -11,13 +11,13 @@ waits with a reason instead of the snapshot being refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from gpufleet.adapters._fields import (
     FieldError,
     join,
     mapping,
+    mapping_items,
     opt_bool,
     opt_str,
     quantity,
@@ -65,14 +65,6 @@ UNSUPPORTED_CONSTRAINTS = "constraints"
 
 _ALLOCATION_MODES = ("ExactCount", "All")
 _ATTRIBUTE_TYPES = ("int", "bool", "string", "version")
-
-
-def _items(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for i, raw in enumerate(sequence(value, path)):
-        item_path = f"{path}[{i}]"
-        if raw is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        yield item_path, mapping(raw, item_path)
 
 
 def _qualified(name: object, driver: str, path: str) -> str:
@@ -132,7 +124,7 @@ def resource_slice_from_dict(doc: dict[str, Any]) -> ResourceSlice:
     node = opt_str(spec.get("nodeName"), "spec.nodeName") or None
     names: set[str] = set()
     devices: list[Device] = []
-    for path, raw in _items(spec.get("devices"), "spec.devices"):
+    for path, raw in mapping_items(spec.get("devices"), "spec.devices"):
         device = _device(raw, path, driver)
         if device.name in names:
             raise FieldError(join(path, "name"), f"duplicate device {describe(device.name)}")
@@ -150,7 +142,7 @@ def resource_slice_from_dict(doc: dict[str, Any]) -> ResourceSlice:
 
 def _selectors(value: object, path: str) -> tuple[str, ...]:
     out: list[str] = []
-    for item_path, item in _items(value, path):
+    for item_path, item in mapping_items(value, path):
         cel_path = join(item_path, "cel")
         cel = item.get("cel")
         if cel is None:
@@ -183,7 +175,7 @@ def device_class_from_dict(doc: dict[str, Any]) -> DeviceClass:
     return DeviceClass(
         name=req_str(meta.get("name"), "metadata.name"),
         selectors=_selectors(spec.get("selectors"), "spec.selectors"),
-        config=tuple(_opaque(item, path) for path, item in _items(spec.get("config"), "spec.config")),
+        config=tuple(_opaque(item, path) for path, item in mapping_items(spec.get("config"), "spec.config")),
     )
 
 
@@ -222,7 +214,7 @@ def _claim_spec(spec: dict[str, Any], path: str) -> tuple[tuple[DeviceRequest, .
     devices = mapping(spec.get("devices"), devices_path)
     requests: list[DeviceRequest] = []
     names: set[str] = set()
-    for item_path, item in _items(devices.get("requests"), join(devices_path, "requests")):
+    for item_path, item in mapping_items(devices.get("requests"), join(devices_path, "requests")):
         name = req_str(item.get("name"), join(item_path, "name"))
         if name in names:
             raise FieldError(join(item_path, "name"), f"duplicate request {describe(name)}")
@@ -236,7 +228,7 @@ def _claim_spec(spec: dict[str, Any], path: str) -> tuple[tuple[DeviceRequest, .
         else:
             requests.append(_exact_request(name, exact, join(item_path, "exactly")))
     config: list[DeviceConfig] = []
-    for item_path, item in _items(devices.get("config"), join(devices_path, "config")):
+    for item_path, item in mapping_items(devices.get("config"), join(devices_path, "config")):
         names_path = join(item_path, "requests")
         wanted = tuple(req_str(r, f"{names_path}[{i}]") for i, r in enumerate(sequence(item.get("requests"),
                                                                                          names_path)))
@@ -272,6 +264,7 @@ def resource_claim_from_dict(doc: dict[str, Any]) -> ResourceClaim:
     allocation_path = "status.allocation"
     allocation = mapping(status.get("allocation"), allocation_path)
     results_path = join(allocation_path, "devices.results")
+    devices = mapping(allocation.get("devices"), join(allocation_path, "devices"))
     results = tuple(
         DeviceResult(
             request=req_str(item.get("request"), join(path, "request")),
@@ -279,11 +272,10 @@ def resource_claim_from_dict(doc: dict[str, Any]) -> ResourceClaim:
             pool=req_str(item.get("pool"), join(path, "pool")),
             device=req_str(item.get("device"), join(path, "device")),
         )
-        for path, item in _items(mapping(allocation.get("devices"), join(allocation_path, "devices")).get("results"),
-                                 results_path)
+        for path, item in mapping_items(devices.get("results"), results_path)
     )
     reserved: list[str] = []
-    for path, item in _items(status.get("reservedFor"), "status.reservedFor"):
+    for path, item in mapping_items(status.get("reservedFor"), "status.reservedFor"):
         resource = opt_str(item.get("resource"), join(path, "resource"))
         group = opt_str(item.get("apiGroup"), join(path, "apiGroup")) or ""
         name = req_str(item.get("name"), join(path, "name"))
@@ -320,14 +312,14 @@ def claim_template_from_dict(doc: dict[str, Any]) -> ClaimTemplate:
 def pod_resource_claims(spec: dict[str, Any], status: dict[str, Any]) -> tuple[PodClaim, ...]:
     """Pod.resource_claims from ``spec.resourceClaims`` and ``status.resourceClaimStatuses``."""
     generated: dict[str, str] = {}
-    for path, item in _items(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+    for path, item in mapping_items(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
         entry = req_str(item.get("name"), join(path, "name"))
         claim = opt_str(item.get("resourceClaimName"), join(path, "resourceClaimName"))
         if claim:
             generated[entry] = claim
     out: list[PodClaim] = []
     names: set[str] = set()
-    for path, item in _items(spec.get("resourceClaims"), "spec.resourceClaims"):
+    for path, item in mapping_items(spec.get("resourceClaims"), "spec.resourceClaims"):
         name = req_str(item.get("name"), join(path, "name"))
         if name in names:
             raise FieldError(join(path, "name"), f"duplicate entry {describe(name)}")

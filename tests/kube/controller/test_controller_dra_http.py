@@ -7,24 +7,27 @@ gang unbound."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.controller.informers import INFORMED_KINDS
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.install.rbac import allowed
 from gpufleet.testing.dra_objects import DEVICE_CLASS, dra_pod, objects, resource_claim, resource_slice
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import bound_pods, eventually, informing, node, pod_group, queue
+from .controller_objects import (
+    bound_pods,
+    caught_up,
+    http_controller,
+    informing_http,
+    node,
+    pod_group,
+    queue,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,33 +47,6 @@ async def emulator() -> AsyncIterator[ApiServerEmulator]:
         for kind, text in ((Kind.RESOURCE_SLICE, resource_slice("n1", gpus=4)), (Kind.DEVICE_CLASS, DEVICE_CLASS)):
             store.put(kind, objects(text)[0])
         yield server
-
-
-def controller(emulator: ApiServerEmulator) -> Controller:
-    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False)
-    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
-                   ControllerMetrics())
-    c.binder.backoff = 0.001
-    return c
-
-
-@contextlib.asynccontextmanager
-async def informing_http(c: Controller) -> AsyncIterator[None]:
-    try:
-        async with informing(c, real_time=True):
-            yield
-    finally:
-        await c.api.close()
-
-
-async def caught_up(c: Controller, store: FakeCluster) -> None:
-    def same() -> bool:
-        return all(
-            (c.cache.get(kind, *key) or {}).get("metadata", {}).get("resourceVersion") == obj["metadata"][
-                "resourceVersion"]
-            for kind in INFORMED_KINDS for key, obj in store._stores[kind].objects.items()
-        )
-    await eventually(same, what="the cache caught up")
 
 
 def add_pod(store: FakeCluster, name: str, claim: str, *, annotations: str = "{}", group: str | None = None) -> None:
@@ -106,7 +82,7 @@ async def test_the_allocation_and_reservation_are_written_before_the_binding(emu
     add_claim(store, "a-gpu", requests="      - name: gpu\n        exactly: {deviceClassName: gpu.nvidia.com, "
                                        "count: 2}\n")
     add_pod(store, "a", "a-gpu")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert result.bound == ("ml/a",) and bound_pods(store) == {"ml/a": "n1"}
@@ -132,7 +108,7 @@ async def test_a_fractional_pod_gets_the_drivers_mps_config(emulator: ApiServerE
                                     "parameters: {kind: GpuConfig, sharing: {strategy: TimeSlicing}}}\n")
     add_pod(store, "f", "f-gpu", annotations="{gpufleet.dev/gpu-blocks: '25'}")
     add_pod(store, "g", "g-gpu", annotations="{gpufleet.dev/gpu-blocks: '50'}")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert sorted(result.bound) == ["ml/f", "ml/g"]
@@ -153,7 +129,7 @@ async def test_an_allocation_is_released_when_its_pod_ends(emulator: ApiServerEm
     store = emulator.store
     add_claim(store, "a-gpu")
     add_pod(store, "a", "a-gpu")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         assert (await c.cycle()).bound == ("ml/a",)
         assert claim_status(store, "a-gpu")["reservedFor"][0]["name"] == "a"
@@ -170,7 +146,7 @@ async def test_a_claim_shared_by_two_pods_is_allocated_once(emulator: ApiServerE
     add_claim(store, "shared")
     add_pod(store, "a", "shared")
     add_pod(store, "b", "shared")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         first = await c.cycle()
         assert first.bound == ("ml/a",)
@@ -196,7 +172,7 @@ async def test_an_unsupported_request_waits_with_its_reason(emulator: ApiServerE
     add_claim(store, "admin", requests="      - name: gpu\n        exactly: {deviceClassName: gpu.nvidia.com, "
                                        "adminAccess: true}\n")
     add_pod(store, "a", "admin")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert result.bound == ()
@@ -212,7 +188,7 @@ async def test_a_failed_claim_write_leaves_the_gang_unbound(emulator: ApiServerE
         add_claim(store, f"job-{i}-gpu")
         add_pod(store, f"job-{i}", f"job-{i}-gpu", group="job")
     store.fail("patch_status", 500, times=7, kind=Kind.RESOURCE_CLAIM, match=lambda ns, name: name == "job-1-gpu")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         first = await c.cycle()
         assert not first.bound and set(first.failed) == {"ml/job-0", "ml/job-1"}
@@ -240,7 +216,7 @@ async def test_an_allocation_reserved_for_another_schedulers_pod_is_left_alone(e
     store.put(Kind.POD, theirs)
     store.put(Kind.RESOURCE_CLAIM, {**objects(resource_claim("gone"))[0], "status": {
         **held, "reservedFor": [{"resource": "pods", "name": "ended", "uid": "u-2"}]}})
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         await c.cycle()
     assert claim_status(store, "kept") == held

@@ -7,13 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gpufleet.adapters import load_snapshot_text
-from gpufleet.domain import Snapshot
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.convert import DRA_KINDS, convert_object
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import read_cluster, strip_object
 from gpufleet.testing.dra_objects import (
     DEVICE_CLASS,
@@ -23,10 +18,10 @@ from gpufleet.testing.dra_objects import (
     resource_claim,
     resource_slice,
 )
-from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from ..controller.controller_objects import informing, node, queue
+from ..controller.controller_objects import node, queue
+from .cluster_objects import seen_and_replayed
 
 HELD = resource_claim("shared-gpu", uid="c-1", status="""\
 status:
@@ -73,24 +68,7 @@ def test_a_pod_keeps_its_resource_claims() -> None:
 
 
 def test_snapshot_then_replay_sees_what_the_controller_sees_over_http() -> None:
-    async def run() -> tuple[Snapshot, Snapshot]:
-        async with ApiServerEmulator() as emulator:
-            for kind, items in dra_cluster().items():
-                for item in items:
-                    emulator.store.put(kind, item)
-            config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
-            api = connect(server=emulator.url_text, field_manager="c", timeout=5.0)
-            controller = Controller(api, RealClock(), config, ControllerMetrics())
-            try:
-                async with informing(controller, real_time=True):
-                    view = controller.snapshot()
-                assert not view.problems
-                text = (await read_cluster(api)).to_yaml()
-            finally:
-                await api.close()
-            return view.snapshot, load_snapshot_text(text, "snapshot.yaml")
-
-    seen, replayed = asyncio.run(run())
+    seen, replayed = seen_and_replayed(dra_cluster())
     assert len(seen.resource_slices[0].devices) == 2
     assert seen.resource_slices == replayed.resource_slices
     assert seen.device_classes == replayed.device_classes
