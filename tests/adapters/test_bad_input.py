@@ -12,6 +12,7 @@ import pytest
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_config_text, load_snapshot_file, load_snapshot_text
 
+from .test_dra_objects import BAD as DRA_CASES
 from .test_volume_objects import BAD as VOLUME_CASES
 
 NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n"
@@ -287,6 +288,7 @@ CASES: list[tuple[str, str, str]] = [
 ]
 
 CASES += VOLUME_CASES  # PersistentVolumeClaim, PersistentVolume, StorageClass, pod volumes
+CASES += DRA_CASES  # ResourceSlice, DeviceClass, ResourceClaim(Template), pod resourceClaims
 
 
 @pytest.mark.parametrize(("text", "expected"), [pytest.param(t, e, id=i) for i, t, e in CASES])

@@ -25,6 +25,12 @@ from gpufleet.adapters._k8s_core import (
     priority_class_from_dict,
     storage_class_from_dict,
 )
+from gpufleet.adapters._k8s_dra import (
+    claim_template_from_dict,
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_slice_from_dict,
+)
 from gpufleet.adapters._k8s_models import (
     QUANTITY_JSON_SCHEMA,
     PodGroupSpec,
@@ -70,8 +76,10 @@ __all__ = [
     "TraceJob",
     "TraceNode",
     "claim_from_dict",
+    "claim_template_from_dict",
     "cluster_from_trace_nodes",
     "decisions_to_dict",
+    "device_class_from_dict",
     "dump_snapshot",
     "format_time",
     "load_cluster_spec_file",
@@ -95,6 +103,8 @@ __all__ = [
     "render_json",
     "render_table",
     "resolve_devices",
+    "resource_claim_from_dict",
+    "resource_slice_from_dict",
     "scheduler_config_from_dict",
     "snapshot_to_documents",
     "storage_class_from_dict",

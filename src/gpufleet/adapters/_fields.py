@@ -7,6 +7,7 @@ and a message); the document loop in :mod:`gpufleet.adapters.k8s_yaml` turns it 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -48,6 +49,15 @@ def sequence(value: object, path: str) -> list[Any]:
     if value is None:
         return []
     raise FieldError(path, f"must be a list, got {describe(value)}")
+
+
+def mapping_items(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of a list of mappings, each with its path (a null item is an error)."""
+    for i, raw in enumerate(sequence(value, path)):
+        item_path = f"{path}[{i}]"
+        if raw is None:
+            raise FieldError(item_path, "must be a mapping, got null")
+        yield item_path, mapping(raw, item_path)
 
 
 def opt_str(value: object, path: str) -> str | None:

@@ -15,6 +15,7 @@ from gpufleet.adapters._fields import (
     FieldError,
     join,
     mapping,
+    mapping_items,
     opt_bool,
     opt_int32,
     opt_str,
@@ -25,6 +26,7 @@ from gpufleet.adapters._fields import (
     str_map,
     timestamp,
 )
+from gpufleet.adapters._k8s_dra import pod_resource_claims
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import QuantityError, to_milli
 from gpufleet.domain import (
@@ -139,13 +141,7 @@ def _nvlink_domains(text: str, path: str) -> tuple[tuple[int, ...], ...]:
     return tuple(domains)
 
 
-def _mappings(value: object, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The items of a list of mappings, each with its path (a null item is an error)."""
-    for i, raw in enumerate(sequence(value, path)):
-        item_path = f"{path}[{i}]"
-        if raw is None:
-            raise FieldError(item_path, "must be a mapping, got null")
-        yield item_path, mapping(raw, item_path)
+_mappings = mapping_items  # the items of a list of mappings, each with its path
 
 
 def _taints(value: object, path: str) -> tuple[Taint, ...]:
@@ -717,6 +713,7 @@ def pod_from_dict(doc: dict[str, Any]) -> Pod:
         preferred_affinity=_preferred_node_affinity(spec) if "affinity" in spec else (),
         submitted_by=annotations.get(ANNOTATION_SUBMITTED_BY) or None,
         queue_grant=QueueName(grant) if (grant := annotations.get(ANNOTATION_QUEUE_GRANT)) else None,
+        resource_claims=pod_resource_claims(spec, status) if "resourceClaims" in spec else (),
     )
 
 

@@ -3,7 +3,8 @@
 Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
 number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
 v1 Pod, v1 Namespace, v1 PersistentVolumeClaim and PersistentVolume, storage.k8s.io/v1 StorageClass,
-scheduling.k8s.io PriorityClass, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
+scheduling.k8s.io PriorityClass, resource.k8s.io/v1 ResourceSlice, DeviceClass, ResourceClaim and
+ResourceClaimTemplate, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
 other kinds are skipped. Every problem is reported as one :class:`InputError` line naming the
 file, the document (1-based), the object and the field::
 
@@ -27,6 +28,13 @@ from gpufleet.adapters._k8s_core import (
     priority_class_from_dict,
     storage_class_from_dict,
 )
+from gpufleet.adapters._k8s_dra import (
+    DRA_API_VERSION,
+    claim_template_from_dict,
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_slice_from_dict,
+)
 from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
     project_from_dict,
@@ -37,7 +45,18 @@ from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
 from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
-from gpufleet.domain import LABEL_QUEUE, Pod, PodGroup, Project, QueueName, SchedulerConfig, Snapshot, VolumeClaim
+from gpufleet.domain import (
+    LABEL_QUEUE,
+    ClaimTemplate,
+    Pod,
+    PodGroup,
+    Project,
+    QueueName,
+    ResourceClaim,
+    SchedulerConfig,
+    Snapshot,
+    VolumeClaim,
+)
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -105,7 +124,7 @@ def _label(kind: str, obj: dict[str, Any]) -> str:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         return kind
-    if kind in ("Pod", "PodGroup", "PersistentVolumeClaim"):
+    if kind in ("Pod", "PodGroup", "PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"):
         namespace = meta.get("namespace")
         namespace = namespace if isinstance(namespace, str) and namespace else "default"
         return f"{kind} {namespace}/{name}"
@@ -119,6 +138,13 @@ _CORE_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "PersistentVolume": persistent_volume_from_dict,
     "Namespace": namespace_from_dict,
 }
+# Dynamic Resource Allocation (docs/semantics-notes.md): resource.k8s.io/v1 only.
+_DRA_READERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "ResourceSlice": resource_slice_from_dict,
+    "DeviceClass": device_class_from_dict,
+    "ResourceClaim": resource_claim_from_dict,
+    "ResourceClaimTemplate": claim_template_from_dict,
+}
 
 
 def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] | None:
@@ -128,7 +154,8 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
     group, _, version = api_version.rpartition("/")
     if group == "" and version == "v1":
         return _CORE_READERS.get(kind)
-        return {"Node": node_from_dict, "Pod": pod_from_dict, "Namespace": namespace_from_dict}.get(kind)
+    if api_version == DRA_API_VERSION:
+        return _DRA_READERS.get(kind)
     if group == "scheduling.k8s.io" and kind == "PriorityClass":
         return priority_class_from_dict
     if group == "storage.k8s.io" and version == "v1" and kind == "StorageClass":
@@ -167,6 +194,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "StorageClass": [],
         "Project": [],
         "Namespace": [],
+        **{kind: [] for kind in _DRA_READERS},
     }
     locations: dict[tuple[str, str], list[str]] = {}
     for where, obj in _iter_objects(docs, source):
@@ -201,7 +229,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
 
 
 def _key(value: Any) -> str:
-    if isinstance(value, Pod | PodGroup | VolumeClaim):
+    if isinstance(value, Pod | PodGroup | VolumeClaim | ResourceClaim | ClaimTemplate):
         return f"{value.namespace}/{value.name}"
     if isinstance(value, SchedulerConfig):
         return ""
@@ -236,6 +264,10 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         storage_classes=tuple(by_kind["StorageClass"]),
         namespaces=tuple(by_kind["Namespace"]),
         projects=tuple(by_kind["Project"]),
+        resource_slices=tuple(by_kind["ResourceSlice"]),
+        device_classes=tuple(by_kind["DeviceClass"]),
+        resource_claims=tuple(by_kind["ResourceClaim"]),
+        claim_templates=tuple(by_kind["ResourceClaimTemplate"]),
     )
     return snapshot, locations
 
@@ -357,6 +389,10 @@ class _Validator:
             ("StorageClass", [c.name for c in s.storage_classes]),
             ("Namespace", [ns.name for ns in s.namespaces]),
             ("Project", [p.name for p in s.projects]),
+            ("ResourceSlice", [r.name for r in s.resource_slices]),
+            ("DeviceClass", [c.name for c in s.device_classes]),
+            ("ResourceClaim", [c.key for c in s.resource_claims]),
+            ("ResourceClaimTemplate", [f"{t.namespace}/{t.name}" for t in s.claim_templates]),
         )
         for kind, names in groups:
             seen: set[str] = set()

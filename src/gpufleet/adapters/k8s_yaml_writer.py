@@ -28,6 +28,10 @@ from gpufleet.domain import (
     LABEL_QUEUE,
     MILLI,
     WILDCARD_IP,
+    ClaimTemplate,
+    DeviceClass,
+    DeviceConfig,
+    DeviceRequest,
     LabelSelector,
     Namespace,
     Node,
@@ -37,6 +41,8 @@ from gpufleet.domain import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceClaim,
+    ResourceSlice,
     SchedulerConfig,
     SelectorRequirement,
     SelectorTerm,
@@ -388,10 +394,20 @@ def pod_document(pod: Pod) -> dict[str, Any]:
 
     if pod.claims:
         spec["volumes"] = [_pod_volume(pod, i, claim) for i, claim in enumerate(pod.claims)]
+    if pod.resource_claims:
+        spec["resourceClaims"] = [
+            {"name": c.name, "resourceClaimName": c.claim} if c.claim is not None else
+            {"name": c.name, "resourceClaimTemplateName": c.template}
+            for c in pod.resource_claims
+        ]
 
     status: dict[str, Any] = {"phase": pod.phase}
     if pod.start_time is not None:
         status["startTime"] = format_time(pod.start_time)
+    generated = [{"name": c.name, "resourceClaimName": c.generated}
+                 for c in pod.resource_claims if c.claim is None and c.generated is not None]
+    if generated:
+        status["resourceClaimStatuses"] = generated
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
@@ -549,10 +565,134 @@ def config_document(config: SchedulerConfig) -> dict[str, Any]:
     }
 
 
+# --- Dynamic Resource Allocation (resource.k8s.io/v1) -------------------------------------------
+
+DRA_API = "resource.k8s.io/v1"
+
+
+def _local(name: str, driver: str) -> str:
+    """A qualified attribute/capacity name as a driver writes it: unqualified in its own domain."""
+    prefix = f"{driver}/"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _attribute(value: object) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    return {"string": value}
+
+
+def resource_slice_document(resource_slice: ResourceSlice) -> dict[str, Any]:
+    driver = resource_slice.driver
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": resource_slice.pool, "generation": resource_slice.generation, "resourceSliceCount": 1},
+    }
+    if resource_slice.node is not None:
+        spec["nodeName"] = resource_slice.node
+    else:
+        spec["allNodes"] = True
+    devices: list[dict[str, Any]] = []
+    for device in resource_slice.devices:
+        entry: dict[str, Any] = {"name": device.name}
+        if device.attributes:
+            entry["attributes"] = {_local(k, driver): _attribute(v) for k, v in device.attributes.items()}
+        if device.capacity:
+            entry["capacity"] = {_local(k, driver): {"value": v} for k, v in device.capacity.items()}
+        devices.append(entry)
+    spec["devices"] = devices
+    return {"apiVersion": DRA_API, "kind": "ResourceSlice", "metadata": {"name": resource_slice.name}, "spec": spec}
+
+
+def _selectors(expressions: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{"cel": {"expression": e}} for e in expressions]
+
+
+def _opaque(config: DeviceConfig) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if config.requests:
+        doc["requests"] = list(config.requests)
+    doc["opaque"] = {"driver": config.driver, "parameters": dict(config.parameters)}
+    return doc
+
+
+def device_class_document(device_class: DeviceClass) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if device_class.selectors:
+        spec["selectors"] = _selectors(device_class.selectors)
+    if device_class.config:
+        spec["config"] = [_opaque(c) for c in device_class.config]
+    return {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": device_class.name}, "spec": spec}
+
+
+def _device_request(request: DeviceRequest) -> dict[str, Any]:
+    if request.unsupported == "firstAvailable":
+        return {"name": request.name, "firstAvailable": [
+            {"name": "first", "deviceClassName": request.device_class or "gpu.nvidia.com"}]}
+    exact: dict[str, Any] = {"deviceClassName": request.device_class}
+    if request.selectors:
+        exact["selectors"] = _selectors(request.selectors)
+    if request.unsupported == "allocationMode All":
+        exact["allocationMode"] = "All"
+    else:
+        exact["allocationMode"] = "ExactCount"
+        exact["count"] = request.count
+    if request.unsupported == "adminAccess":
+        exact["adminAccess"] = True
+    if request.unsupported == "device tolerations":
+        exact["tolerations"] = [{"operator": "Exists"}]
+    return {"name": request.name, "exactly": exact}
+
+
+def _claim_spec(requests: tuple[DeviceRequest, ...], config: tuple[DeviceConfig, ...],
+                unsupported: str | None) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": [_device_request(r) for r in requests]}
+    if config:
+        devices["config"] = [_opaque(c) for c in config]
+    if unsupported == "constraints":
+        devices["constraints"] = [{"matchAttribute": "gpu.nvidia.com/uuid"}]
+    return {"devices": devices}
+
+
+def resource_claim_document(claim: ResourceClaim) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": claim.name, "namespace": claim.namespace}
+    if claim.uid:
+        metadata["uid"] = claim.uid
+    if claim.deleting:
+        metadata["deletionTimestamp"] = format_time(0)
+    doc: dict[str, Any] = {"apiVersion": DRA_API, "kind": "ResourceClaim", "metadata": metadata,
+                           "spec": _claim_spec(claim.requests, claim.config, claim.unsupported)}
+    status: dict[str, Any] = {}
+    if claim.allocation or claim.allocated_node is not None:
+        allocation: dict[str, Any] = {"devices": {"results": [
+            {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device} for r in claim.allocation
+        ]}}
+        if claim.allocated_node is not None:
+            allocation["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [claim.allocated_node]}]}]}
+        status["allocation"] = allocation
+    if claim.reserved_for:
+        status["reservedFor"] = [{"resource": "pods", "name": name} for name in claim.reserved_for]
+    if status:
+        doc["status"] = status
+    return doc
+
+
+def claim_template_document(template: ClaimTemplate) -> dict[str, Any]:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template.name, "namespace": template.namespace},
+        "spec": {"spec": _claim_spec(template.requests, template.config, template.unsupported)},
+    }
+
+
 def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     """One plain dict per Kubernetes object, in the order: config, priority classes, queues,
-    nodes, pod groups, pods, storage classes, volumes, claims (the order of each kind in the snapshot
-    is kept)."""
+    nodes, pod groups, pods, storage classes, volumes, claims, namespaces, resource slices, device
+    classes, resource claim templates, resource claims (the order of each kind in the snapshot is kept)."""
     documents: list[dict[str, Any]] = [config_document(snapshot.config)]
     documents.extend(priority_class_document(pc) for pc in snapshot.priority_classes)
     documents.extend(queue_document(q) for q in snapshot.queues)
@@ -563,6 +703,10 @@ def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     documents.extend(volume_document(v) for v in snapshot.volumes)
     documents.extend(claim_document(c) for c in snapshot.claims)
     documents.extend(namespace_document(ns) for ns in snapshot.namespaces)
+    documents.extend(resource_slice_document(r) for r in snapshot.resource_slices)
+    documents.extend(device_class_document(c) for c in snapshot.device_classes)
+    documents.extend(claim_template_document(t) for t in snapshot.claim_templates)
+    documents.extend(resource_claim_document(c) for c in snapshot.resource_claims)
     return documents
 
 

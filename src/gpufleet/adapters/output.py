@@ -21,6 +21,11 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
                 {"claim": v.claim, "provisionOn": b.node}
                 for v in b.volumes
             ]
+        if b.devices:  # DRA: one entry per allocated device, with its claim (docs/semantics-notes.md)
+            entry["devices"] = [
+                {"claim": c.claim, "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+                for c in b.devices for r in c.results
+            ]
         bindings.append(entry)
     return {
         "bindings": bindings,
@@ -49,6 +54,10 @@ def render_table(decisions: Decisions) -> str:
             headers.append("volumes")
             for row, b in zip(rows, decisions.bindings, strict=True):
                 row.append(" ".join(f"{v.claim}={v.volume or 'new'}" for v in b.volumes) or "-")
+        if any(b.devices for b in decisions.bindings):  # a column only when some binding allocated DRA devices
+            headers.append("devices")
+            for row, b in zip(rows, decisions.bindings, strict=True):
+                row.append(" ".join(f"{c.claim}={r.pool}/{r.device}" for c in b.devices for r in c.results) or "-")
         lines += ["  " + r for r in text_table(headers, rows)]
     lines.append("")
     lines.append(f"EVICTED ({len(decisions.evictions)})")

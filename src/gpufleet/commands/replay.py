@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
+from gpufleet.adapters.devices import resolve_devices
 from gpufleet.adapters.k8s_yaml import load_config_file, load_snapshot_file
 from gpufleet.adapters.output import render_json, render_table
 from gpufleet.commands.base import Command
@@ -21,7 +24,10 @@ def replay(snapshot: str, config_path: str | None, fmt: str) -> None:
     """Run scheduling cycles over a saved cluster state until nothing changes."""
     config = load_config_file(config_path) if config_path else None
     snap = load_snapshot_file(snapshot, config=config)
-    decisions = schedule(snap)
+    view = resolve_devices(snap)  # DRA: devices as GPUs, claims as requests (docs/semantics-notes.md)
+    decisions = view.attach(schedule(view.snapshot))
+    if view.warnings:
+        decisions = replace(decisions, warnings=view.warnings + decisions.warnings)
     if fmt == "json":
         for warning in decisions.warnings:
             click.echo(f"warning: {warning}", err=True)

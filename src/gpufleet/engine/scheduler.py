@@ -169,6 +169,8 @@ class Engine:
         info = self.pods[gang.members[0]]
         if info.pod.claims and self.placer.volumes is not None:
             return None  # claims and their volumes make each such pod's failure its own
+        if info.pod.device_wait:
+            return None  # so does the DRA claim it waits for (its reason names the claim)
         return (gang.queue, gang.priority, gang.preemptible, self.feasibility.key(info.pod), info.res.tobytes(),
                 info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info),
                 self.caps.signature(info.idx) if self.caps is not None else -1)

@@ -209,3 +209,42 @@ async def drive(cluster: FakeCluster, awaitable: Any, step: float = 0.05, limit:
         await clock.advance(step)
     task.cancel()
     raise AssertionError("did not finish")
+
+
+# --- the controller over HTTP against the API server emulator (volumes, DRA) -------------------------
+
+
+def http_controller(emulator: Any) -> Controller:
+    """A controller on ``emulator`` (an ApiServerEmulator) through the real lightkube adapter, cycles by hand."""
+    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.kube.client.port import RealClock
+    from gpufleet.kube.controller.metrics import ControllerMetrics
+
+    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                   ControllerMetrics())
+    c.binder.backoff = 0.001
+    return c
+
+
+@contextlib.asynccontextmanager
+async def informing_http(c: Controller) -> AsyncIterator[None]:
+    """Only the informers (cycles are run by hand), then the connection closed."""
+    try:
+        async with informing(c, real_time=True):
+            yield
+    finally:
+        await c.api.close()
+
+
+async def caught_up(c: Controller, store: FakeCluster) -> None:
+    """Wait until the controller's cache shows every object as the store holds it."""
+    from gpufleet.kube.controller.informers import INFORMED_KINDS
+
+    def same() -> bool:
+        return all(
+            (c.cache.get(kind, *key) or {}).get("metadata", {}).get("resourceVersion") == obj["metadata"][
+                "resourceVersion"]
+            for kind in INFORMED_KINDS for key, obj in store._stores[kind].objects.items()
+        )
+    await eventually(same, what="the cache caught up")

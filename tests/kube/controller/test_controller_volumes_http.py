@@ -4,23 +4,28 @@ the Binding (docs/semantics-notes.md and docs/controller.md, "Volumes")."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.controller.informers import INFORMED_KINDS
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.install.rbac import allowed
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import bound_pods, events, eventually, informing, node, pod, pod_group, queue
+from .controller_objects import (
+    bound_pods,
+    caught_up,
+    events,
+    http_controller,
+    informing_http,
+    node,
+    pod,
+    pod_group,
+    queue,
+)
 from .volume_objects import BOUND_BY, FAST, LOCAL, SELECTED, claim, local_pv, storage_class, with_claims
 
 pytestmark = pytest.mark.asyncio
@@ -35,35 +40,6 @@ async def emulator() -> AsyncIterator[ApiServerEmulator]:
         store.put(Kind.STORAGE_CLASS, storage_class(FAST, "ebs.csi.aws.com"))
         store.put(Kind.STORAGE_CLASS, storage_class(LOCAL, "kubernetes.io/no-provisioner"))
         yield server
-
-
-def controller(emulator: ApiServerEmulator) -> Controller:
-    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False)
-    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
-                   ControllerMetrics())
-    c.binder.backoff = 0.001
-    return c
-
-
-@contextlib.asynccontextmanager
-async def informing_http(c: Controller) -> AsyncIterator[None]:
-    """Only the informers (cycles are run by hand), then the connection closed."""
-    try:
-        async with informing(c, real_time=True):
-            yield
-    finally:
-        await c.api.close()
-
-
-async def caught_up(c: Controller, store: FakeCluster) -> None:
-    """Wait until the controller's cache shows every object as the store holds it."""
-    def same() -> bool:
-        return all(
-            (c.cache.get(kind, *key) or {}).get("metadata", {}).get("resourceVersion") == obj["metadata"][
-                "resourceVersion"]
-            for kind in INFORMED_KINDS for key, obj in store._stores[kind].objects.items()
-        )
-    await eventually(same, what="the cache caught up")
 
 
 def writes(store: FakeCluster) -> list[tuple[str, str, str]]:
@@ -81,7 +57,7 @@ async def test_a_claim_to_provision_gets_its_node_before_the_binding(emulator: A
     store = emulator.store
     store.put(Kind.PERSISTENT_VOLUME_CLAIM, claim("scratch", FAST))
     store.put(Kind.POD, with_claims(pod("a"), "scratch"))
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert result.bound == ("ml/a",)
@@ -101,7 +77,7 @@ async def test_a_claim_matching_a_local_pv_lands_on_its_node(emulator: ApiServer
     store.put(Kind.PERSISTENT_VOLUME, local_pv("pv-tiny", "n1", "10Gi"))  # too small for the claim
     store.put(Kind.PERSISTENT_VOLUME_CLAIM, claim("data", LOCAL, "50Gi"))
     store.put(Kind.POD, with_claims(pod("b"), "data"))
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert result.bound == ("ml/b",) and bound_pods(store) == {"ml/b": "n2"}
@@ -127,7 +103,7 @@ async def test_a_failed_pv_write_leaves_the_gang_unbound_until_the_next_cycle(
     # 409: the PV changed since the cache read it (not retried as is); 500: every retry fails too
     store.fail("patch", status, times=1 if status == 409 else 7, kind=Kind.PERSISTENT_VOLUME,
                match=lambda ns, name: name == "pv-1")
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         first = await c.cycle()
         assert not first.bound and set(first.failed) == {"ml/job-0", "ml/job-1"}
@@ -150,7 +126,7 @@ async def test_a_failed_pv_write_leaves_the_gang_unbound_until_the_next_cycle(
 async def test_a_pod_whose_claim_is_missing_stays_pending_and_says_why(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     store.put(Kind.POD, with_claims(pod("d"), "missing"))
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
         await caught_up(c, store)
@@ -171,7 +147,7 @@ async def test_volume_writes_are_not_made_twice(emulator: ApiServerEmulator, res
     store.put(Kind.PERSISTENT_VOLUME_CLAIM, claim("scratch", FAST))
     store.put(Kind.POD, with_claims(pod("a"), "data", "scratch"))
     store.fail("bind", 422)  # the Binding fails once, after the volumes were written
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         first = await c.cycle()
         assert not first.bound and "ml/a" in first.failed
@@ -179,7 +155,7 @@ async def test_volume_writes_are_not_made_twice(emulator: ApiServerEmulator, res
         if not restart:  # the next cycle of the same controller
             second = await c.cycle()
     if restart:  # a new controller, knowing only what the API server shows
-        c = controller(emulator)
+        c = http_controller(emulator)
         async with informing_http(c):
             second = await c.cycle()
     assert second.bound == ("ml/a",) and bound_pods(store) == {"ml/a": "n1"}
@@ -197,7 +173,7 @@ async def test_pods_sharing_a_claim_wait_for_one_write(emulator: ApiServerEmulat
         "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}, "storageClassName": LOCAL}})
     for name in ("p-1", "p-2"):  # two gangs of one pod each, in one cycle
         store.put(Kind.POD, with_claims(pod(name), "shared"))
-    c = controller(emulator)
+    c = http_controller(emulator)
     async with informing_http(c):
         result = await c.cycle()
     assert sorted(result.bound) == ["ml/p-1", "ml/p-2"] and not result.failed

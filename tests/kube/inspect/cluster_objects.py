@@ -154,3 +154,35 @@ def client(objects: Mapping[Kind, list[dict[str, Any]]] | None = None, *,
 def snapshot_yaml(api: Any) -> str:
     """The snapshot read through ``api``, as YAML."""
     return asyncio.run(read_cluster(api)).to_yaml()
+
+
+def seen_and_replayed(objects: Mapping[Kind, list[dict[str, Any]]]) -> tuple[Any, Any]:
+    """(the snapshot the controller builds from ``objects`` served over HTTP by the API server emulator,
+    the snapshot ``replay`` reads from ``gpufleet snapshot`` of them); the view must have no problems."""
+    from gpufleet.adapters import load_snapshot_text
+    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.kube.client.port import RealClock
+    from gpufleet.kube.controller.loop import Controller, ControllerConfig
+    from gpufleet.kube.controller.metrics import ControllerMetrics
+    from gpufleet.testing.emulator import ApiServerEmulator
+
+    from ..controller.controller_objects import informing
+
+    async def run() -> tuple[Any, Any]:
+        async with ApiServerEmulator() as emulator:
+            for kind, items in objects.items():
+                for item in items:
+                    emulator.store.put(kind, item)
+            config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
+            api = connect(server=emulator.url_text, field_manager="c", timeout=5.0)
+            controller = Controller(api, RealClock(), config, ControllerMetrics())
+            try:
+                async with informing(controller, real_time=True):  # no cycle binds anything meanwhile
+                    view = controller.snapshot()
+                assert not view.problems
+                text = (await read_cluster(api)).to_yaml()
+            finally:
+                await api.close()
+            return view.snapshot, load_snapshot_text(text, "snapshot.yaml")
+
+    return asyncio.run(run())

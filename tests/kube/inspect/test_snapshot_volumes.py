@@ -11,20 +11,16 @@ from typing import Any
 
 import pytest
 
-from gpufleet.adapters.k8s_yaml import load_snapshot_text
 from gpufleet.domain import Snapshot, VolumeBinding
 from gpufleet.engine import schedule
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.inspect.explain import explain_in_cluster
-from gpufleet.kube.inspect.snapshot import read_cluster, strip_object
-from gpufleet.testing.emulator import ApiServerEmulator
+from gpufleet.kube.inspect.snapshot import strip_object
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from ..controller.controller_objects import informing, node, pod, queue
+from ..controller.controller_objects import node, pod, queue
 from ..controller.volume_objects import FAST, LOCAL, claim, local_pv, storage_class, with_claims
+from .cluster_objects import seen_and_replayed
 
 NOISE = {"uid": "5f0c-...", "resourceVersion": "4711", "finalizers": ["kubernetes.io/pvc-protection"],
          "managedFields": [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]}
@@ -117,24 +113,7 @@ def _without_uids(snapshot: Snapshot) -> Snapshot:
 
 
 def test_snapshot_then_replay_sees_what_the_controller_sees_over_http() -> None:
-    async def run() -> tuple[Snapshot, Snapshot]:
-        async with ApiServerEmulator() as emulator:
-            for kind, items in volume_cluster_objects().items():
-                for item in items:
-                    emulator.store.put(kind, item)
-            config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
-            api = connect(server=emulator.url_text, field_manager="c", timeout=5.0)
-            controller = Controller(api, RealClock(), config, ControllerMetrics())
-            try:
-                async with informing(controller, real_time=True):  # no cycle binds anything meanwhile
-                    view = controller.snapshot()
-                assert not view.problems
-                text = (await read_cluster(api)).to_yaml()
-            finally:
-                await api.close()
-            return view.snapshot, load_snapshot_text(text, "snapshot.yaml")
-
-    seen, replayed = asyncio.run(run())
+    seen, replayed = seen_and_replayed(volume_cluster_objects())
     assert len(seen.claims) == 4 and len(seen.volumes) == 1 and len(seen.storage_classes) == 2
     assert all(c.uid for c in seen.claims)  # the controller keeps the uid for a PV's claimRef; replay needs none
     key = str

@@ -68,7 +68,7 @@ def _subresource_class(kind: Kind, action: str, group: str, version: str, sub_ki
 _RESOURCES: dict[Kind, Any] = {kind: _resource_class(kind) for kind in Kind}
 _STATUS: dict[Kind, Any] = {
     kind: _subresource_class(kind, "status", kind.group, kind.version, kind.kind, ["patch"])
-    for kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.POD, Kind.PROJECT)
+    for kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.POD, Kind.PROJECT, Kind.RESOURCE_CLAIM)
 }
 _BINDING = _subresource_class(Kind.POD, "binding", "", "v1", "Binding", ["post"])
 _EVICTION = _subresource_class(Kind.POD, "eviction", "policy", "v1", "Eviction", ["post"])

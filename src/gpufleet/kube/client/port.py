@@ -58,6 +58,12 @@ class Kind(Enum):
     CLUSTER_ROLE = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
     ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
     CLUSTER_ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False)
+    # Dynamic Resource Allocation (docs/semantics-notes.md): read by informers and snapshots; the
+    # controller writes ResourceClaims' status (allocation, reservedFor) before a pod's Binding.
+    RESOURCE_SLICE = ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False)
+    DEVICE_CLASS = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False)
+    RESOURCE_CLAIM = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True)
+    RESOURCE_CLAIM_TEMPLATE = ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
 
     @property
     def group(self) -> str:

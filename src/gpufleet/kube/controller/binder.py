@@ -1,15 +1,18 @@
 """Carrying decisions out through the API: bindings (annotate, then bind) and evictions.
 
 A gang is bound in two phases: first every pod gets its ``gpufleet.dev/gpu-index`` (and, for a
-fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A
-gang whose annotation phase fails is not bound at all. Before that, the volumes its pods chose are
+fraction, ``gpu-blocks``) annotation; only when all of them have it are the Bindings posted. A gang
+whose annotation phase fails is not bound at all. Before that, the volumes its pods chose are
 written (:mod:`gpufleet.kube.controller.volume_writes`: a PV's claimRef, a claim's selected-node
-annotation), for every pod of the gang; when one of these writes fails, no pod of the gang is
-annotated or bound, and the engine decides the gang again in the next cycle. Between the patch and the confirmed
-Binding a pod is *in flight* (:attr:`Binder.inflight`): the controller's next snapshot shows it on
-its node, so that no cycle decides it again. A Binding answered 409 is looked up: already on our
-node (an earlier attempt went through but its answer was lost, as when the API server restarts)
-counts as bound; on another node, the pod is someone else's now.
+annotation), for every pod of the gang, then the DRA claims they allocate
+(:mod:`gpufleet.kube.controller.claim_writes`: each ResourceClaim's ``status.allocation`` and
+``reservedFor``, as kube-scheduler's DynamicResources PreBind); when one of these writes fails, no
+pod of the gang is annotated or bound, and the engine decides the gang again in the next cycle.
+Between the patch and the confirmed Binding a pod is *in flight* (:attr:`Binder.inflight`): the
+controller's next snapshot shows it on its node, so that no cycle decides it again. A Binding
+answered 409 is looked up: already on our node (an earlier attempt went through but its answer was
+lost, as when the API server restarts) counts as bound; on another node, the pod is someone else's
+now.
 
 Calls run concurrently (at most ``concurrency`` at a time, over one kept-alive connection pool);
 retryable failures (no answer, 409 on a patch, 429, 5xx) are retried with exponential backoff on
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +38,7 @@ from gpufleet.domain import (
     PodKey,
 )
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.claim_writes import ClaimContext, ClaimWrite, claim_writes
 from gpufleet.kube.controller.lifecycle import BINDING, BindEvent, BindStage
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.controller.volume_writes import CachedObject, VolumeWrite, VolumeWriteProblem, volume_writes
@@ -129,6 +133,12 @@ class Binder:
         # The volume writes of the current bind_gangs call, by object: pods of several gangs that
         # chose the same volume (a shared claim) wait for one write instead of racing on it.
         self._volume_calls: dict[tuple[Kind, str, str], asyncio.Future[None]] = {}
+        # DRA (docs/semantics-notes.md): the cycle's claims, classes and GPU memory (set by the
+        # controller each cycle), and the claim writes of the current bind_gangs call, by claim.
+        self.claim_context = ClaimContext()
+        self._claim_writes: dict[tuple[Kind, str, str], ClaimWrite] = {}
+        self._claim_uses: dict[PodKey, list[tuple[Kind, str, str]]] = {}
+        self._claim_problems: dict[PodKey, str] = {}
         self.calls = 0  # API calls made (for API-calls-per-binding figures)
 
     async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
@@ -170,14 +180,19 @@ class Binder:
         now = self.clock.now()
         for gang, bindings in gangs:
             for b in bindings:
-                first = BindStage.BINDING_VOLUMES if b.volumes else BindStage.ANNOTATING
+                # Volume and DRA claim writes come first (one stage: what the pod's Binding needs written).
+                first = BindStage.BINDING_VOLUMES if b.volumes or b.devices else BindStage.ANNOTATING
                 self.inflight[b.pod] = InFlight(b, gang, first, now)
+        self._plan_claims(b for _, bindings in gangs for b in bindings if b.devices)
         try:
             results = await asyncio.gather(
                 *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
             )
         finally:
             self._volume_calls.clear()
+            self._claim_writes.clear()
+            self._claim_uses.clear()
+            self._claim_problems.clear()
         outcomes: list[BindOutcome] = []
         for (gang, bindings), result in zip(gangs, results, strict=True):
             if isinstance(result, BaseException):
@@ -211,8 +226,11 @@ class Binder:
     async def _bind_gang(
         self, gang: str, bindings: Sequence[Binding], pods: Callable[[PodKey], Mapping[str, Any] | None]
     ) -> BindOutcome:
-        if any(b.volumes for b in bindings):
-            problems = await self._write_volumes(bindings)
+        volumes, devices = any(b.volumes for b in bindings), any(b.devices for b in bindings)
+        if volumes or devices:
+            problems = await self._write_volumes(bindings) if volumes else {}
+            if not problems and devices:
+                problems = await self._write_claims(bindings)
             if problems:  # all or nothing: no pod of the gang is annotated or bound
                 for b in bindings:
                     self.inflight.pop(b.pod, None)
@@ -221,7 +239,7 @@ class Binder:
                 return BindOutcome(gang, (), {b.pod: problems.get(b.pod, "another pod of its gang failed")
                                               for b in bindings})
             for b in bindings:
-                if b.volumes:
+                if b.volumes or b.devices:
                     self._advance(b.pod, BindEvent.VOLUMES_WRITTEN)
         if len(bindings) == 1:
             return await self._bind_one(gang, bindings[0], pods(bindings[0].pod))
@@ -284,6 +302,47 @@ class Binder:
                 for pod in users[write.target]:
                     problems.setdefault(pod, f"binding volumes: {write.what} not written: {_why(result)}")
         return problems
+
+    def _plan_claims(self, bindings: Iterable[Binding]) -> None:
+        """The DRA claim writes of this call's bindings, gathered per claim (pods of several gangs
+        joining one shared claim are appended to its reservedFor in one write)."""
+        writes, uses, problems = claim_writes(bindings, self.claim_context, self.cached or _nothing_cached,
+                                              self._pod_uid)
+        self._claim_writes, self._claim_uses, self._claim_problems = writes, uses, problems
+
+    def _pod_uid(self, key: PodKey) -> str:
+        namespace, name = _split(key)
+        meta = ((self.cached or _nothing_cached)(Kind.POD, namespace, name) or {}).get("metadata") or {}
+        return str(meta.get("uid") or "")
+
+    async def _write_claims(self, bindings: Sequence[Binding]) -> dict[PodKey, str]:
+        """Write each claim's allocation and reservedFor the gang's pods need (each claim once per
+        call, all concurrently); returns the pods whose writes failed, and why."""
+        problems = {b.pod: f"allocating devices: {self._claim_problems[b.pod]}"
+                    for b in bindings if b.pod in self._claim_problems}
+        if problems:
+            return problems
+        targets = list(dict.fromkeys(t for b in bindings for t in self._claim_uses.get(b.pod, ())
+                                     if t in self._claim_writes))
+        results = await asyncio.gather(*(self._shared_claim_write(self._claim_writes[t]) for t in targets),
+                                       return_exceptions=True)
+        if any(isinstance(r, NotLeader) for r in results):
+            raise NotLeader()
+        for target, result in zip(targets, results, strict=True):
+            if isinstance(result, BaseException):
+                write = self._claim_writes[target]
+                for b in bindings:
+                    if target in self._claim_uses.get(b.pod, ()):
+                        problems.setdefault(b.pod, f"allocating devices: {write.what} not written: {_why(result)}")
+        return problems
+
+    def _shared_claim_write(self, write: ClaimWrite) -> asyncio.Future[None]:
+        call = self._volume_calls.get(write.target)
+        if call is None:
+            call = self._volume_calls[write.target] = asyncio.ensure_future(self._call(
+                "patch resourceclaims/status",
+                lambda: self.api.patch_status(Kind.RESOURCE_CLAIM, write.namespace, write.name, write.status)))
+        return call
 
     def _shared_write(self, write: VolumeWrite) -> asyncio.Future[None]:
         """The one write of ``write.target`` in this bind_gangs call (started by its first user)."""

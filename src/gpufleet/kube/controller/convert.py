@@ -24,6 +24,7 @@ from gpufleet.adapters import FieldError, InputError, reader_for, validate_snaps
 from gpufleet.domain import (
     LABEL_PREFIX,
     Binding,
+    ClaimAllocation,
     Namespace,
     Node,
     NodeName,
@@ -34,6 +35,7 @@ from gpufleet.domain import (
     Project,
     Queue,
     QueueName,
+    ResourceClaim,
     SchedulerConfig,
     Snapshot,
 )
@@ -56,6 +58,7 @@ from gpufleet.policy import ProjectIndex, queue_for
 
 __all__ = [
     "CONVERTED_KINDS",
+    "DRA_KINDS",
     "ConversionError",
     "Overlay",
     "SnapshotView",
@@ -70,7 +73,10 @@ __all__ = [
 # The kinds that make up a snapshot (PodDisruptionBudgets, Leases and Events do not).
 CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG,
                    Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS, Kind.NAMESPACE,
-                   Kind.PROJECT)  # fmt: skip
+                   Kind.PROJECT, Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM,
+                   Kind.RESOURCE_CLAIM_TEMPLATE)  # fmt: skip
+# Dynamic Resource Allocation (docs/semantics-notes.md): absent from a cluster without resource.k8s.io/v1.
+DRA_KINDS = (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE)
 NOT_OURS = "default-scheduler"
 
 
@@ -219,8 +225,13 @@ def build_snapshot(
         volumes=tuple(objects.get(Kind.PERSISTENT_VOLUME, ())),
         storage_classes=tuple(objects.get(Kind.STORAGE_CLASS, ())),
         namespaces=tuple(namespaces),
+        resource_slices=tuple(objects.get(Kind.RESOURCE_SLICE, ())),
+        device_classes=tuple(objects.get(Kind.DEVICE_CLASS, ())),
+        resource_claims=tuple(objects.get(Kind.RESOURCE_CLAIM, ())),
+        claim_templates=tuple(objects.get(Kind.RESOURCE_CLAIM_TEMPLATE, ())),
     )
     snapshot = _with_chosen_volumes(snapshot, [b for b in overlay.placed.values() if b.volumes])
+    snapshot = _with_allocated_claims(snapshot, [b for b in overlay.placed.values() if b.devices])
     if projects:  # a cluster without Projects: the snapshot it always had
         snapshot = dataclasses.replace(snapshot, projects=tuple(projects))
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
@@ -261,6 +272,40 @@ def _with_chosen_volumes(snapshot: Snapshot, placed: list[Binding]) -> Snapshot:
         for c in snapshot.claims
     )
     return dataclasses.replace(snapshot, claims=claims, volumes=volumes)
+
+
+def _with_allocated_claims(snapshot: Snapshot, placed: list[Binding]) -> Snapshot:
+    """``snapshot`` with the DRA claims that pods held in place (in flight, planned) allocate written
+    as the API server will soon show them (the allocation, its node, the pod in reservedFor): their
+    devices are then held by those pods, as after the writes (docs/semantics-notes.md, "Held devices")."""
+    if not placed:
+        return snapshot
+    allocating: dict[str, tuple[Binding, ClaimAllocation]] = {}  # claim -> the binding that allocates it
+    joining: dict[str, list[str]] = {}  # claim -> the pods it is to be reserved for
+    for binding in placed:
+        namespace, _, pod_name = str(binding.pod).partition("/")
+        for allocation in binding.devices:
+            key = f"{namespace}/{allocation.claim}"
+            if not allocation.shared:
+                allocating.setdefault(key, (binding, allocation))
+            joining.setdefault(key, []).append(pod_name)
+    claims: list[ResourceClaim] = []
+    for claim in snapshot.resource_claims:
+        names = joining.get(claim.key)
+        if names is None:
+            claims.append(claim)
+            continue
+        reserved = list(claim.reserved_for)
+        hit = allocating.get(claim.key)
+        if hit is not None:  # a new allocation: its pod is the first to hold it
+            binding, allocation = hit
+            claim = dataclasses.replace(claim, allocation=allocation.results, allocated_node=NodeName(binding.node))
+            reserved = []
+        for name in names:
+            if name not in reserved:
+                reserved.append(name)
+        claims.append(dataclasses.replace(claim, reserved_for=tuple(reserved)))
+    return dataclasses.replace(snapshot, resource_claims=tuple(claims))
 
 
 def check_snapshot(view: SnapshotView) -> str | None:
@@ -305,7 +350,7 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
         return (
             wanted_pod(obj), spec.get("nodeName"), status.get("phase"), status.get("startTime"),
             meta.get("labels"), _ours(meta.get("annotations")), meta.get("deletionTimestamp"),
-            spec.get("schedulingGates"),
+            spec.get("schedulingGates"), spec.get("resourceClaims"), status.get("resourceClaimStatuses"),
         )
     if kind is Kind.NODE:
         return (
@@ -325,6 +370,10 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
     if kind is Kind.STORAGE_CLASS:
         return (_annotation(meta, ANNOTATION_DEFAULT_CLASS), meta.get("creationTimestamp"), obj.get("provisioner"),
                 obj.get("volumeBindingMode"), obj.get("allowedTopologies"))
+    if kind in (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM_TEMPLATE):
+        return spec
+    if kind is Kind.RESOURCE_CLAIM:  # its allocation and reservations decide what its devices hold
+        return (spec, status.get("allocation"), status.get("reservedFor"), meta.get("deletionTimestamp"))
     return None  # PodDisruptionBudgets: read for messages only
 
 

@@ -17,8 +17,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from gpufleet.domain import API_GROUP
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind, WatchEvent, object_key
-from gpufleet.kube.controller.convert import CONVERTED_KINDS, ConversionError, convert_object
+from gpufleet.kube.controller.convert import CONVERTED_KINDS, DRA_KINDS, ConversionError, convert_object
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import wanted_pod
 
@@ -34,7 +35,7 @@ INFORMED_KINDS = (*CONVERTED_KINDS, Kind.PDB)
 # Kinds whose CRD may be missing (an install whose CRDs are managed apart and not yet upgraded): while
 # the API server does not serve one (404), its informer counts as synced with no objects, so that a
 # cluster without Projects is scheduled exactly as before; it keeps trying, and lists once served.
-OPTIONAL_KINDS = (Kind.PROJECT,)
+OPTIONAL_KINDS = (Kind.PROJECT, *DRA_KINDS)  # DRA: a cluster without resource.k8s.io/v1 has none
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
@@ -182,8 +183,12 @@ class Informer:
                     self.resource_version = None
                     continue
                 if err.status == 404:
-                    log.warning("%s: not served by the API server (is the CRD installed?)", self.kind.plural)
-                    if self.kind in OPTIONAL_KINDS and not self.cache.is_synced(self.kind):
+                    optional = self.kind in OPTIONAL_KINDS
+                    if not (optional and self.cache.is_synced(self.kind)):  # said once while it stays absent
+                        log.warning("%s: not served by the API server (%s); %s", self.kind.plural,
+                                    "is the CRD installed?" if self.kind.group == API_GROUP else self.kind.api_version,
+                                    "none until it is" if optional else "retrying")
+                    if optional and not self.cache.is_synced(self.kind):
                         self.cache.replace(self.kind, [])
                 else:
                     log.warning("%s: %s; retrying in %.2fs", self.kind.plural, err, delay)

@@ -7,7 +7,8 @@ into an error at once, instead of a pod silently stuck in the wrong state.
 
 - **A pod being bound** (:attr:`gpufleet.kube.controller.binder.Binder.inflight`): *binding
   volumes* (only a pod whose binding chose volumes: a chosen PersistentVolume's claimRef and a
-  claim's selected-node annotation are being written, for every pod of its gang) -> *annotating*
+  claim's selected-node annotation are being written, for every pod of its gang; likewise a pod
+  allocating DRA devices, while its ResourceClaims' status is written) -> *annotating*
   (its gpu-index/gpu-blocks annotations are being written) -> *binding* (its Binding is being
   posted) -> *bound* (the API server confirmed; the pod holds its place until the informer shows
   it on its node). A failure at any stage takes the pod out of the table: the engine decides it

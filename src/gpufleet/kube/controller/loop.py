@@ -32,12 +32,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufleet.domain import LABEL_GPU_MEMORY, LABEL_POD_GROUP, MILLI, Binding, Decisions, Eviction, PendingPod, PodKey
+from gpufleet.adapters import DeviceView, resolve_devices
+from gpufleet.domain import (
+    LABEL_GPU_MEMORY,
+    LABEL_POD_GROUP,
+    MILLI,
+    SCHEDULER_NAME,
+    Binding,
+    Decisions,
+    Eviction,
+    PendingPod,
+    PodKey,
+    ResourceClaim,
+)
 from gpufleet.domain.nodes import TooManyGpus
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import Screened, schedule, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
+from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
     CONVERTED_KINDS,
     Overlay,
@@ -304,6 +317,47 @@ class Controller:
         self.metrics.engine_duration.observe(time.perf_counter() - started)
         return decisions
 
+    async def _resolve_devices(self, view: SnapshotView) -> DeviceView:
+        """The snapshot with its DRA objects read for the engine (docs/semantics-notes.md, "Dynamic
+        Resource Allocation"), as replay reads them; off the event loop like the engine."""
+        snapshot = view.snapshot
+        if self.config.engine_in_thread and (snapshot.resource_slices or snapshot.resource_claims):
+            return await asyncio.to_thread(resolve_devices, snapshot)
+        return resolve_devices(snapshot)
+
+    async def _release_stale(self, stale: Sequence[ResourceClaim], decisions: Decisions) -> None:
+        """Clear the allocation and reservedFor of each claim no pod holds (DeviceView.stale), except
+        those this cycle's bindings or waiting plans allocate anew (they overwrite it)."""
+        if not stale:
+            return
+        bindings = [*decisions.bindings, *(b for plan in self.plans.values() for b in plan.bindings)]
+        taken = {(str(b.pod).partition("/")[0], c.claim) for b in bindings for c in b.devices}
+
+        async def release(claim: ResourceClaim) -> None:
+            try:
+                await self.binder._call("patch resourceclaims/status", lambda: self.api.patch_status(
+                    Kind.RESOURCE_CLAIM, claim.namespace, claim.name, release_status()))
+                log.info("resourceclaim %s: allocation released (no pod holds it)", claim.key)
+            except ApiError as err:
+                log.warning("resourceclaim %s: allocation not released: %s", claim.key, err)
+
+        await asyncio.gather(*(release(c) for c in stale
+                               if (c.namespace, c.name) not in taken and not self._reserved_elsewhere(c)))
+
+    def _reserved_elsewhere(self, claim: ResourceClaim) -> bool:
+        """Whether the claim's reservedFor names a consumer the snapshot does not show: a live pod of
+        another scheduler not bound yet (kube-scheduler between its PreBind and its Binding), or
+        something other than a pod. Such an allocation is not gpufleet's to release."""
+        raw = self.cache.get(Kind.RESOURCE_CLAIM, claim.namespace, claim.name) or {}
+        for entry in (raw.get("status") or {}).get("reservedFor") or ():
+            if not isinstance(entry, dict) or entry.get("resource") != "pods" or entry.get("apiGroup"):
+                return True
+            pod = self.cache.get(Kind.POD, claim.namespace, str(entry.get("name") or ""))
+            if pod is not None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and (
+                    pod.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
+                return True
+        return False
+
     async def cycle(self) -> CycleResult:
         """One cycle (see the module docstring); returns what it did."""
         started = time.perf_counter()
@@ -320,8 +374,11 @@ class Controller:
             log.error("no cycle: %s", invalid)
             self.last = CycleResult(Decisions(), skipped=invalid)
             return self.last
-        decisions = await self._decide(view)
-        for warning in decisions.warnings:
+        devices = await self._resolve_devices(view)
+        view = replace(view, snapshot=devices.snapshot, pods={p.key: p for p in devices.snapshot.pods})
+        self.binder.claim_context = ClaimContext.of(devices.snapshot)
+        decisions = devices.attach(await self._decide(view))
+        for warning in (*devices.warnings, *decisions.warnings):
             log.warning("%s", warning)
         self.metrics.decisions.labels("binding").inc(len(decisions.bindings))
         self.metrics.decisions.labels("eviction").inc(len(decisions.evictions))
@@ -330,6 +387,7 @@ class Controller:
             self.last = CycleResult(decisions, skipped="not the leader")
             return self.last
         try:
+            await self._release_stale(devices.stale, decisions)
             result = await self._act(view, decisions, now)
             await self._report(view, result, now)
         except NotLeader:

@@ -5,7 +5,8 @@ the snapshot's objects with the replay loader's converters and checks (once: no 
 between) and runs the one engine (``gpufleet.engine.schedule``) on it, exactly as ``gpufleet
 replay`` of that snapshot would, then reads the decisions that concern the pod: bound where and on which
 GPUs, still pending and why (the engine's own reason), or evicted, by whom and why. A pod that
-would bind by evicting others is told who they are.
+would bind by evicting others is told who they are. A pod naming DRA claims is told which
+ResourceClaims they are and their devices.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.adapters import InputError, load_snapshot_documents
-from gpufleet.domain import SCHEDULER_NAME, Decisions, Eviction, EvictionReason, Pod, Snapshot
+from gpufleet.adapters import InputError, load_snapshot_documents, resolve_devices
+from gpufleet.domain import SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.domain.queues import gang_key
 from gpufleet.engine import schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
@@ -91,6 +92,29 @@ def _eviction_line(eviction: Eviction) -> str:
     return f"{eviction.pod} ({_WHY[eviction.reason].format(by=eviction.by)})"
 
 
+def _claims_line(pod: Pod, snapshot: Snapshot, binding: Binding | None) -> str | None:
+    """The pod's DRA claims (``spec.resourceClaims``): each entry's ResourceClaim and its devices
+    (allocated to a bound pod, or that the binding would allocate), e.g.
+    ``claims: gpu -> resourceclaim "p-gpu-x7k2": gpu.nvidia.com/n1/gpu-3``."""
+    if not pod.resource_claims:
+        return None
+    claims = {c.name: c for c in snapshot.resource_claims if c.namespace == pod.namespace}
+    given = {a.claim: a.results for a in binding.devices} if binding is not None else {}
+    parts: list[str] = []
+    for entry in pod.resource_claims:
+        name = entry.claim_name
+        if name is None:
+            parts.append(f'{entry.name} -> template "{entry.template}" (no resourceclaim made from it yet)')
+            continue
+        results = given.get(name)
+        claim = claims.get(name)
+        if results is None and pod.bound and claim is not None:
+            results = claim.allocation
+        devices = ", ".join(f"{r.driver}/{r.pool}/{r.device}" for r in results or ())
+        parts.append(f'{entry.name} -> resourceclaim "{name}"' + (f": {devices}" if devices else ""))
+    return "claims: " + "; ".join(parts)
+
+
 def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> list[str]:
     """Plain-language lines about what the decisions mean for the pod."""
     key = facts.key
@@ -113,6 +137,9 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
     if pod.bound:
         lines.append(f"{key} runs on node {pod.node_name} ({_gpus(pod.gpu_index, pod.gpu_blocks)}), "
                      f"scheduled by {owner}{gang}.")
+        claims = _claims_line(pod, snapshot, None)
+        if claims is not None:
+            lines.append(claims)
         if eviction is not None:
             lines.append(f"gpufleet would evict it to make room for {eviction.by}: "
                          f"{_WHY[eviction.reason].format(by=eviction.by)}.")
@@ -121,6 +148,9 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
         return lines
 
     lines.append(f"{key} is pending; it asks for {_asks(pod)}{gang}.")
+    claims = _claims_line(pod, snapshot, binding)
+    if claims is not None:
+        lines.append(claims)
     if binding is not None:
         lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}).")
         if binding.volumes:
@@ -165,6 +195,7 @@ async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Expl
         snapshot = load_snapshot_documents(snap.documents, SNAPSHOT_SOURCE)
     except InputError as err:
         raise ClusterAccessError(f"the cluster holds an object gpufleet cannot read: {err}") from None
-    decisions = schedule(snapshot)
-    lines = explain_pod(PodFacts.from_dict(raw, namespace, name), snapshot, decisions)
-    return Explanation(lines=tuple(lines), warnings=snap.warnings)
+    devices = resolve_devices(snapshot)  # DRA claims read as replay and the controller read them
+    decisions = devices.attach(schedule(devices.snapshot))
+    lines = explain_pod(PodFacts.from_dict(raw, namespace, name), devices.snapshot, decisions)
+    return Explanation(lines=tuple(lines), warnings=snap.warnings + devices.warnings)

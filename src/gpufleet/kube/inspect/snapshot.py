@@ -2,15 +2,17 @@
 
 What is read: Nodes, Namespaces (name and labels), PriorityClasses, gpufleet's Queues, PodGroups,
 SchedulerConfig and Projects, the PersistentVolumeClaims, PersistentVolumes and StorageClasses that
-volume binding reads, and the Pods that matter to a scheduling pass: gpufleet's pending pods, and every
-pod bound to a node that has not finished (those hold capacity, whoever scheduled them). For tenancy
-(docs/tenancy.md): the RBAC objects that concern gpufleet's API
-group (Roles and ClusterRoles with a rule on ``gpufleet.dev`` or ``*``, and the bindings of those
-roles), which ``gpufleet policy check`` evaluates ``use`` of a queue with. A reader not allowed to list
-those is told so, and the snapshot goes on without them. Each object is cut down to the
-fields the loader reads (:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields``, statuses,
-``kubectl``'s last-applied copies and other annotations that are not gpufleet's do not bloat the
-file. Objects are sorted by kind and name, so two snapshots of the same state are byte-identical.
+volume binding reads, the ResourceSlices, DeviceClasses, ResourceClaimTemplates and ResourceClaims
+of Dynamic Resource Allocation (none when the API server does not serve resource.k8s.io/v1), and the
+Pods that matter to a scheduling pass: gpufleet's pending pods, and every pod bound to a node that
+has not finished (those hold capacity, whoever scheduled them). For tenancy (docs/tenancy.md): the
+RBAC objects that concern gpufleet's API group (Roles and ClusterRoles with a rule on
+``gpufleet.dev`` or ``*``, and the bindings of those roles), which ``gpufleet policy check``
+evaluates ``use`` of a queue with. A reader not allowed to list those is told so, and the snapshot
+goes on without them. Each object is cut down to the fields the loader reads
+(:mod:`gpufleet.adapters.k8s_yaml`), so ``managedFields``, statuses, ``kubectl``'s last-applied
+copies and other annotations that are not gpufleet's do not bloat the file. Objects are sorted by
+kind and name, so two snapshots of the same state are byte-identical.
 
 The API is read through the one port, :class:`~gpufleet.kube.client.port.ClusterApi` (the
 controller's): :func:`read_cluster` is a coroutine, run under ``asyncio.run`` by the commands.
@@ -45,7 +47,10 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 # The kinds a snapshot holds, in the order they are written.
 SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD,
                   Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE,
-                  Kind.PROJECT)  # fmt: skip
+                  Kind.PROJECT, Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM_TEMPLATE,
+                  Kind.RESOURCE_CLAIM)  # fmt: skip
+# Dynamic Resource Allocation: a cluster that does not serve resource.k8s.io/v1 simply has none.
+_DRA_KINDS = (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_CLAIM)
 # Read after them, where the API server lets the reader (see the module docstring), in this order.
 TENANCY_KINDS = (Kind.CLUSTER_ROLE, Kind.ROLE, Kind.CLUSTER_ROLE_BINDING, Kind.ROLE_BINDING)
 _ROLES = (Kind.ROLE, Kind.CLUSTER_ROLE)
@@ -109,7 +114,7 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     out_spec: dict[str, Any] = {"containers": _containers(spec.get("containers"))}
     if spec.get("initContainers"):
         out_spec["initContainers"] = _containers(spec.get("initContainers"))
-    out_spec.update(_pick(spec, _POD_SPEC_FIELDS))
+    out_spec.update(_pick(spec, (*_POD_SPEC_FIELDS, "resourceClaims")))
     affinity = spec.get("affinity")
     if isinstance(affinity, Mapping):
         node_affinity = affinity.get("nodeAffinity")
@@ -126,7 +131,8 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     if volumes:
         out_spec["volumes"] = volumes
     raw_status = obj.get("status")
-    status = _pick(raw_status, ("phase", "startTime")) if isinstance(raw_status, Mapping) else {}
+    status = (_pick(raw_status, ("phase", "startTime", "resourceClaimStatuses")) if isinstance(raw_status, Mapping)
+              else {})
     doc: dict[str, Any] = {"metadata": _metadata(obj, namespaced=True, timestamps=True), "spec": out_spec}
     if status:
         doc["status"] = status
@@ -175,6 +181,20 @@ def _volume(obj: Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _resource_claim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim: its spec, uid and deletion, and the status gpufleet reads (allocation, reservedFor)."""
+    meta = _metadata(obj, namespaced=True)
+    raw_meta = obj.get("metadata")
+    if isinstance(raw_meta, Mapping):
+        meta.update(_pick(raw_meta, ("uid", "deletionTimestamp")))
+    doc: dict[str, Any] = {"metadata": meta, "spec": _canonical(obj.get("spec") or {})}
+    raw_status = obj.get("status")
+    status = _pick(raw_status, ("allocation", "reservedFor")) if isinstance(raw_status, Mapping) else {}
+    if status:
+        doc["status"] = status
+    return doc
+
+
 def _storage_class(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = _metadata(obj, namespaced=False, timestamps=True, annotations_kept=(ANNOTATION_DEFAULT_CLASS,))
     return {"metadata": meta} | _pick(obj, _CLASS_FIELDS)
@@ -205,6 +225,8 @@ def strip_object(kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         return head | _volume(obj)
     if kind is Kind.STORAGE_CLASS:
         return head | _storage_class(obj)
+    if kind is Kind.RESOURCE_CLAIM:
+        return head | _resource_claim(obj)
     if kind is Kind.NAMESPACE:  # name and labels (what namespaceSelectors match)
         return head | {"metadata": _metadata(obj, namespaced=False)}
     rbac = {Kind.ROLE: ("rules", "aggregationRule"), Kind.CLUSTER_ROLE: ("rules", "aggregationRule"),
@@ -333,6 +355,8 @@ def snapshot_of(listed: Mapping[Kind, Iterable[Mapping[str, Any]] | None],
     for kind in SNAPSHOT_KINDS:
         objects = listed.get(kind)
         if objects is None:
+            if kind in _DRA_KINDS:
+                continue
             if kind.group != API_GROUP:
                 raise ClusterAccessError(f"the API server does not serve {kind.api_version} {kind.kind}")
             warnings.append(f"the API server does not serve {kind.api_version} {kind.kind} "

@@ -43,6 +43,12 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["projects"], "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["projects/status"], "verbs": ["patch"]},
+    # Dynamic Resource Allocation: informers of the four kinds, and each claim's status (allocation,
+    # reservedFor) written before a Binding and cleared when no pod holds it, as DynamicResources does.
+    {"apiGroups": ["resource.k8s.io"],
+     "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch", "update"]},
 )  # fmt: skip
 
 # ClusterApi method -> (Kubernetes verb, subresource)
