@@ -292,3 +292,17 @@ def test_whole_gpu_claims_never_get_mig_devices_and_mig_claims_never_get_gpus() 
     decisions = run(snap)
     assert {b.pod: b.node for b in decisions.bindings} == {"ml/whole": "gpus", "ml/part": "migs"}
     assert devices_of(decisions, "ml/part") == [("m", "gpu", "gpu-0-mig-3g40gb-0")]
+
+
+def test_a_fractional_pod_whose_claim_sets_its_own_sharing_waits() -> None:
+    """A tenant's own MPS limits (100 % of the threads) must not replace those of its blocks."""
+    from gpufleet.domain import DeviceConfig
+
+    own = DeviceConfig(DRIVER, {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                                "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 100}}})
+    decisions = run(cluster(pod("frac", "f", gpu_blocks=10), claims=(claim("f", config=(own,)),)))
+    (pending,) = decisions.pending
+    assert pending.reason == ('resourceclaim "f": the claim of a fractional pod may not set its own sharing '
+                              "(gpufleet sets the MPS limits from the pod's blocks)")
+    # the same claim for a whole-GPU pod is the tenant's own business: its GPU is its own
+    assert [b.pod for b in run(cluster(pod("whole", "f"), claims=(claim("f", config=(own,)),))).bindings] == ["ml/whole"]

@@ -516,6 +516,15 @@ class _Resolver:
                 extra[resource] = extra.get(resource, 0) + c * MILLI
             requests += len(asked)
             needs.append(_Need(name, requests=asked))
+        if pod.is_fractional:
+            for need in needs:
+                claim = self.claims[(pod.namespace, need.claim)]
+                if any("sharing" in c.parameters for c in claim.config):
+                    # The tenant's own MPS limits would replace those of its blocks.
+                    return replace(pod, device_wait=(
+                        f'resourceclaim "{need.claim}": the claim of a fractional pod may not set its own sharing '
+                        f"(gpufleet sets the MPS limits from the pod's blocks)"
+                    )), ()
         if pod.is_fractional and (requests != 1 or extra.get(GPU) != MILLI):
             first_claim = next((n.claim for n in needs if n.requests), needs[0].claim if needs else "")
             return replace(pod, device_wait=(

@@ -39,3 +39,19 @@ def test_a_pod_joining_a_claim_keeps_the_holders_the_cache_does_not_show_yet() -
                                                      {"resource": "pods", "name": "b", "uid": "uid-b"}]}
     missing, _, problems = claim_writes([join], context, lambda k, ns, n: None, lambda pod: "")
     assert missing == {} and problems == {"ml/b": 'resourceclaim "shared" not found'}
+
+
+def test_the_mps_config_of_a_fractional_pod_comes_last_after_any_config_of_the_claim() -> None:
+    """The driver applies the last config for a request: gpufleet's limits, not the claim's."""
+    from gpufleet.domain import DeviceConfig
+    from gpufleet.kube.controller.claim_writes import allocation_status
+
+    snapshot = load_snapshot_text(DEVICE_CLASS + "---\n" + resource_claim("c"), "snap.yaml")
+    claim = dataclasses.replace(snapshot.resource_claims[0], config=(DeviceConfig(
+        "gpu.nvidia.com", {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                           "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 100}}}),))
+    status = allocation_status(claim, ClaimAllocation("c", (RESULT,)), "n1",
+                               {c.name: c for c in snapshot.device_classes}, blocks=25, gpu_memory_mib=81920)
+    last = status["devices"]["config"][-1]
+    assert last == {"source": "FromClaim", "requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com",
+                                                                            "parameters": mps_config(25, 81920)}}

@@ -5,8 +5,9 @@ For each claim a binding allocates (:attr:`gpufleet.domain.Binding.devices`, doc
 
 - ``allocation``: ``devices.results`` (the devices, as :meth:`gpufleet.adapters.DeviceView.attach`
   listed them), ``devices.config`` (the DeviceClass's opaque configs of each request, ``source:
-  FromClass``, then the claim's own, ``FromClaim``, then for a fractional pod whose claim sets no
-  ``sharing`` of its own the DRA driver's MPS :func:`mps_config`), and ``nodeSelector`` (``matchFields
+  FromClass``, then the claim's own, ``FromClaim``, then for a fractional pod the DRA driver's MPS
+  :func:`mps_config`, last; the resolver keeps a fractional pod whose claim sets a ``sharing`` of its
+  own waiting), and ``nodeSelector`` (``matchFields
   metadata.name In [node]``);
 - ``reservedFor``: the pod (``resource: pods``, its name and uid).
 
@@ -129,7 +130,7 @@ def allocation_status(claim: ResourceClaim, allocation: ClaimAllocation, node: s
         for config in device_class.config if device_class is not None else ():
             configs.append(_config(FROM_CLASS, config, (request.name,)))
     configs.extend(_config(FROM_CLAIM, config, config.requests) for config in claim.config)
-    if blocks is not None and allocation.results and not any("sharing" in c.parameters for c in claim.config):
+    if blocks is not None and allocation.results:  # last, so that it is the config the driver applies
         first = allocation.results[0]
         configs.append(_config(FROM_CLAIM, DeviceConfig(first.driver, mps_config(blocks, gpu_memory_mib)),
                                (first.request,)))
