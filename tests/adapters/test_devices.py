@@ -306,3 +306,27 @@ def test_a_fractional_pod_whose_claim_sets_its_own_sharing_waits() -> None:
                               "(gpufleet sets the MPS limits from the pod's blocks)")
     # the same claim for a whole-GPU pod is the tenant's own business: its GPU is its own
     assert [b.pod for b in run(cluster(pod("whole", "f"), claims=(claim("f", config=(own,)),))).bindings] == ["ml/whole"]
+
+
+@pytest.mark.parametrize("expression", [
+    "device.attributes['gpu.nvidia.com'].type.nosuch() == 1",  # read once per driver (only the type)
+    "device.attributes['gpu.nvidia.com'].uuid.nosuch() == 1",  # read per device
+])
+def test_a_selector_failing_on_every_gpu_names_its_error(expression: str) -> None:
+    decisions = run(cluster(pod("p", "c"), claims=(claim("c", selectors=(expression,)),)))
+    (pending,) = decisions.pending
+    assert pending.reason.startswith(f'resourceclaim "c" request "gpu": selector {expression}: ')
+    assert pending.reason.endswith(" is not supported by gpufleet")
+
+
+def test_the_fast_copies_equal_dataclasses_replace() -> None:
+    from gpufleet.adapters.devices import _copy_binding, _copy_node, _copy_pod
+    from gpufleet.domain import Binding, PodKey
+
+    p = pod("p", "c", gpu_blocks=30, labels={"a": "b"})
+    assert _copy_pod(p, {"device_wait": "x", "requests": {GPU: MILLI}}) == replace(
+        p, device_wait="x", requests={GPU: MILLI})
+    n = node("n1", {ANNOTATION_NVLINK_DOMAINS: "0,1"})
+    assert _copy_node(n, {"gpu_product": "H100"}) == replace(n, gpu_product="H100")
+    b = Binding(PodKey("ml/p"), NodeName("n1"), gpus=(1,))
+    assert _copy_binding(b, {}) == b and _copy_binding(b, {}) is not b

@@ -156,6 +156,12 @@ class Selector:
             driver, *[device.attributes.get(n) for n in attributes], *[device.capacity.get(n) for n in capacity]
         )
 
+    def reads_only_type(self, driver: str) -> bool:
+        """Whether the expression reads of a device of ``driver`` nothing but ``device.driver`` and
+        its ``type`` attribute (as device classes do): then it says the same of every GPU device
+        of that driver."""
+        return not self._whole and all(ref == ("attributes", f"{driver}/type") for ref in self._refs)
+
     def evaluate_all(self, devices: Iterable[tuple[str, Device]]) -> list[bool | str]:
         """``evaluate`` for each (driver, device), in one call (a node's devices at a time)."""
         key, memo = self._key, self._memo

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from gpufleet.adapters._gc import no_gc
 from gpufleet.adapters.quantity import QuantityError, to_milli
@@ -59,14 +59,13 @@ class _NodeGpus:
     devices: Mapping[int, Device]
 
 
-@dataclass(frozen=True, slots=True)
-class _Need:
-    """What a pending pod's claim asks the engine for: GPU requests ((name, count) in spec order),
-    or (``held``) the results of a claim another pod holds."""
+class _Need(NamedTuple):
+    """What a pending pod's claim asks the engine for: its requests ((name, count, resource) in spec
+    order), or (``held``) the results of a claim another pod holds. A tuple: ten thousand a call."""
 
     claim: str
-    requests: Asked = ()
-    held: tuple[DeviceResult, ...] = ()
+    requests: Asked
+    held: tuple[DeviceResult, ...]
 
 
 @dataclass(frozen=True)
@@ -252,6 +251,13 @@ def _with_gpus(node: Node, gpus: _NodeGpus) -> Node:
     return _copy_node(node, {"allocatable": allocatable, "gpu_product": product, "gpu_memory_mib": memory})
 
 
+class _NoneMatch:
+    """Stands for "no GPU device of this driver matches" among the selectors to ask per device."""
+
+
+_NONE_MATCH: Selector = _NoneMatch()  # type: ignore[assignment]
+
+
 class _Resolver:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -281,6 +287,7 @@ class _Resolver:
         self.selectors: dict[str, Selector | str] = {}
         self.eligible: dict[tuple[str, ...], tuple[str, frozenset[str]] | str] = {}
         self.plans: dict[object, Plan | Callable[[str], str]] = {}
+        self.sums: dict[Asked, tuple[tuple[str, int], ...]] = {}  # a claim's requests -> milli-units per resource
         # (id of a requests mapping, what is added) -> (that mapping, kept alive; the new one)
         self.requests: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Mapping[str, int], Mapping[str, int]]] = {}
         self.dra_nodes = frozenset(self.gpus)
@@ -325,31 +332,51 @@ class _Resolver:
                 return s
             selectors.append(s)
         errors: list[str] = []
-        tested = 0
+        tested = erred = 0  # devices asked, and those a selector failed on with an error
 
         def matches(driver: str, d: Device) -> bool:
-            nonlocal tested
+            nonlocal tested, erred
             tested += 1
             for s in selectors:
                 r = s.evaluate(driver, d)
                 if r is not True:
                     if isinstance(r, str):
                         errors.append(f"selector {s.expression.strip()}: {r}")
+                        erred += 1
                     return False
             return True
 
         result: tuple[str, frozenset[str]] | str
         nodes: set[str] = set()
         any_gpu = False
+        # Selectors that read only the driver and the type (a device class's) say the same of every
+        # GPU device of a driver: asked once per driver, not of fifty thousand devices.
+        per_driver: dict[str, tuple[tuple[Selector, ...], str | None]] = {}  # driver -> per device, error
         for node, gpus in self.gpus.items():
             pairs = [(ref[0], d) for ref, d in zip(gpus.by_index.values(), gpus.devices.values(), strict=True)]
             ok = [True] * len(pairs)
-            for s in selectors:  # a node's devices at a time: fifty thousand devices per call
+            drivers = {ref[0] for ref in gpus.by_index.values()}
+            asked: tuple[Selector, ...] = tuple(selectors)
+            if len(drivers) == 1:
+                (driver,) = drivers
+                known = per_driver.get(driver)
+                if known is None:
+                    known = self._per_device(driver, pairs[0][1], selectors)
+                    per_driver[driver] = known
+                asked, error = known
+                if asked and asked[0] is _NONE_MATCH:
+                    ok = [False] * len(pairs)
+                    asked = ()
+                    if error is not None:
+                        errors.append(error)
+                        erred += len(pairs)
+            for s in asked:  # a node's devices at a time
                 for k, r in enumerate(s.evaluate_all(pairs)):
                     if r is not True and ok[k]:
                         ok[k] = False
                         if isinstance(r, str):
                             errors.append(f"selector {s.expression.strip()}: {r}")
+                            erred += 1
             tested += len(pairs)
             any_gpu |= any(ok)
             if all(ok):
@@ -363,10 +390,25 @@ class _Resolver:
                 other = self._other_match(selectors)
                 if other is not None:
                     result = other
-                elif errors and len(errors) == tested:
+                elif errors and erred == tested:
                     result = sorted(errors)[0]
         self.eligible[expressions] = result
         return result
+
+    def _per_device(self, driver: str, sample: Device,
+                    selectors: Sequence[Selector]) -> tuple[tuple[Selector, ...], str | None]:
+        """Of ``selectors``, those to ask of each GPU device of ``driver``; ``(_NONE_MATCH,)`` (with
+        the error, if it was one) when one that reads only the driver and the type fails for them
+        all (asked of ``sample``)."""
+        out: list[Selector] = []
+        for s in selectors:
+            if not s.reads_only_type(driver):
+                out.append(s)
+                continue
+            r = s.evaluate(driver, sample)
+            if r is not True:
+                return (_NONE_MATCH,), f"selector {s.expression.strip()}: {r}" if isinstance(r, str) else None
+        return tuple(out), None
 
     def _mig_nodes(self, matches: Callable[[str, Device], bool]) -> tuple[str, frozenset[str]] | str | None:
         """MIG devices that ``matches``: (their profile's resource, the nodes all of whose devices of
@@ -401,9 +443,10 @@ class _Resolver:
         by_key: dict[tuple[str, str], Pod] = {(p.namespace, p.name): p for p in self.snapshot.pods}
         holders: dict[tuple[str, str], Pod] = {}
         stale: list[ResourceClaim] = []
-        for key, claim in sorted(self.claims.items()):
-            if not claim.allocated:
-                continue
+        allocated = sorted((c for c in self.snapshot.resource_claims if c.allocation),
+                           key=lambda c: (c.namespace, c.name))
+        for claim in allocated:
+            key = (claim.namespace, claim.name)
             live = [by_key[(claim.namespace, n)] for n in sorted(claim.reserved_for)
                     if (claim.namespace, n) in by_key and not by_key[(claim.namespace, n)].finished]
             bound = [p for p in live if p.node_name is not None]
@@ -430,7 +473,7 @@ class _Resolver:
                 new, need = self._pending(pod, holders, allocators)
                 pods.append(new)
                 if need:
-                    needs[pod.key] = need
+                    needs[PodKey(f"{pod.namespace}/{pod.name}")] = need
         migs = {node: {r: tuple(ref for ref, _d in refs) for r, refs in table.items()}
                 for node, table in self.migs.items()}
         nodes = []
@@ -483,6 +526,7 @@ class _Resolver:
         needs: list[_Need] = []
         nodes: frozenset[str] | None = None
         extra: dict[str, int] = {}
+        single: tuple[tuple[str, int], ...] | None = None  # ``extra`` sorted, when one claim asked for it
         requests = 0
         for entry in pod.resource_claims:
             name = entry.claim_name
@@ -499,7 +543,7 @@ class _Resolver:
             if holder is not None:
                 node = holder.node_name or ""
                 nodes = frozenset({node}) if nodes is None else nodes & {node}
-                needs.append(_Need(name, held=claim.allocation))
+                needs.append(_Need(name, (), claim.allocation))
                 continue
             first = allocators.setdefault((pod.namespace, name), pod)
             if first is not pod:
@@ -512,11 +556,22 @@ class _Resolver:
             asked, restrict = plan
             if restrict is not None:
                 nodes = restrict if nodes is None else nodes & restrict
-            for _r, c, resource in asked:
-                extra[resource] = extra.get(resource, 0) + c * MILLI
+            if len(pod.resource_claims) == 1:  # the usual pod: its one claim's sums, computed once
+                extra_items = self.sums.get(asked)
+                if extra_items is None:
+                    sums: dict[str, int] = {}
+                    for _r, c, resource in asked:
+                        sums[resource] = sums.get(resource, 0) + c * MILLI
+                    extra_items = self.sums[asked] = tuple(sorted(sums.items()))
+                extra.update(extra_items)
+                single = extra_items
+            else:
+                for _r, c, resource in asked:
+                    extra[resource] = extra.get(resource, 0) + c * MILLI
             requests += len(asked)
-            needs.append(_Need(name, requests=asked))
-        if pod.is_fractional:
+            needs.append(_Need(name, asked, ()))
+        fractional = pod.gpu_blocks is not None or pod.gpu_memory_bytes is not None  # Pod.is_fractional
+        if fractional:
             for need in needs:
                 claim = self.claims[(pod.namespace, need.claim)]
                 if any("sharing" in c.parameters for c in claim.config):
@@ -525,16 +580,17 @@ class _Resolver:
                         f'resourceclaim "{need.claim}": the claim of a fractional pod may not set its own sharing '
                         f"(gpufleet sets the MPS limits from the pod's blocks)"
                     )), ()
-        if pod.is_fractional and (requests != 1 or extra.get(GPU) != MILLI):
+        if fractional and (requests != 1 or extra.get(GPU) != MILLI):
             first_claim = next((n.claim for n in needs if n.requests), needs[0].claim if needs else "")
             return replace(pod, device_wait=(
                 f'resourceclaim "{first_claim}": a fractional pod must have exactly one GPU request of count 1'
             )), ()
         changes: dict[str, object] = {}
-        if pod.is_fractional:
+        if fractional:
             extra.pop(GPU, None)  # its share is its blocks
         if extra:
-            changes["requests"] = self._with_requests(pod.requests, tuple(sorted(extra.items())))
+            items = single if single is not None and not fractional else tuple(sorted(extra.items()))
+            changes["requests"] = self._with_requests(pod.requests, items)
         if nodes is not None:
             changes["device_nodes"] = nodes
         return (_copy_pod(pod, changes) if changes else pod), tuple(needs)
@@ -555,7 +611,9 @@ class _Resolver:
     def _plan(self, name: str, claim: ResourceClaim) -> Plan | str:
         """A claim's requests ((name, count, resource) in order) and the nodes it restricts the pod
         to, or why it cannot be allocated. Once per claim spec (all the claims of one template)."""
-        key = (claim.requests, claim.unsupported)
+        # Keyed by the fields, not the DeviceRequests (whose generated __hash__ is Python: 10,000 a call).
+        key = (claim.unsupported, *[(r.name, r.device_class, r.count, r.selectors, r.unsupported)
+                                    for r in claim.requests])
         got = self.plans.get(key)
         if got is None:
             got = self._make_plan(claim)
@@ -608,15 +666,17 @@ T = TypeVar("T")
 
 
 def _copier(cls: type[T]) -> Callable[[T, Mapping[str, object]], T]:
-    """A function doing ``dataclasses.replace(obj, **changes)`` for the frozen dataclass ``cls``
-    three times faster (ten thousand pods and bindings per call; a Pod has forty fields): its fields
-    are copied one by one in generated code, and no ``__init__`` runs, so ``changes`` must hold
-    valid values of existing fields."""
+    """A function doing ``dataclasses.replace(obj, **changes)`` for the frozen slotted dataclass
+    ``cls`` four times faster (ten thousand pods and bindings per call; a Pod has forty fields): its
+    fields are copied one by one in generated code through their slot descriptors, and no
+    ``__init__`` runs, so ``changes`` must hold valid values of existing fields."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    setters = {name: getattr(cls, name).__set__ for name in names}  # the slots' member descriptors
     lines = ["def copy(obj, changes):", "    new = new_object(cls)"]
-    lines += [f"    set_attr(new, {n!r}, obj.{n})" for n in names]
-    lines += ["    for name, value in changes.items():", "        set_attr(new, name, value)", "    return new"]
-    scope: dict[str, object] = {"new_object": object.__new__, "set_attr": object.__setattr__, "cls": cls}
+    lines += [f"    set_{name}(new, obj.{name})" for name in names]
+    lines += ["    for name, value in changes.items():", "        setters[name](new, value)", "    return new"]
+    scope: dict[str, object] = {"new_object": object.__new__, "cls": cls, "setters": setters}
+    scope.update({f"set_{name}": setter for name, setter in setters.items()})
     exec("\n".join(lines), scope)  # code made only of the dataclass's own field names
     return scope["copy"]  # type: ignore[return-value]
 
