@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,3 +158,8 @@ async def running_node(tmp_path: Path, gpu_count: int = 4, *, strategy: str = "c
         for channel in node.channels:
             await channel.close()
         await kubelet.stop()
+        # grpc.aio objects must be finalised on the loop that made them: not by a later test's loop
+        # or at the interpreter's exit, where the library crashes.
+        del node, plugin, task
+        gc.collect()
+        await asyncio.sleep(0)

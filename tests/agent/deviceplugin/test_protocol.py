@@ -13,7 +13,9 @@ from gpufleet.agent.deviceplugin.api import pb
 from gpufleet.domain.wire import ANNOTATION_DEVICES_ALLOCATED, RESOURCE_MPS_SHARE
 from gpufleet.kube import Kind
 
-from .kubelet import NODE, WAIT, Node, running_node
+from .kubelet import NODE, WAIT, Node, running_node, until
+
+pytestmark = pytest.mark.asyncio
 
 GPU = "nvidia.com/gpu"
 U = "GPU-00000000-0000-0000-0000-00000000000"  # + index: fake_gpus' UUIDs
@@ -40,7 +42,6 @@ async def preferred(node: Node, resource: str, available: list[str], size: int) 
     return list(response.container_responses[0].deviceIDs)
 
 
-@pytest.mark.asyncio
 async def test_registers_both_resources_with_the_kubelet(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         got = await node.registered()
@@ -56,7 +57,6 @@ async def test_registers_both_resources_with_the_kubelet(tmp_path: Path) -> None
                                                       timeout=WAIT) == pb.PreStartContainerResponse()
 
 
-@pytest.mark.asyncio
 async def test_list_and_watch_sends_the_gpus_and_their_health_changes(tmp_path: Path) -> None:
     async with running_node(tmp_path, gpu_count=2) as node:
         await node.registered()
@@ -77,7 +77,6 @@ async def test_list_and_watch_sends_the_gpus_and_their_health_changes(tmp_path: 
         shares.cancel()
 
 
-@pytest.mark.asyncio
 async def test_preferred_allocation_and_allocate_give_the_annotated_gpus(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -102,7 +101,6 @@ async def test_preferred_allocation_and_allocate_give_the_annotated_gpus(tmp_pat
             f"gpufleet.dev/gpu-index annotation; refusing devices {U}3,{U}2")
 
 
-@pytest.mark.asyncio
 async def test_envvar_strategy_names_the_gpus_in_nvidia_visible_devices(tmp_path: Path) -> None:
     async with running_node(tmp_path, strategy="envvar") as node:
         await node.registered()
@@ -113,7 +111,6 @@ async def test_envvar_strategy_names_the_gpus_in_nvidia_visible_devices(tmp_path
         assert list(got.cdi_devices) == [] and list(got.devices) == []
 
 
-@pytest.mark.asyncio
 async def test_allocate_refuses_what_contradicts_the_annotation(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -140,7 +137,6 @@ async def test_allocate_refuses_what_contradicts_the_annotation(tmp_path: Path) 
         assert pod is not None and ANNOTATION_DEVICES_ALLOCATED not in pod["metadata"]["annotations"]
 
 
-@pytest.mark.asyncio
 async def test_tenant_written_annotations_gain_no_gpu(tmp_path: Path) -> None:
     """Annotations are tenant-writable: a pod that is not gpufleet's, or whose annotation is bogus or
     names a GPU another pod holds, gets nothing."""
@@ -171,7 +167,6 @@ async def test_tenant_written_annotations_gain_no_gpu(tmp_path: Path) -> None:
             "a whole GPU goes to one pod")
 
 
-@pytest.mark.asyncio
 async def test_whole_gpu_on_a_gpu_of_a_running_fractional_pod_is_refused(tmp_path: Path) -> None:
     """Whole and fractional pods on one GPU are impossible by construction, both ways."""
     async with running_node(tmp_path) as node:
@@ -192,7 +187,6 @@ async def test_whole_gpu_on_a_gpu_of_a_running_fractional_pod_is_refused(tmp_pat
             "a whole GPU and MPS shares never go together")
 
 
-@pytest.mark.asyncio
 async def test_mps_share_gets_only_its_gpus_pipe_and_shared_memory_and_limits(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -224,20 +218,19 @@ async def test_mps_share_gets_only_its_gpus_pipe_and_shared_memory_and_limits(tm
             "more than 100")
 
 
-@pytest.mark.asyncio
 async def test_a_pod_the_informer_has_not_seen_yet_is_waited_for(tmp_path: Path) -> None:
     """The kubelet and the plugin learn of a binding from two watches: a miss waits for the informer
     (up to the grace period on the clock) before it is refused."""
     async with running_node(tmp_path, grace=2.0) as node:
         await node.registered()
         call = asyncio.ensure_future(allocate(node, GPU, [f"{U}0"]))
-        await node.settle()
+        await until(lambda: node.plugin.pods.waiting == 1)
         assert not call.done()
         node.add_pod("late", gpus=1, index="0")
         got = await asyncio.wait_for(call, WAIT)
         assert [d.name for d in got.cdi_devices] == [f"nvidia.com/gpu={U}0"]
         missing = asyncio.ensure_future(refused(node, GPU, [f"{U}1"]))
-        await node.settle()
+        await until(lambda: node.plugin.pods.waiting == 1)
         assert not missing.done()
         await node.clock.advance(2.0)
         assert (await asyncio.wait_for(missing, WAIT)).startswith("gpufleet device plugin: no pod of gpufleet's")

@@ -13,10 +13,11 @@ from gpufleet.agent.deviceplugin.api import pb
 
 from .kubelet import WAIT, running_node, until
 
+pytestmark = pytest.mark.asyncio
+
 GPU = "nvidia.com/gpu"
 
 
-@pytest.mark.asyncio
 async def test_a_kubelet_restart_is_followed_by_a_new_registration(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -29,7 +30,6 @@ async def test_a_kubelet_restart_is_followed_by_a_new_registration(tmp_path: Pat
         assert options.get_preferred_allocation_available
 
 
-@pytest.mark.asyncio
 async def test_nothing_happens_while_the_sockets_stay(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -38,7 +38,6 @@ async def test_nothing_happens_while_the_sockets_stay(tmp_path: Path) -> None:
         assert node.plugin.registrations == 2
 
 
-@pytest.mark.asyncio
 async def test_a_restarted_plugin_replaces_its_stale_socket_and_registers_again(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()
@@ -56,7 +55,6 @@ async def test_a_restarted_plugin_replaces_its_stale_socket_and_registers_again(
         assert options.get_preferred_allocation_available
 
 
-@pytest.mark.asyncio
 async def test_registration_is_retried_until_the_kubelet_answers(tmp_path: Path) -> None:
     async with running_node(tmp_path) as node:
         await node.registered()

@@ -43,6 +43,7 @@ class NodePods:
         self._cache.hooks.append(self._on_change)
         self._changed = asyncio.Event()
         self._writes: set[asyncio.Task[None]] = set()
+        self.waiting = 0  # lookups waiting for the pods to change
 
     # ----------------------------------------------------------------------------- informer side
 
@@ -88,9 +89,11 @@ class NodePods:
         self._changed.clear()
         change = asyncio.ensure_future(self._changed.wait())
         timer = asyncio.ensure_future(self.clock.sleep(seconds))
+        self.waiting += 1
         try:
             await asyncio.wait({change, timer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.waiting -= 1
             change.cancel()
             timer.cancel()
         return self._changed.is_set()
