@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 from typing import TYPE_CHECKING
 
 import click
 
-from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.base import Command, CommandError, cancel_on_signals
 
 if TYPE_CHECKING:
     from gpufleet.agent.deviceplugin import DevicePlugin
@@ -23,12 +21,7 @@ _EXTRA = "install gpufleet with the agent extra: pip install 'gpufleet[agent]'"
 
 
 async def _serve(plugin: DevicePlugin) -> None:
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals()
     try:
         await plugin.run()
     except asyncio.CancelledError:

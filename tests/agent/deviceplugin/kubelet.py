@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,9 +156,4 @@ async def running_node(tmp_path: Path, gpu_count: int = 4, *, strategy: str = "c
             await task
         for channel in node.channels:
             await channel.close()
-        await kubelet.stop()
-        # grpc.aio objects must be finalised on the loop that made them: not by a later test's loop
-        # or at the interpreter's exit, where the library crashes.
-        del node, plugin, task
-        gc.collect()
-        await asyncio.sleep(0)
+        await kubelet.stop()  # what is left is collected on this loop by conftest's fixture
