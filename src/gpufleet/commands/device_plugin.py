@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpufleet.agent.deviceplugin.paths import DEFAULT_KUBELET_DIR
 from gpufleet.commands.base import Command, CommandError, cancel_on_signals
+from gpufleet.domain.wire import MPS_HOST_ROOT
 
 if TYPE_CHECKING:
     from gpufleet.agent.deviceplugin import DevicePlugin
@@ -33,12 +35,12 @@ async def _serve(plugin: DevicePlugin) -> None:
 @click.command(cls=Command)
 @click.option("--node", required=True, help="This node's name (the pods bound to it are looked up); "
                                              "in a DaemonSet: the downward API's spec.nodeName.")
-@click.option("--kubelet-dir", type=click.Path(file_okay=False), default="/var/lib/kubelet/device-plugins",
+@click.option("--kubelet-dir", type=click.Path(file_okay=False), default=DEFAULT_KUBELET_DIR,
               show_default=True, help="The kubelet's device plugins directory (kubelet.sock and the plugins' sockets).")
 @click.option("--device-list-strategy", type=click.Choice(["cdi", "envvar"]), default="cdi", show_default=True,
               help="cdi: CDI devices nvidia.com/gpu=<UUID> and /dev/nvidia<N> (NVIDIA_VISIBLE_DEVICES=void); "
                    "envvar: NVIDIA_VISIBLE_DEVICES=<UUIDs> for the NVIDIA container runtime.")
-@click.option("--mps-host-dir", default="/run/gpufleet/mps", show_default=True,
+@click.option("--mps-host-dir", default=MPS_HOST_ROOT, show_default=True,
               help="The MPS DaemonSet's host directory: <dir>/gpu-<index>/pipe and /shm.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
               help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, ~/.kube/config.")
@@ -60,7 +62,9 @@ def device_plugin(node: str, kubelet_dir: str, device_list_strategy: str, mps_ho
     try:
         from gpufleet.agent.deviceplugin import DevicePlugin, PluginSettings, PollingWatcher
     except ImportError as err:
-        raise CommandError(f"the device plugin needs gRPC ({err.name or err}): {_EXTRA}", exit_code=1) from None
+        if (err.name or "").split(".")[0] in ("grpc", "google"):
+            raise CommandError(f"the device plugin needs gRPC ({err.name} is missing): {_EXTRA}", exit_code=1) from None
+        raise CommandError(str(err), exit_code=1) from None
     from gpufleet.agent.gpus import GpuReaderError
     from gpufleet.agent.gpus.nvml import open_nvml
     from gpufleet.kube import ClusterAccessError, RealClock, connect

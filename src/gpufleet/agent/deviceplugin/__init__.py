@@ -14,8 +14,8 @@ from gpufleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gpufleet.agent.deviceplugin.lookup import SHARES_PER_GPU
+    from gpufleet.agent.deviceplugin.paths import DEFAULT_KUBELET_DIR
     from gpufleet.agent.deviceplugin.plugin import (
-        DEFAULT_KUBELET_DIR,
         RESOURCES,
         DevicePlugin,
         PathWatcher,
@@ -36,7 +36,7 @@ __all__ = [
 
 __getattr__ = lazy_exports(__name__, {
     "SHARES_PER_GPU": "gpufleet.agent.deviceplugin.lookup",
-    "DEFAULT_KUBELET_DIR": "gpufleet.agent.deviceplugin.plugin",
+    "DEFAULT_KUBELET_DIR": "gpufleet.agent.deviceplugin.paths",
     "RESOURCES": "gpufleet.agent.deviceplugin.plugin",
     "DevicePlugin": "gpufleet.agent.deviceplugin.plugin",
     "PathWatcher": "gpufleet.agent.deviceplugin.plugin",

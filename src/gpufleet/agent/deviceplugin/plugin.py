@@ -22,6 +22,7 @@ from typing import Protocol
 import grpc
 
 from gpufleet.agent.deviceplugin.api import API_VERSION, KUBELET_SOCKET, pb, pb_grpc
+from gpufleet.agent.deviceplugin.paths import DEFAULT_KUBELET_DIR
 from gpufleet.agent.deviceplugin.pods import NodePods
 from gpufleet.agent.deviceplugin.service import DevicePluginService, Inventory, PluginSettings
 from gpufleet.agent.gpus import GpuReader
@@ -33,7 +34,6 @@ __all__ = ["DEFAULT_KUBELET_DIR", "RESOURCES", "DevicePlugin", "PathWatcher", "P
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KUBELET_DIR = "/var/lib/kubelet/device-plugins"
 # resource -> the socket the plugin serves it on, in the kubelet's device plugins directory
 RESOURCES: Mapping[str, str] = {GPU: "gpufleet-gpu.sock", RESOURCE_MPS_SHARE: "gpufleet-mps-share.sock"}
 REGISTER_TIMEOUT_S = 10.0
