@@ -42,6 +42,10 @@ BAD_ARGUMENTS = [
     (["controller", "--metrics-port", "70000"], "gpufleet controller: Invalid value for '--metrics-port'"),
     (["webhook", "--frob"], "gpufleet webhook: No such option '--frob'"),
     (["webhook", "--port", "0"], "gpufleet webhook: Invalid value for '--port'"),
+    (["device-plugin", "--frob"], "gpufleet device-plugin: No such option '--frob'"),
+    (["device-plugin"], "gpufleet device-plugin: Missing option '--node'"),
+    (["device-plugin", "--node", "n1", "--device-list-strategy", "volume-mounts"],
+     "gpufleet device-plugin: Invalid value for '--device-list-strategy'"),
     (["frob"], "gpufleet: No such command 'frob'"),
     (["simulate", "frob"], "gpufleet simulate: No such command 'frob'"),
 ]
@@ -77,7 +81,7 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     listed = result.output.split("Commands:", 1)[1]
     assert set(subcommands()) == {"replay", "bench", "simulate", "snapshot", "explain", "manifests", "controller",
-                                  "webhook", "policy"}
+                                  "webhook", "policy", "device-plugin"}
     for name in subcommands():
         assert f"\n  {name} " in listed, name
     simulate = CliRunner().invoke(main, ["simulate", "--help"])

@@ -26,6 +26,7 @@ COMMANDS: Mapping[str, str] = {
     "webhook": "gpufleet.commands.webhook:webhook",
     "policy": "gpufleet.commands.policy:policy",
     "policy check": "gpufleet.commands.policy_check:check",
+    "device-plugin": "gpufleet.commands.device_plugin:device_plugin",
 }
 
 

@@ -15,7 +15,10 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import signal
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
@@ -24,7 +27,18 @@ import click
 
 from gpufleet.adapters.errors import InputError
 
-__all__ = ["Command", "CommandError", "FiniteFloatRange", "Group", "LazyGroup"]
+__all__ = ["Command", "CommandError", "FiniteFloatRange", "Group", "LazyGroup", "cancel_on_signals"]
+
+
+def cancel_on_signals() -> None:
+    """SIGTERM and SIGINT cancel the running asyncio task (a long-running command's main task), so
+    that it stops through its ``finally`` blocks; call it from that task."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # not on every platform
+            loop.add_signal_handler(sig, task.cancel)
 
 
 class FiniteFloatRange(click.FloatRange):

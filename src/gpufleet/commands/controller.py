@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import socket
 
 import click
 
-from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
+from gpufleet.commands.base import Command, CommandError, FiniteFloatRange, cancel_on_signals
 from gpufleet.kube import (
     ClusterAccessError,
     Controller,
@@ -34,12 +32,7 @@ def _default_identity() -> str:
 
 async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> None:
     runner = await serve_http(controller.metrics, lambda: controller.ready, host, ports) if ports else None
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):  # not on every platform
-            loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals()
     try:
         await controller.run()
     except asyncio.CancelledError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "ANNOTATION_BOUND_BY_CONTROLLER",
     "ANNOTATION_DEFAULT_CLASS",
+    "ANNOTATION_DEVICES_ALLOCATED",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
@@ -97,3 +98,7 @@ RESOURCE_MPS_SHARE = f"{API_GROUP}/mps-share"
 # The MPS DaemonSet's host layout: one directory per GPU, gpu-<index>/{pipe,shm,log}.
 MPS_HOST_ROOT = "/run/gpufleet/mps"
 MPS_PIPE_IN_CONTAINER = "/run/gpufleet/mps-pipe"  # where a client sees its GPU's pipe directory
+# Written by gpufleet's device plugin on a pod it served (docs/gpu-assignment.md): the containers
+# served so far and their devices, "<container>=<resource>:<id>,<id>;...", so that a restarted plugin
+# never serves a container twice.
+ANNOTATION_DEVICES_ALLOCATED = f"{LABEL_PREFIX}devices-allocated"

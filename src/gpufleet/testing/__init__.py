@@ -4,6 +4,8 @@ import-linter contract says so).
 - :mod:`gpufleet.testing.fake_cluster`: the one in-memory fake of the API port
   (:class:`~gpufleet.kube.client.port.ClusterApi`): :class:`FakeCluster` (the store, with fault
   injection and a call log), :class:`FakeClient` (one caller's port) and :class:`VirtualClock`.
+- :mod:`gpufleet.testing.fake_gpus`: :class:`FakeGpuReader`, the fake of the node agent's GPU port
+  (:class:`~gpufleet.agent.gpus.GpuReader`), with a contract test against the NVML reader.
 - :mod:`gpufleet.testing.emulator`: the same store behind a real HTTP API server (kmock), for the
   contract tests of the lightkube adapter and for ``scripts/bench_controller.py``. kmock is a dev
   dependency (``pip install gpufleet[dev]``), so the emulator is imported by its module name only,
@@ -15,5 +17,6 @@ Every fake keeps a contract test against the real protocol: the controller's sce
 """
 
 from gpufleet.testing.fake_cluster import FakeClient, FakeCluster, VirtualClock, merge_patch
+from gpufleet.testing.fake_gpus import FakeGpuReader, fake_gpus
 
-__all__ = ["FakeClient", "FakeCluster", "VirtualClock", "merge_patch"]
+__all__ = ["FakeClient", "FakeCluster", "FakeGpuReader", "VirtualClock", "fake_gpus", "merge_patch"]

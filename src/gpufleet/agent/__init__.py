@@ -1,0 +1,12 @@
+"""The node agent: what runs on each GPU node (docs/architecture.md).
+
+- :mod:`gpufleet.agent.gpus`: the node's GPUs (the :class:`~gpufleet.agent.gpus.GpuReader` port and
+  its NVML adapter, the only place NVML is imported);
+- :mod:`gpufleet.agent.deviceplugin`: ``gpufleet device-plugin``, the kubelet device plugin (the only
+  place gRPC is imported).
+
+The rooms are imported by their names; this face imports nothing, so that a command that does not
+run on a node pays nothing for them.
+"""
+
+__all__: list[str] = []
