@@ -149,6 +149,11 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      request(a_pod(scheduler="gpufleet", resources={"requests": {"gpufleet.dev/mps-share": "1"}})),
      "spec.containers[0].resources.requests[gpufleet.dev/mps-share] (container main): only fractional pods of "
      f"gpufleet's get gpufleet.dev/mps-share (from its webhook); {WHY}"),
+    ("DRA claims of a pod of another scheduler (kube-scheduler would allocate them outside gpufleet's quota)",
+     request({**a_pod(), "spec": {**a_pod()["spec"], "resourceClaims": [
+         {"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]}}),
+     "spec.resourceClaims: a pod of scheduler default-scheduler would get its devices from kube-scheduler, "
+     "outside gpufleet's quota; set schedulerName: gpufleet"),
 ]  # fmt: skip
 
 ALLOWED: list[tuple[str, dict[str, Any]]] = [
@@ -167,6 +172,8 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
      request(a_pod(annotations={"gpufleet.dev/gpu-index": "0"}), operation="UPDATE", old=a_pod())),
     ("a debug container", request(_ephemeral([{"name": "TERM", "value": "xterm"}]), operation="UPDATE",
                                   sub="ephemeralcontainers", old=a_pod())),
+    ("DRA claims of a pod of gpufleet's", request({**a_pod(scheduler="gpufleet"), "spec": {
+        **a_pod(scheduler="gpufleet")["spec"], "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}})),
 ]  # fmt: skip
 
 
@@ -300,7 +307,7 @@ def test_the_messages_in_the_docs_are_the_webhooks() -> None:
     section = docs[docs.index("## Who may choose GPUs"):docs.index("## What isolation this gives")]
     block = section.split("```")[1]
     lines = [line for line in block.splitlines() if line]
-    assert len(lines) == 8 and set(lines) <= {message for _, _, message in REFUSED}
+    assert len(lines) == 9 and set(lines) <= {message for _, _, message in REFUSED}
 
 
 _PATHS = st.sampled_from(["/", "/dev", "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap1", "/dev/shm", "/run",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.domain.wire import API_GROUP, RESOURCE_MPS_SHARE
+from gpufleet.domain.wire import API_GROUP, RESOURCE_MPS_SHARE, SCHEDULER_NAME
 from gpufleet.kube.webhook.visibility import CDI_ANNOTATION_PREFIX, SCHEDULER_OWNED_ANNOTATIONS, VISIBILITY_ENV_VARS
 
 __all__ = [
@@ -57,7 +57,9 @@ VISIBILITY_MATCH = (
     " || (request.operation == 'CREATE' && ((has(object.spec.volumes)"
     " && object.spec.volumes.exists(v, has(v.hostPath)))"
     f" || {_container_match('initContainers')} || {_container_match('containers')}"
-    f" || (has(object.metadata.annotations) && {_OWNED}.exists(k, k in object.metadata.annotations))))"
+    f" || (has(object.metadata.annotations) && {_OWNED}.exists(k, k in object.metadata.annotations))"
+    f" || (has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0"
+    f" && (!has(object.spec.schedulerName) || object.spec.schedulerName != '{SCHEDULER_NAME}'))))"
     f" || (request.subResource == 'ephemeralcontainers' && {_container_match('ephemeralContainers')})"
 )
 

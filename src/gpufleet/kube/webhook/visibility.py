@@ -14,6 +14,9 @@ on any GPU node, whatever the scheduler counted:
   directories (``/etc/cdi``, ``/var/run/cdi``), including any directory above them (``/``, ``/dev``);
 - the resource ``gpufleet.dev/mps-share`` in a pod that is not a fractional pod of gpufleet's (the
   webhook gives it to those only; gpufleet's device plugin answers it with an MPS share of a GPU);
+- ``spec.resourceClaims`` in a new pod of another scheduler: kube-scheduler would allocate its DRA
+  devices (GPUs included) outside gpufleet's quota; gpufleet is the allocator of the namespaces this
+  entry covers (docs/gpu-assignment.md; workloads of other DRA drivers go in its excluded namespaces);
 - the scheduler-owned annotations ``gpufleet.dev/gpu-index`` and ``gpufleet.dev/mps-mem-limit`` on a
   new pod of another scheduler (gpufleet's device plugin reads them; on gpufleet's own pods the
   scheduler overwrites them at binding, and fractional ones are refused by the preset rule).
@@ -161,6 +164,10 @@ def visibility_denial(request: Mapping[str, Any], fractional_of_ours: bool,
     if denial is not None or operation == "UPDATE":
         return denial  # env, mounts, volumes and resources cannot change at an update
     annotations = _annotations(pod)
+    claims = spec.get("resourceClaims")
+    if spec.get("schedulerName") != SCHEDULER_NAME and isinstance(claims, list) and claims:
+        return (f"spec.resourceClaims: a pod of scheduler {spec.get('schedulerName') or 'default-scheduler'} would get "
+                f"its devices from kube-scheduler, outside gpufleet's quota; set schedulerName: {SCHEDULER_NAME}")
     if spec.get("schedulerName") != SCHEDULER_NAME and isinstance(annotations, dict):
         for key in SCHEDULER_OWNED_ANNOTATIONS:
             if key in annotations:
