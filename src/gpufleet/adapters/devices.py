@@ -57,6 +57,7 @@ class _NodeGpus:
 
     by_index: Mapping[int, DeviceRef]
     devices: Mapping[int, Device]
+    driver: str | None = None  # the one driver of all its GPU devices (None: several)
 
 
 class _Need(NamedTuple):
@@ -201,7 +202,7 @@ def _node_gpus(node: str, slices: list[ResourceSlice], warnings: list[str],
         return None
     if found == list(range(len(found))):  # the usual slice: gpu-0 .. gpu-7 with their indices
         return _NodeGpus({i: (drv, pool, d.name) for i, (drv, pool, d) in enumerate(gpus)},
-                         {i: d for i, (_drv, _pool, d) in enumerate(gpus)})
+                         {i: d for i, (_drv, _pool, d) in enumerate(gpus)}, _one_driver(slices))
     names = [t[2].name for t in gpus]
     if names != sorted(names):
         order = sorted(range(len(gpus)), key=lambda k: names[k])
@@ -223,7 +224,12 @@ def _node_gpus(node: str, slices: list[ResourceSlice], warnings: list[str],
             return None
         by_index[i] = (drv, pool, d.name)
         table[i] = d
-    return _NodeGpus(by_index, table)
+    return _NodeGpus(by_index, table, _one_driver(slices))
+
+
+def _one_driver(slices: list[ResourceSlice]) -> str | None:
+    first = slices[0].driver
+    return first if all(s.driver == first for s in slices) else None
 
 
 def _with_migs(node: Node, migs: Mapping[str, tuple[DeviceRef, ...]]) -> Node:
@@ -233,9 +239,20 @@ def _with_migs(node: Node, migs: Mapping[str, tuple[DeviceRef, ...]]) -> Node:
     return _copy_node(node, {"allocatable": allocatable})
 
 
-def _with_gpus(node: Node, gpus: _NodeGpus) -> Node:
-    allocatable = dict(node.allocatable)
-    allocatable[GPU] = len(gpus.by_index) * MILLI
+def _with_gpus(node: Node, gpus: _NodeGpus,
+               shared: dict[tuple[int, int], tuple[Mapping[str, int], Mapping[str, int]]] | None = None) -> Node:
+    """``node`` with its GPUs from its slices. ``shared``: nodes that shared one allocatable mapping
+    share the new one (as the loader shares them: the engine reads 5,000 nodes' mappings)."""
+    count = len(gpus.by_index)
+    key = (id(node.allocatable), count)
+    known = shared.get(key) if shared is not None else None
+    if known is None:
+        new = dict(node.allocatable)
+        new[GPU] = count * MILLI
+        known = (node.allocatable, new)
+        if shared is not None:
+            shared[key] = known
+    allocatable = known[1]
     first = gpus.devices[min(gpus.devices)]
     driver = gpus.by_index[min(gpus.by_index)][0]
     product = node.gpu_product
@@ -353,23 +370,25 @@ class _Resolver:
         # GPU device of a driver: asked once per driver, not of fifty thousand devices.
         per_driver: dict[str, tuple[tuple[Selector, ...], str | None]] = {}  # driver -> per device, error
         for node, gpus in self.gpus.items():
+            asked: tuple[Selector, ...] = tuple(selectors)
+            if gpus.driver is not None:
+                known = per_driver.get(gpus.driver)
+                if known is None:
+                    known = self._per_device(gpus.driver, next(iter(gpus.devices.values())), selectors)
+                    per_driver[gpus.driver] = known
+                asked, error = known
+                if not asked or asked[0] is _NONE_MATCH:  # decided for the whole node at once
+                    tested += len(gpus.devices)
+                    if asked:
+                        if error is not None:
+                            errors.append(error)
+                            erred += len(gpus.devices)
+                    else:
+                        any_gpu = True
+                        nodes.add(node)
+                    continue
             pairs = [(ref[0], d) for ref, d in zip(gpus.by_index.values(), gpus.devices.values(), strict=True)]
             ok = [True] * len(pairs)
-            drivers = {ref[0] for ref in gpus.by_index.values()}
-            asked: tuple[Selector, ...] = tuple(selectors)
-            if len(drivers) == 1:
-                (driver,) = drivers
-                known = per_driver.get(driver)
-                if known is None:
-                    known = self._per_device(driver, pairs[0][1], selectors)
-                    per_driver[driver] = known
-                asked, error = known
-                if asked and asked[0] is _NONE_MATCH:
-                    ok = [False] * len(pairs)
-                    asked = ()
-                    if error is not None:
-                        errors.append(error)
-                        erred += len(pairs)
             for s in asked:  # a node's devices at a time
                 for k, r in enumerate(s.evaluate_all(pairs)):
                     if r is not True and ok[k]:
@@ -477,9 +496,10 @@ class _Resolver:
         migs = {node: {r: tuple(ref for ref, _d in refs) for r, refs in table.items()}
                 for node, table in self.migs.items()}
         nodes = []
+        allocatables: dict[tuple[int, int], tuple[Mapping[str, int], Mapping[str, int]]] = {}
         for n in self.snapshot.nodes:
             if n.name in self.gpus:
-                n = _with_gpus(n, self.gpus[n.name])
+                n = _with_gpus(n, self.gpus[n.name], allocatables)
             if n.name in migs:
                 n = _with_migs(n, migs[n.name])
             nodes.append(n)
