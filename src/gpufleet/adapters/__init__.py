@@ -58,7 +58,12 @@ from gpufleet.adapters.quantity import to_milli
 if TYPE_CHECKING:
     from gpufleet.adapters.cluster_spec import ClusterLayout, cluster_from_trace_nodes, load_cluster_spec_file
     from gpufleet.adapters.devices import DeviceView, resolve_devices
-    from gpufleet.adapters.k8s_yaml_writer import dump_snapshot, format_time, snapshot_to_documents
+    from gpufleet.adapters.k8s_yaml_writer import (
+        device_config_document,
+        dump_snapshot,
+        format_time,
+        snapshot_to_documents,
+    )
     from gpufleet.adapters.output import decisions_to_dict, render_json, render_table
     from gpufleet.adapters.traces import load_nodes, load_trace
     from gpufleet.adapters.traces.records import TraceJob, TraceNode
@@ -80,6 +85,7 @@ __all__ = [
     "cluster_from_trace_nodes",
     "decisions_to_dict",
     "device_class_from_dict",
+    "device_config_document",
     "dump_snapshot",
     "format_time",
     "load_cluster_spec_file",
@@ -118,6 +124,7 @@ __getattr__ = lazy_exports(__name__, {
     "load_cluster_spec_file": "gpufleet.adapters.cluster_spec",
     "DeviceView": "gpufleet.adapters.devices",
     "resolve_devices": "gpufleet.adapters.devices",
+    "device_config_document": "gpufleet.adapters.k8s_yaml_writer",
     "dump_snapshot": "gpufleet.adapters.k8s_yaml_writer",
     "format_time": "gpufleet.adapters.k8s_yaml_writer",
     "snapshot_to_documents": "gpufleet.adapters.k8s_yaml_writer",

@@ -56,7 +56,7 @@ from gpufleet.domain import (
 from gpufleet.domain import API_GROUP_VERSION as GPUFLEET_API
 from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 
-__all__ = ["dump_snapshot", "format_quantity", "format_time", "snapshot_to_documents"]
+__all__ = ["device_config_document", "dump_snapshot", "format_quantity", "format_time", "snapshot_to_documents"]
 
 CONTAINER_NAME = "main"
 CONTAINER_IMAGE = "trainer:1"
@@ -610,7 +610,9 @@ def _selectors(expressions: tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"cel": {"expression": e}} for e in expressions]
 
 
-def _opaque(config: DeviceConfig) -> dict[str, Any]:
+def device_config_document(config: DeviceConfig) -> dict[str, Any]:
+    """A DRA opaque device configuration as ResourceClaims, templates and DeviceClasses write it
+    (the controller's claim allocations too: ``kube.controller.claim_writes``)."""
     doc: dict[str, Any] = {}
     if config.requests:
         doc["requests"] = list(config.requests)
@@ -623,7 +625,7 @@ def device_class_document(device_class: DeviceClass) -> dict[str, Any]:
     if device_class.selectors:
         spec["selectors"] = _selectors(device_class.selectors)
     if device_class.config:
-        spec["config"] = [_opaque(c) for c in device_class.config]
+        spec["config"] = [device_config_document(c) for c in device_class.config]
     return {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": device_class.name}, "spec": spec}
 
 
@@ -650,7 +652,7 @@ def _claim_spec(requests: tuple[DeviceRequest, ...], config: tuple[DeviceConfig,
                 unsupported: str | None) -> dict[str, Any]:
     devices: dict[str, Any] = {"requests": [_device_request(r) for r in requests]}
     if config:
-        devices["config"] = [_opaque(c) for c in config]
+        devices["config"] = [device_config_document(c) for c in config]
     if unsupported == "constraints":
         devices["constraints"] = [{"matchAttribute": "gpu.nvidia.com/uuid"}]
     return {"devices": devices}

@@ -22,9 +22,10 @@ no pod holds (:attr:`gpufleet.adapters.DeviceView.stale`). This module only says
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpufleet.adapters import device_config_document
 from gpufleet.domain import (
     BLOCKS_PER_GPU,
     Binding,
@@ -114,11 +115,7 @@ def mps_config(blocks: int, gpu_memory_mib: int | None) -> JsonDict:
 
 
 def _config(source: str, config: DeviceConfig, requests: Sequence[str]) -> JsonDict:
-    entry: JsonDict = {"source": source}
-    if requests:
-        entry["requests"] = list(requests)
-    entry["opaque"] = {"driver": config.driver, "parameters": dict(config.parameters)}
-    return entry
+    return {"source": source, **device_config_document(replace(config, requests=tuple(requests)))}
 
 
 def allocation_status(claim: ResourceClaim, allocation: ClaimAllocation, node: str, classes: Mapping[str, DeviceClass],
