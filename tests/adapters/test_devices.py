@@ -330,3 +330,18 @@ def test_the_fast_copies_equal_dataclasses_replace() -> None:
     assert _copy_node(n, {"gpu_product": "H100"}) == replace(n, gpu_product="H100")
     b = Binding(PodKey("ml/p"), NodeName("n1"), gpus=(1,))
     assert _copy_binding(b, {}) == b and _copy_binding(b, {}) is not b
+
+
+def test_claimed_gpus_count_against_the_queue_like_any_gpus() -> None:
+    """A tenant cannot get past its queue's limit by asking through a claim instead of nvidia.com/gpu."""
+    from gpufleet.domain import Queue, QueueName, QueueResource
+
+    team = Queue(QueueName("team"), resources={GPU: QueueResource(quota=2 * MILLI, limit=2 * MILLI)})
+    snap = replace(cluster(pod("big", "c", queue_label=QueueName("team")), claims=(claim("c", count=4),)),
+                   queues=(team,))
+    decisions = run(snap)
+    assert not decisions.bindings
+    (pending,) = decisions.pending
+    assert pending.reason.startswith("queue team at its limit of 2 GPUs: uses 0, gang needs 4")
+    small = replace(snap, resource_claims=(claim("c", count=2),))
+    assert [b.pod for b in run(small).bindings] == ["ml/big"]
