@@ -162,10 +162,6 @@ class _Keys(dict[str, tuple[str, str]]):
 _KEYS = _Keys()
 
 
-def _is_gpu(driver: str, device: Device) -> bool:
-    return device.attributes.get(_KEYS[driver][0]) == GPU_TYPE
-
-
 def _mig_resource(driver: str, device: Device) -> str | None:
     """The extended resource of a MIG device (by its ``profile``), None for other devices."""
     if device.attributes.get(_KEYS[driver][0]) != MIG_TYPE:
