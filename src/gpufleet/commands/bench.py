@@ -6,6 +6,7 @@ import json
 
 import click
 
+from gpufleet.adapters.text import text_table
 from gpufleet.bench.shapes import SHAPES
 from gpufleet.commands.base import Command, FiniteFloatRange
 
@@ -18,7 +19,7 @@ __all__ = ["bench"]
               help="Shrink the shape (tests).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs; the median is reported.")
-@click.option("--format", "fmt", type=click.Choice(["json"]), default="json")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--replay-cost", is_flag=True,
               help="Instead: compare the full replay of the shape written as YAML with bare YAML parsing.")
 def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) -> None:
@@ -26,6 +27,22 @@ def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) ->
     from gpufleet.bench.runner import replay_vs_parse, run_bench
 
     if replay_cost:
-        click.echo(json.dumps(replay_vs_parse(scale=scale, repeat=repeat)))
+        result = replay_vs_parse(scale=scale, repeat=repeat)
+    else:
+        result = run_bench(shape, scale=scale, repeat=repeat)
+    if fmt == "json":
+        click.echo(json.dumps(result))
         return
-    click.echo(json.dumps(run_bench(shape, scale=scale, repeat=repeat)))
+    for line in text_table(["measure", "value"], [[key, _cell(value)] for key, value in result.items()],
+                           numbers_right=True):
+        click.echo(line)
+
+
+def _cell(value: object) -> str:
+    """A figure as a person reads it: counts as integers with thousands separators, times and
+    ratios to three decimals."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int) or value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3f}"
