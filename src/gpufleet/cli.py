@@ -8,7 +8,8 @@ from gpufleet.commands import subcommands
 from gpufleet.commands.base import LazyGroup
 
 
-@click.group(cls=LazyGroup, lazy_commands=subcommands())
+@click.group(cls=LazyGroup, lazy_commands=subcommands(),
+             context_settings={"help_option_names": ["-h", "--help"]})  # -h too, as kubectl users expect
 @click.version_option(package_name="gpufleet")
 def main() -> None:
     """gpufleet: a gang-aware, quota-aware GPU scheduler for shared Kubernetes clusters."""

@@ -142,3 +142,14 @@ def test_replay_starts_without_the_other_commands_imports() -> None:
             "print(heavy, file=sys.stderr); assert not heavy")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("args", [["-h"], ["replay", "-h"], ["simulate", "run", "-h"], ["manifests", "-h"]])
+def test_dash_h_is_help_everywhere(args: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    result = CliRunner().invoke(main, args, prog_name="gpufleet")
+    assert result.exit_code == 0 and result.output.startswith(f"Usage: gpufleet {' '.join(args[:-1])}".rstrip()), (
+        result.output)
