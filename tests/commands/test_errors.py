@@ -153,3 +153,13 @@ def test_dash_h_is_help_everywhere(args: list[str]) -> None:
     result = CliRunner().invoke(main, args, prog_name="gpufleet")
     assert result.exit_code == 0 and result.output.startswith(f"Usage: gpufleet {' '.join(args[:-1])}".rstrip()), (
         result.output)
+
+
+def test_shell_completion_completes_commands() -> None:
+    """The completion README documents: click's, through the lazy command registry."""
+    import os
+
+    env = {**os.environ, "COMP_WORDS": "gpufleet rep", "COMP_CWORD": "1", "_GPUFLEET_COMPLETE": "bash_complete"}
+    out = subprocess.run([sys.executable, "-c", "from gpufleet.cli import main; main(prog_name='gpufleet')"],
+                         env=env, capture_output=True, text=True, check=False)
+    assert out.stdout.split() == ["plain,replay"], out
