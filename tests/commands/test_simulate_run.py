@@ -85,6 +85,17 @@ def test_bundled_openb_defaults_run(tmp_path: Path) -> None:
     assert m["jobs"]["total"] == 30 and json.loads(out)["inputs"]["gpus"] == 6212
 
 
+def test_a_warning_whose_figures_follow_the_capacity_is_printed_once() -> None:
+    """Outages change the cluster's capacity, and with it the figures of the over-committed-quota
+    warning, cycle after cycle: one line says it, with how many more cycles it came in."""
+    code, _out, err = _invoke("--limit", "300", "--failures", "mtbf=30d,repair=4h", "--queue-by", "qos")
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "over-committed" in line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("warning: top-level nvidia.com/gpu quotas add up to ")
+    assert lines[0].endswith(" more cycles)")
+
+
 BAD = [
     (["--cycle-interval", "soon"], "--cycle-interval"),
     (["--trace", "/no/such/trace.csv"], "/no/such/trace.csv"),

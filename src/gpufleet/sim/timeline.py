@@ -28,6 +28,7 @@ the engine's work plus two tuple builds.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ from gpufleet.sim.failures import FailureModel, OutageKind, OutageStreams
 from gpufleet.sim.jobs import NAMESPACE, SimJob
 
 __all__ = ["CycleMode", "JobRun", "JobStatus", "SimOptions", "SimResult", "SimSetup", "Timeline", "simulate"]
+
+_FIGURES = re.compile(r"\d+(?:\.\d+)?")  # the figures of a warning, which may change from cycle to cycle
 
 Scheduler = Callable[[Snapshot], Decisions]
 Progress = Callable[[float, int], None]  # (virtual time, jobs finished so far)
@@ -247,7 +250,9 @@ class Timeline:
         self.c_d: list[int] = [self.occupancy.capacity_milli()]
         self.interruptions: list[Interruption] = []
         self.outage_counts = {k.value: 0 for k in OutageKind}
-        self.warnings: dict[str, None] = {}
+        # Warnings by their words with the figures taken out -> (the first one, how many came):
+        # a warning whose figures follow the capacity (over-committed quotas) comes every cycle.
+        self.warnings: dict[str, tuple[str, int]] = {}
         self.cycles = 0
         self.instants = 0
         self.engine_seconds = 0.0
@@ -567,7 +572,9 @@ class Timeline:
         decisions = self.scheduler(self.snapshot())
         self.engine_seconds += time.perf_counter() - started
         for warning in decisions.warnings:
-            self.warnings.setdefault(warning, None)
+            key = _FIGURES.sub("#", warning)
+            first, count = self.warnings.get(key, (warning, 0))
+            self.warnings[key] = (first, count + 1)
         evicted: dict[int, InterruptKind] = {}
         for e in decisions.evictions:
             j = self.owner[e.pod][0]
@@ -645,7 +652,8 @@ class Timeline:
             cycles=self.cycles,
             instants=self.instants,
             node_outages=dict(self.outage_counts),
-            warnings=tuple(self.warnings),
+            warnings=tuple(first if count == 1 else f"{first} (and in {count - 1} more cycles)"
+                           for first, count in self.warnings.values()),
             engine_seconds=self.engine_seconds,
             open_cost=tuple(open_cost),
         )
