@@ -96,6 +96,15 @@ def test_a_warning_whose_figures_follow_the_capacity_is_printed_once() -> None:
     assert lines[0].endswith(" more cycles)")
 
 
+def test_queue_by_an_attribute_the_trace_lacks_says_which_it_has() -> None:
+    code, _out, err = _invoke("--limit", "50", "--queue-by", "vc")
+    assert code == 0, err
+    assert ("warning: --queue-by vc: no job of the trace has a vc, so every job goes to the default queue; "
+            "its jobs have qos") in err.splitlines()
+    code, _out, err = _invoke("--limit", "50", "--queue-by", "qos")
+    assert code == 0 and "--queue-by" not in err
+
+
 BAD = [
     (["--cycle-interval", "soon"], "--cycle-interval"),
     (["--trace", "/no/such/trace.csv"], "/no/such/trace.csv"),

@@ -32,6 +32,7 @@ from gpufleet.sim import (
     parse_duration,
     parse_failures,
     prepare,
+    queue_by_warning,
     select_jobs,
     simulate,
     summary_rows,
@@ -111,7 +112,12 @@ def run(
                    f"{report.first_errors[0] if report.first_errors else '?'})", err=True)
     cluster = load_cluster(cluster_arg, skip_bad_rows=skip_bad_rows)
     workload = Workload(select_jobs(jobs, until, limit), cluster, model, until)
-    prepared = [prepare(workload, apply_variant(base, v)) for v in variants]
+    settings = [apply_variant(base, v) for v in variants]
+    for by in dict.fromkeys(s.queue_by for s in settings):  # once per rule, in order
+        warning = queue_by_warning(workload.trace, by)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+    prepared = [prepare(workload, s) for s in settings]
     if not workload.trace:
         raise CommandError(f"{trace}: no jobs to simulate (after --until/--limit)")
 

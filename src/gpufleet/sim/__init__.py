@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from gpufleet.sim.compare import RunSettings, Variant, apply_variant, parse_compare
     from gpufleet.sim.failures import FailureModel, parse_duration, parse_failures
     from gpufleet.sim.metrics import check_invariants, compute_metrics, summary_rows
-    from gpufleet.sim.queue_mapping import QueueBy
+    from gpufleet.sim.queue_mapping import QueueBy, queue_by_warning
     from gpufleet.sim.run_report import RunOutput, build_report
     from gpufleet.sim.scenario import Workload, load_cluster, prepare, select_jobs
     from gpufleet.sim.timeline import CycleMode, Progress, SimResult, simulate
@@ -33,6 +33,7 @@ _WHERE = {
     "compute_metrics": "gpufleet.sim.metrics",
     "summary_rows": "gpufleet.sim.metrics",
     "QueueBy": "gpufleet.sim.queue_mapping",
+    "queue_by_warning": "gpufleet.sim.queue_mapping",
     "RunOutput": "gpufleet.sim.run_report",
     "build_report": "gpufleet.sim.run_report",
     "Workload": "gpufleet.sim.scenario",
@@ -64,6 +65,7 @@ __all__ = [
     "parse_duration",
     "parse_failures",
     "prepare",
+    "queue_by_warning",
     "select_jobs",
     "simulate",
     "summary_rows",

@@ -36,6 +36,7 @@ __all__ = [
     "derived_quotas",
     "load_queue_map",
     "plan_queues",
+    "queue_by_warning",
 ]
 
 
@@ -60,6 +61,17 @@ class QueueMapping:
             return None
         value = job.attrs.get(self.by.value)
         return value if value else None
+
+
+def queue_by_warning(jobs: Sequence[TraceJob], by: QueueBy | None) -> str | None:
+    """Why ``--queue-by`` cannot work on ``jobs`` (None when it can): no job has the attribute, so
+    every job would go to the default queue. Names the attributes the jobs do have."""
+    if by is None or by is QueueBy.NONE or any(job.attrs.get(by.value) for job in jobs):
+        return None
+    names = {q.value for q in QueueBy if q is not QueueBy.NONE}
+    present = sorted({k for job in jobs for k, v in job.attrs.items() if v and k in names})
+    return (f"--queue-by {by.value}: no job of the trace has a {by.value}, so every job goes to the default queue; "
+            f"its jobs have {', '.join(present) if present else 'none of ' + ', '.join(sorted(names))}")
 
 
 class _MapFile(BaseModel):
