@@ -225,6 +225,8 @@ def test_summary_and_table() -> None:
     assert out["per_seed"][0]["final_alloc_pct"] == pytest.approx(70.0)
     text = table([out], "hand", PaperResults.builtin())
     assert "bestfit" in text and "GPU_FULL" in text
+    failed = text.split("FAILED TASKS BY CAUSE, WHOLE RUN (mean per run)")[1].splitlines()
+    assert failed[2].split() == ["bestfit", "1"]  # a count of one seed reads as an integer, not "1.0"
     paper = PaperResults.builtin()
     assert paper.alloc("openb_pod_list_default", "fgd", 100) == 95.23
     assert paper.alloc("openb_pod_list_default", "gpufleet", 100) is None

@@ -232,7 +232,7 @@ def table(results: Sequence[Mapping[str, Any]], workload: str, paper: PaperResul
         if any(f for _, f in failures):
             lines += ["", title]
             kinds = [k for k in FAILURE_KINDS if any(k in f for _, f in failures)]
-            lines += text_table(["policy", *kinds], [[p, *[_num(f.get(k, 0), 1) for k in kinds]] for p, f in failures],
+            lines += text_table(["policy", *kinds], [[p, *[_count(f.get(k, 0)) for k in kinds]] for p, f in failures],
                                 numbers_right=True)
     return "\n".join(lines) + "\n"
 
@@ -245,3 +245,8 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _count(value: float) -> str:
+    """A count, or a mean of counts over seeds: an integer when it is one (one seed), else one decimal."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
