@@ -56,7 +56,7 @@ def test_simulation_report_has_every_plot_and_nothing_external() -> None:
     queues = [gpu_queue("a", 1), gpu_queue("b", 2)]
     runs = []
     for label, interval in (("fast", 0.0), ("slow", 60.0)):
-        result = run(cluster(2, 2), trace, queues=queues, by_vc=True, interval=interval)
+        result = run(cluster(2, 2, price=1.5), trace, queues=queues, by_vc=True, interval=interval)
         runs.append(RunOutput(label, result, compute_metrics(result, label)))
     html = build_report(runs, "test <report>", {"trace": "tiny"}).render()
     parser = _Collector()
@@ -71,6 +71,17 @@ def test_simulation_report_has_every_plot_and_nothing_external() -> None:
     assert len(svgs) >= len(expected)
     for svg in svgs:
         ET.fromstring(svg)
+
+
+def test_an_unpriced_cluster_says_no_prices_instead_of_an_empty_cost_plot() -> None:
+    trace = [job(f"j{i}", i * 30.0, 200, 1, vc="a") for i in range(3)]
+    result = run(cluster(2), trace, queues=[gpu_queue("a", 2)], by_vc=True)
+    html = build_report([RunOutput("only", result, compute_metrics(result, "only"))], "r", {}).render()
+    parser = _Collector()
+    parser.feed(html)
+    assert "cost" not in parser.figures
+    assert "No prices: the cluster&#x27;s node pools set no pricePerGpuHour" in html or \
+        "No prices: the cluster's node pools set no pricePerGpuHour" in html
 
 
 def test_report_api_is_generic_and_deterministic() -> None:

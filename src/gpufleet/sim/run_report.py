@@ -167,6 +167,11 @@ def build_report(runs: Sequence[RunOutput], title: str, inputs: Mapping[str, Any
 
     sec = report.section("Cost", "GPU-hours x the price per GPU-hour of each node's pool, per queue.")
     cost_queues = sorted({q for r in runs for q in r.metrics["queues"]})[:24]
+    if not any(r.metrics["queues"].get(q, {}).get("cost", 0.0) for r in runs for q in cost_queues):
+        # An empty plot would read as "it cost nothing": say why there is nothing to show.
+        sec.paragraph("No prices: the cluster's node pools set no pricePerGpuHour or pricePerNodeHour "
+                      "(ClusterSpec, docs/simulator.md), so there is no cost to show.")
+        return report
     sec.figure(bar_chart(cost_queues, [(r.label, [r.metrics["queues"].get(q, {}).get("cost", 0.0)
                                                   for q in cost_queues]) for r in runs], y_label="cost"),
                "Cost per queue", "cost")
