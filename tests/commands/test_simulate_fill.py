@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -65,6 +66,8 @@ def test_compare_and_table_and_report(files: tuple[str, str], tmp_path: Path) ->
     assert "gpufleet" in out and "bestfit" in out and "random" in out and "@100" in out
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "bestfit" in html
+    assert (f"<code>gpufleet {importlib.metadata.version('gpufleet')}: gpufleet simulate fill --nodes {nodes} "
+            f"--pods {pods} --seeds 3 --compare bestfit,random --report {report}</code>") in html
     code, out, _ = invoke("--nodes", nodes, "--pods", pods, "--seeds", "3", "--compare", "bestfit", "--format", "json",
                           "--jobs", "2")
     assert code == 0

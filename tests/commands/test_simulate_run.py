@@ -173,3 +173,14 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
     with progress_bar(10, "run", show_pos=True) as bar:
         assert bar is None
         assert _finished_jobs(bar) is None
+
+
+def test_the_report_records_the_version_and_command_line(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    page = tmp_path / "r.html"
+    code, _out, err = _invoke("--limit", "20", "--queue-by", "qos", "--cycle-interval", "2m", "--report", str(page))
+    assert code == 0, err
+    version = importlib.metadata.version("gpufleet")
+    assert (f'<p class="made-by"><code>gpufleet {version}: gpufleet simulate run --queue-by qos '
+            f"--cycle-interval 120.0 --limit 20 --report {page}</code></p>") in page.read_text(encoding="utf-8")

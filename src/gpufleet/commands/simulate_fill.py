@@ -16,6 +16,7 @@ from gpufleet.adapters.text import progress_bar
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
 from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
+from gpufleet.commands.invocation import made_by
 from gpufleet.sim.fill import POLICIES, PaperResults, SeedCurves, parse_seeds, run_fill, summarize, table
 
 __all__ = ["fill"]
@@ -149,7 +150,7 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
         from gpufleet.sim.fill.report import fill_report  # matplotlib: only when a report is asked for
 
         try:
-            Path(report_file).write_text(fill_report(results, workload, paper), encoding="utf-8")
+            Path(report_file).write_text(fill_report(results, workload, paper, made_by=made_by()), encoding="utf-8")
         except OSError as err:
             raise CommandError(f"{report_file}: cannot write: {err.strerror or err}") from None
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

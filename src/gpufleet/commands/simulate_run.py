@@ -15,6 +15,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.text import ProgressBar, progress_bar, text_table
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
 from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.invocation import made_by
 from gpufleet.domain import Placement
 from gpufleet.sim import (
     CycleMode,
@@ -150,8 +151,10 @@ def run(
     if report_file:
         from gpufleet.sim import RunOutput, build_report  # matplotlib: only when a report is asked for
 
-        html = build_report([RunOutput(label or "run", r, m) for label, r, m in outputs],
-                            f"gpufleet simulate run: {inputs['trace']} on {inputs['cluster']}", inputs).render()
+        page = build_report([RunOutput(label or "run", r, m) for label, r, m in outputs],
+                            f"gpufleet simulate run: {inputs['trace']} on {inputs['cluster']}", inputs)
+        page.made_by = made_by()
+        html = page.render()
         try:
             Path(report_file).write_text(html, encoding="utf-8")
         except OSError as err:

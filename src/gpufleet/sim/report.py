@@ -90,6 +90,7 @@ class Report:
     title: str
     intro: str = ""
     sections: list[Section] = field(default_factory=list)
+    made_by: str = ""  # the command line and version that made it (a reader can make it again)
 
     def section(self, title: str, text: str = "") -> Section:
         """Append a new section (with an optional first paragraph) and return it to fill."""
@@ -108,6 +109,8 @@ class Report:
             f"<style>{_CSS}</style></head><body>",
             f"<h1>{_esc(self.title)}</h1>",
         ]
+        if self.made_by:
+            parts.append(f'<p class="made-by"><code>{_esc(self.made_by)}</code></p>')
         if self.intro:
             parts.append(f"<p>{_esc(self.intro)}</p>")
         if len(self.sections) > 1:

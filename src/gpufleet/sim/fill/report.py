@@ -21,8 +21,10 @@ def _series(results: Sequence[Mapping[str, Any]], key: str, lo: int = 0, hi: int
     return out
 
 
-def fill_report(results: Sequence[Mapping[str, Any]], workload: str, paper: PaperResults | None) -> str:
-    """A self-contained HTML page for the runs of one fill experiment (one entry per policy)."""
+def fill_report(results: Sequence[Mapping[str, Any]], workload: str, paper: PaperResults | None,
+                made_by: str = "") -> str:
+    """A self-contained HTML page for the runs of one fill experiment (one entry per policy);
+    ``made_by``: the version and command line that made it."""
     first = results[0]
     seeds = first["seeds"]
     report = Report(
@@ -30,6 +32,7 @@ def fill_report(results: Sequence[Mapping[str, Any]], workload: str, paper: Pape
         f"{first['nodes']} nodes, {first['gpus']:g} GPUs; {first['tasks']} tasks in the list, inflated to "
         f"{first['inflate']:g}x the GPU capacity; seeds {', '.join(str(s) for s in seeds)}. Tasks arrive one at "
         "a time into an empty cluster and never leave; a task that fits nowhere fails (FGD paper, ATC'23).",
+        made_by=made_by,
     )
     rows = []
     for r in results:
