@@ -73,9 +73,11 @@ def test_table_compare_and_report(files: dict[str, str], tmp_path: Path) -> None
                              "--report", str(report))
     assert code == 0, err
     assert "placement=binpack" in out and "placement=spread" in out and "JCT p99" in out
-    assert "QUEUES (placement=spread)" in out
+    header = next(line for line in out.splitlines() if line.startswith("METRIC"))
+    assert header.split() == ["METRIC", "BASELINE", "PLACEMENT=BINPACK", "PLACEMENT=SPREAD"]  # the run itself first
+    assert "QUEUES (placement=spread)" in out and "QUEUES (baseline)" in out
     html = report.read_text()
-    assert html.count('<figure id="queue-usage-') == 2 and "<svg" in html
+    assert html.count('<figure id="queue-usage-') == 3 and "<svg" in html
 
 
 def test_bundled_openb_defaults_run(tmp_path: Path) -> None:

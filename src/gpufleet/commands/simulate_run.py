@@ -105,7 +105,9 @@ def run(
         checkpoint_s=checkpoint,
         seed=seed,
     )
-    variants = parse_compare(compare) if compare else [Variant("", ())]
+    # With --compare, the run as the other options say comes first, as simulate fill shows its policy
+    # beside the compared ones: each variant is read against it.
+    variants = [Variant("baseline", ()), *parse_compare(compare)] if compare else [Variant("", ())]
     model = parse_failures(failures)
     jobs, report = load_trace(trace, kind=kind, skip_bad_rows=skip_bad_rows)
     if report.skipped:
