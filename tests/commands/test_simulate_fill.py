@@ -127,3 +127,12 @@ def test_skip_bad_rows_counts_them_and_runs_the_rest(tmp_path: Path, files: tupl
     assert code == 0, err
     assert json.loads(out)["tasks"] == 6  # p1..p6; p7 skipped
     assert "skipped 1 bad row" in err and "bad.csv:8" in err
+
+
+def test_a_line_per_finished_run_when_stderr_is_not_a_terminal(files: tuple[str, str]) -> None:
+    nodes, pods = files
+    code, _out, err = invoke("--nodes", nodes, "--pods", pods, "--seeds", "3,4", "--format", "json")
+    assert code == 0, err
+    done = [line.split(" (")[0] for line in err.splitlines() if " done: " in line]
+    assert done == ["gpufleet simulate fill: run 1/2 done: gpufleet, seed 3",
+                    "gpufleet simulate fill: run 2/2 done: gpufleet, seed 4"]

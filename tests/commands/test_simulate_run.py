@@ -186,3 +186,11 @@ def test_the_report_records_the_version_and_command_line(tmp_path: Path) -> None
     version = importlib.metadata.version("gpufleet")
     assert (f'<p class="made-by"><code>gpufleet {version}: gpufleet simulate run --queue-by qos '
             f"--cycle-interval 120.0 --limit 20 --report {page}</code></p>") in page.read_text(encoding="utf-8")
+
+
+def test_a_line_per_finished_run_when_stderr_is_not_a_terminal() -> None:
+    code, _out, err = _invoke("--limit", "20", "--queue-by", "qos", "--compare", "placement=spread")
+    assert code == 0, err
+    done = [line for line in err.splitlines() if " done: " in line]
+    assert [line.split(" (")[0] for line in done] == ["gpufleet simulate run: run 1/2 done: baseline",
+                                                      "gpufleet simulate run: run 2/2 done: placement=spread"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-__all__ = ["ProgressBar", "progress_bar", "text_table"]
+__all__ = ["ProgressBar", "progress_bar", "step_done", "text_table"]
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, numbers_right: bool = False) -> list[str]:
@@ -49,6 +49,13 @@ class ProgressBar:
         """``done`` units are done in all (the timeline reports its count of finished jobs)."""
         if done > self.done:
             self.advance(done - self.done)
+
+
+def step_done(line: str) -> None:
+    """Say on stderr that a step of a long run (a seed, a variant) is done, when stderr is not a
+    terminal (a CI log, a file): there no progress bar shows that the run is alive."""
+    if not sys.stderr.isatty():
+        click.echo(line, err=True)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from gpufleet.adapters.text import progress_bar
+from gpufleet.adapters.text import progress_bar, step_done
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
 from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
@@ -125,19 +125,21 @@ def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: fl
     if jobs > 1 and len(work) > 1:
         with progress_bar(len(work), "runs") as bar, ProcessPoolExecutor(
                 max_workers=jobs, initializer=_init_worker, initargs=(nodes, tasks)) as pool:
-            for (p, _), curves in zip(work, pool.map(_run_in_worker, [(p, s, inflate, memory) for p, s in work]),
-                                      strict=True):
+            for n, ((p, s), curves) in enumerate(zip(
+                    work, pool.map(_run_in_worker, [(p, s, inflate, memory) for p, s in work]), strict=True), 1):
                 runs[p].append(curves)
                 seconds[p] += curves.seconds
                 if bar is not None:
                     bar.advance()
+                step_done(f"gpufleet simulate fill: run {n}/{len(work)} done: {p}, seed {s} ({curves.seconds:.1f} s)")
     else:
         estimate = int(len(tasks) * max(inflate, 1.0) * 1.35) * len(work)
         with progress_bar(estimate, "tasks") as bar:
-            for p, s in work:
+            for n, (p, s) in enumerate(work, 1):
                 curves = _one_run(p, s, inflate, memory, bar.advance if bar else None)
                 runs[p].append(curves)
                 seconds[p] += curves.seconds
+                step_done(f"gpufleet simulate fill: run {n}/{len(work)} done: {p}, seed {s} ({curves.seconds:.1f} s)")
     for p in policies:
         results.append(summarize(p, runs[p], len(nodes), len(tasks), seconds[p], inflate))
     workload = _workload_name(pods_arg)

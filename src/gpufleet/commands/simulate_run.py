@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gpufleet.adapters.errors import InputError
-from gpufleet.adapters.text import ProgressBar, progress_bar, text_table
+from gpufleet.adapters.text import ProgressBar, progress_bar, step_done, text_table
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
 from gpufleet.commands.base import Command, CommandError
 from gpufleet.commands.invocation import made_by
@@ -126,9 +126,12 @@ def run(
 
     outputs: list[tuple[str, SimResult, dict[str, Any]]] = []
     engine_s = 0.0
-    for variant, (setup, options) in zip(variants, prepared, strict=True):
+    for n, (variant, (setup, options)) in enumerate(zip(variants, prepared, strict=True), 1):
+        started = time.perf_counter()
         with progress_bar(len(setup.jobs), variant.label or "simulating", show_pos=True) as bar:
             result = simulate(setup, options, progress=_finished_jobs(bar))
+        step_done(f"gpufleet simulate run: run {n}/{len(variants)} done: {variant.label or 'run'} "
+                  f"({time.perf_counter() - started:.1f} s)")
         engine_s += result.engine_seconds
         problems = check_invariants(result)
         if problems:
