@@ -107,6 +107,18 @@ def test_queue_by_an_attribute_the_trace_lacks_says_which_it_has() -> None:
     assert code == 0 and "--queue-by" not in err
 
 
+def test_the_bundled_small_cluster_is_sized_to_the_trace() -> None:
+    """``--cluster openb-small`` (package data, no file needed) gives the trace contention."""
+    from gpufleet.sim import load_cluster
+
+    cluster = load_cluster("openb-small")
+    assert len(cluster.nodes) == 6 and cluster.total_gpus == 48
+    code, out, err = _invoke("--cluster", "openb-small", "--queue-by", "qos", "--limit", "400", "--format", "json")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["inputs"]["gpus"] == 48 and body["runs"][0]["jobs"]["total"] == 400
+
+
 BAD = [
     (["--cycle-interval", "soon"], "--cycle-interval"),
     (["--trace", "/no/such/trace.csv"], "/no/such/trace.csv"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -66,6 +67,7 @@ from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
 
 __all__ = [
     "API_VERSION",
+    "BUNDLED_CLUSTER_SPECS",
     "HOSTNAME_LABEL",
     "KIND",
     "POOL_LABEL",
@@ -73,6 +75,7 @@ __all__ = [
     "SPOT_LABEL",
     "ClusterLayout",
     "cluster_from_trace_nodes",
+    "load_bundled_cluster_spec",
     "load_cluster_spec_file",
     "load_cluster_spec_text",
     "trace_nodes_to_domain",
@@ -362,6 +365,16 @@ def load_cluster_spec_text(text: str, source: str = "<cluster spec>") -> Cluster
         return _layout(doc)
     except FieldError as err:
         raise InputError(f"{source}: {err}") from None
+
+
+# ClusterSpecs shipped with the package, by the name `--cluster` takes (their files say what they model).
+BUNDLED_CLUSTER_SPECS = {"openb-small": "data/clusters/openb-small.yaml"}
+
+
+def load_bundled_cluster_spec(name: str) -> ClusterLayout:
+    """A ClusterSpec shipped with the package (:data:`BUNDLED_CLUSTER_SPECS`)."""
+    resource = resources.files("gpufleet").joinpath(BUNDLED_CLUSTER_SPECS[name])
+    return load_cluster_spec_text(resource.read_text(encoding="utf-8"), name)
 
 
 def load_cluster_spec_file(path: str | Path) -> ClusterLayout:

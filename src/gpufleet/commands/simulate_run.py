@@ -57,7 +57,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--kind", type=click.Choice(sorted(JOB_KINDS)), default=None,
               help="Trace format; recognised from the header when not given.")
 @click.option("--cluster", "cluster_arg", default="openb", show_default=True,
-              help="A ClusterSpec YAML, a node-list CSV, or 'openb' (the bundled openb GPU nodes).")
+              help="A ClusterSpec YAML, a node-list CSV, 'openb' (the bundled openb GPU nodes) or "
+                   "'openb-small' (a bundled 48-GPU cluster sized to the openb trace).")
 @click.option("--queues", "queues_file", type=click.Path(dir_okay=False), default=None,
               help="YAML of Queue objects (the Queue CRD). Default: derived from the trace (see --queue-by).")
 @click.option("--queue-by", type=click.Choice([q.value for q in QueueBy]), default=None,

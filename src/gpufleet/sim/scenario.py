@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.adapters.cluster_spec import cluster_from_trace_nodes, load_cluster_spec_file
+from gpufleet.adapters.cluster_spec import (
+    BUNDLED_CLUSTER_SPECS,
+    cluster_from_trace_nodes,
+    load_bundled_cluster_spec,
+    load_cluster_spec_file,
+)
 from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import load_config_file
 from gpufleet.adapters.traces import BUNDLED_NODE_NAMES, load_nodes
@@ -44,7 +49,10 @@ def select_jobs(jobs: Sequence[TraceJob], until_s: float | None, limit: int | No
 
 
 def load_cluster(value: str, *, skip_bad_rows: bool = False) -> SimCluster:
-    """A ClusterSpec YAML file, a trace node list (CSV), or a bundled node list name (``openb``)."""
+    """A ClusterSpec YAML file, a trace node list (CSV), a bundled node list name (``openb``) or a
+    bundled ClusterSpec name (``openb-small``)."""
+    if value in BUNDLED_CLUSTER_SPECS:
+        return SimCluster.from_layout(load_bundled_cluster_spec(value))
     if value in BUNDLED_NODE_NAMES:
         nodes, _ = load_nodes(value)
         return SimCluster.from_layout(cluster_from_trace_nodes(value, nodes))
