@@ -94,7 +94,7 @@ def test_bad_project_input_is_one_line_and_exit_2(tmp_path: Path, text: str, exp
     path.write_text(text)
     result = click.testing.CliRunner().invoke(main, ["replay", str(path)])
     assert result.exit_code == 2, result.output
-    assert result.stderr == f"{path}: {expected}\n"
+    assert result.stderr == f"gpufleet replay: {path}: {expected}\n"
     with pytest.raises(InputError) as err:
         load_snapshot_text(text, "snap.yaml")
     assert str(err.value) == f"snap.yaml: {expected}"

@@ -116,7 +116,7 @@ def fail(kind: str) -> None:
     [
         ("command", 2, "gpufleet fail: --thing: not like that (see the docs)"),
         ("outside", 1, "gpufleet fail: cannot serve on port 80: permission denied"),
-        ("input", 2, "snap.yaml: document 2 (Pod ml/a): spec: bad"),  # names its file: no prefix
+        ("input", 2, "gpufleet fail: snap.yaml: document 2 (Pod ml/a): spec: bad"),  # one prefix on every line
         ("cluster", 1, "gpufleet fail: https://10.0.0.1:6443: listing Node objects: connection refused"),
         ("cluster-input", 2, "gpufleet fail: pod ml/ghost not found"),
         ("usage", 2, "gpufleet fail: Invalid value for --node-selector: expected KEY=VALUE"),

@@ -167,7 +167,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, case: str) -> None:
                                            "--snapshot", str(tmp_path / "snapshot.yaml")])  # fmt: skip
         code, out, err = result.exit_code, result.stdout, result.stderr
     assert (code, out) == (2, "")
-    assert err == message.format(pod=tmp_path / "pod.yaml", snapshot=tmp_path / "snapshot.yaml") + "\n"
+    assert err == "gpufleet policy check: " + message.format(pod=tmp_path / "pod.yaml", snapshot=tmp_path / "snapshot.yaml") + "\n"
 
 
 @pytest.mark.parametrize(("args", "message"), [

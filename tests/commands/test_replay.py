@@ -59,7 +59,7 @@ def test_replay_of_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"{snapshot}: ")
+    assert lines[0].startswith(f"gpufleet replay: {snapshot}: ")
     assert expected in lines[0]
     assert proc.stdout == ""
 
@@ -78,6 +78,6 @@ def test_replay_with_a_bad_config_file_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert proc.stderr.splitlines() == [
-        f"{config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack', 'spread' or 'defrag', "
+        f"gpufleet replay: {config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack', 'spread' or 'defrag', "
         'got "random"'
     ]

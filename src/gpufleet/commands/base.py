@@ -85,7 +85,7 @@ def _as_line(err: Exception, command: str) -> tuple[str, int] | None:
     if isinstance(err, CommandError):
         return f"{command}: {err}", err.exit_code
     if isinstance(err, InputError):
-        return str(err), 2
+        return f"{command}: {err}", 2
     # Imported here, not at the top: only commands that read a cluster raise it, and the root command
     # must not pay for importing the kube layer at start-up.
     from gpufleet.kube.client.port import ClusterAccessError
