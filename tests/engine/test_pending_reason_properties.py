@@ -10,21 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.domain import Placement, Snapshot
 from gpufleet.engine import schedule
 
 from .strategies import inter_pod_snapshots, single_gang_snapshots, snapshots, volume_snapshots
-
-PROPERTY = settings(
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+from .test_properties import PROPERTY
 
 FIT = re.compile(r"(\d+)/(\d+) nodes fit(?:: ([^;]*))?")
 COUNT = re.compile(r"(\d+) \S")
