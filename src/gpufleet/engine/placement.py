@@ -287,10 +287,11 @@ class Placer:
             no_mem = left & (need == 0)
             if no_mem.any():
                 causes.append(f"{int(no_mem.sum())} without a GPU memory label or big enough GPU")
-            ok = share_cells(c, need)
-            short = left & ~ok.any(axis=1) & ~no_mem
+                left &= ~no_mem
+            short = left & ~share_cells(c, need).any(axis=1)
             if short.any():
-                causes.append(f"{int(short.sum())} without a GPU with {int(need.max())} free blocks")
+                causes.append(f"{int(short.sum())} without a GPU with {int(need[short].max())} free blocks")
+                left &= ~short
         if self.interpod is not None:
             more, left = self.interpod.explain(info.idx, left)
             causes.extend(more)

@@ -187,7 +187,7 @@ async def test_queue_and_pod_group_statuses() -> None:
         await settle()
     team_a = cluster.object(Kind.QUEUE, "", "team-a")["status"]  # type: ignore[index]
     assert team_a["usage"]["nvidia.com/gpu"] == "10"  # 2 x 1 + 2 x 4
-    assert team_a["guaranteedUsage"]["nvidia.com/gpu"] == "10"
+    assert team_a["guaranteedUsage"]["nvidia.com/gpu"] == "8"  # the part within its quota of 8
     assert team_a["borrowed"]["nvidia.com/gpu"] == "2"
     assert team_a["admittedGangs"] == 3 and team_a["pendingGangs"] == 0
     research = cluster.object(Kind.QUEUE, "", "research")["status"]  # type: ignore[index]
@@ -202,6 +202,34 @@ async def test_queue_and_pod_group_statuses() -> None:
     async with informing(controller):
         await controller.cycle()
     assert cluster.count("patch_status") == writes
+
+
+@pytest.mark.asyncio
+async def test_guaranteed_usage_is_the_part_of_usage_within_quota() -> None:
+    cluster = FakeCluster()
+    small_cluster(cluster, pending=2)
+    cluster.put(Kind.QUEUE, queue("research", 6))
+    cluster.put(Kind.QUEUE, queue("team-a", 8, parent="research"))  # over-commits research
+    cluster.put(Kind.QUEUE, queue("team-c", parent="research"))  # no quota: nothing guaranteed
+    cluster.put(Kind.POD_GROUP, pod_group("job", 2))
+    for i in range(2):
+        cluster.put(Kind.POD, pod(f"job-{i}", 4, group="job"))
+    cluster.put(Kind.POD, pod("c0", 1, queue="team-c"))
+    controller = make_controller(cluster)
+    async with informing(controller):
+        await controller.cycle()
+        await settle()
+
+    def figures(name: str) -> tuple[str, str, str]:
+        status = cluster.object(Kind.QUEUE, "", name)["status"]  # type: ignore[index]
+        return (status["usage"]["nvidia.com/gpu"], status["guaranteedUsage"]["nvidia.com/gpu"],
+                status["borrowed"]["nvidia.com/gpu"])
+
+    assert figures("team-a") == ("10", "8", "2")  # min(usage 10, quota 8)
+    assert figures("team-c") == ("1", "0", "1")
+    # research: min(8 + 0 from its children, its quota of 6)
+    assert figures("research") == ("11", "6", "5")
+    assert figures("team-b") == ("0", "0", "0")
 
 
 @pytest.mark.asyncio

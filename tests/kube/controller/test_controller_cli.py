@@ -46,7 +46,7 @@ def test_an_unusable_kubeconfig_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["controller", "--kubeconfig", str(config)])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gpufleet controller: cannot use the cluster configuration")
+    assert lines == [f"gpufleet controller: cannot use the cluster configuration: {config}: defines no clusters"]
 
 
 @pytest.mark.asyncio

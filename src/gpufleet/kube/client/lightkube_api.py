@@ -18,6 +18,7 @@ through that transport's aiohttp session (half the client CPU per binding; see B
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,7 +27,7 @@ import httpx2
 import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.client_adapter import verify_cluster
-from lightkube.config.kubeconfig import SingleConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SingleConfig
 from lightkube.core import resource as lk_resource
 from lightkube.core.exceptions import ApiError as LightkubeApiError
 from lightkube.core.exceptions import ConfigError
@@ -234,16 +235,65 @@ def _load_config(kubeconfig: str | None, context: str | None, server: str | None
 
         return KubeConfig.from_one(cluster=Cluster(server=server), user=User()).get()
     if kubeconfig is None:
-        return KubeConfig.from_env().get(context)
+        try:
+            return KubeConfig.from_service_account().get(context)
+        except ConfigError:  # not in a cluster: $KUBECONFIG, then ~/.kube/config, as lightkube looks
+            kubeconfig = os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     path = Path(kubeconfig).expanduser()
     if not path.is_file():
         raise ClusterAccessError(f"{kubeconfig}: no such kubeconfig file", exit_code=2)
+    return _read_kubeconfig(path, kubeconfig, context).get(context)
+
+
+def _read_kubeconfig(path: Path, label: str, context: str | None) -> KubeConfig:
+    """The kubeconfig at ``path``, checked so that each thing wrong with it is one line naming the
+    file (``label``) and the thing (ClusterAccessError, exit 2), not a traceback out of lightkube."""
+
+    def wrong(what: str) -> ClusterAccessError:
+        return ClusterAccessError(f"{label}: {what}", exit_code=2)
+
     try:
-        config = KubeConfig.from_file(path)
-    except (ConfigError, OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, KeyError, TypeError,
-            AttributeError) as err:
-        raise ClusterAccessError(f"{kubeconfig}: not a usable kubeconfig: {err}", exit_code=2) from None
-    return config.get(context)
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise wrong(f"cannot be read: {err}") from None
+    try:
+        conf = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise wrong(f"not YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(conf, dict):
+        kind = type(conf).__name__
+        raise wrong("an empty file" if conf is None else f"not a kubeconfig: a YAML {kind}, not a mapping")
+    entries: dict[str, dict[str, Any]] = {}
+    for section, key in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+        items = conf.get(section)
+        if items is None and section == "users":
+            items = []
+        if not isinstance(items, list) or (not items and section != "users"):
+            raise wrong(f"defines no {section}" if not items else f"{section} is not a list")
+        entries[section] = {}
+        for i, item in enumerate(items):
+            if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get(key), dict)):
+                raise wrong(f"{section}[{i}] needs a name and a {key} mapping")
+            entries[section][item["name"]] = item[key]
+    for name, cluster in entries["clusters"].items():
+        if not isinstance(cluster.get("server"), str):
+            raise wrong(f"cluster {name} has no server")
+    chosen = context if context is not None else conf.get("current-context")
+    if not chosen:
+        raise wrong("sets no current-context")
+    if not isinstance(chosen, str) or chosen not in entries["contexts"]:
+        raise wrong(f"defines no context {chosen}")
+    ctx = entries["contexts"][chosen]
+    if not isinstance(ctx.get("cluster"), str) or ctx["cluster"] not in entries["clusters"]:
+        raise wrong(f"context {chosen} names cluster {ctx.get('cluster')}, which the file does not define")
+    if ctx.get("user") and (not isinstance(ctx["user"], str) or ctx["user"] not in entries["users"]):
+        raise wrong(f"context {chosen} names user {ctx['user']}, which the file does not define")
+    try:
+        return KubeConfig.from_dict(conf, fname=path)
+    except (ConfigError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise wrong(f"not a usable kubeconfig: {type(err).__name__}: {err}") from None
 
 
 def connect(

@@ -140,12 +140,12 @@ def queue_reports(queues: Sequence[Queue], view: SnapshotView, state: EndState) 
                     )
             else:
                 report.quota[r] = children_quota
-            if children[name]:
-                report.guaranteed[r] = sum(
-                    min(reports[c].guaranteed[r], reports[c].quota.get(r, 0)) for c in children[name]
-                )
-            else:
-                report.guaranteed[r] = report.usage[r]
+            # semantics.md's guaranteed usage: a leaf's usage; a parent's, the sum over its children
+            # of min(their guaranteed usage, their quota), which is the sum of their reported figures.
+            # Reported: the part of it within the queue's own quota (docs/controller.md, "Status").
+            guaranteed = (sum(reports[c].guaranteed[r] for c in children[name]) if children[name]
+                          else report.usage[r])
+            report.guaranteed[r] = min(guaranteed, report.quota[r])
             report.borrowed[r] = max(0, report.usage[r] - report.quota[r])
     return reports
 
