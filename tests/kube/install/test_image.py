@@ -105,7 +105,7 @@ def test_the_runtime_stage_installs_nothing_and_removes_pip() -> None:
     copies = [rest for word, rest in runtime if word in ("COPY", "ADD")]
     assert copies and all(c.startswith("--from=build ") for c in copies), copies
     build_run = " ".join(rest for word, rest in stages()["build"] if word == "RUN")
-    assert "/opt/gpufleet/bin/python -m pip uninstall --yes pip" in build_run
+    assert "/opt/gpufleet/bin/python -m pip uninstall --yes setuptools pip" in build_run
 
 
 def test_the_image_holds_the_agent_extra_and_not_the_reports_extra() -> None:
