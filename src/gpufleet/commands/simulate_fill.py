@@ -16,6 +16,7 @@ from gpufleet.adapters.text import progress_bar, step_done
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, load_nodes, load_trace
 from gpufleet.adapters.traces.records import TraceJob, TraceNode
 from gpufleet.commands.base import Command, CommandError, FiniteFloatRange
+from gpufleet.commands.extras import require_reports_extra
 from gpufleet.commands.invocation import made_by
 from gpufleet.sim.fill import POLICIES, PaperResults, SeedCurves, parse_seeds, run_fill, summarize, table
 
@@ -91,6 +92,8 @@ def _run_in_worker(args: tuple[str, int, float, bool]) -> SeedCurves:
 def fill(nodes_arg: str, pods_arg: str, policy: str, seeds_arg: str, inflate: float, compare: str | None, fmt: str,
          report_file: str | None, jobs: int, no_memory: bool, skip_bad_rows: bool, paper_file: str | None) -> None:
     """Fill an empty cluster with tasks that never leave; GPU allocation by arrived workload (FGD, ATC'23)."""
+    if report_file:
+        require_reports_extra("--report")  # before the run, not after it
     wall = time.perf_counter()
     try:
         seeds = parse_seeds(seeds_arg)

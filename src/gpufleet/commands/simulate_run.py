@@ -15,6 +15,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.text import ProgressBar, progress_bar, step_done, text_table
 from gpufleet.adapters.traces import BUNDLED_TASK_NAMES, JOB_KINDS, load_trace
 from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.extras import require_reports_extra
 from gpufleet.commands.invocation import made_by
 from gpufleet.domain import Placement
 from gpufleet.sim import (
@@ -93,6 +94,8 @@ def run(
     seed: int, skip_bad_rows: bool, fmt: str, report_file: str | None, compare: tuple[str, ...],
 ) -> None:
     """Run a workload trace through the scheduler on a modelled cluster, in virtual time."""
+    if report_file:
+        require_reports_extra("--report")  # before the run, not after it
     wall = time.perf_counter()
     cpu = time.process_time()
     base = RunSettings(
