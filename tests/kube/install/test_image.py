@@ -120,7 +120,7 @@ def test_the_runtime_stage_carries_oci_labels_of_the_package() -> None:
     labels = " ".join(rest for word, rest in stages()["runtime"] if word == "LABEL")
     pairs = dict(item.split("=", 1) for item in shlex.split(labels))
     assert pairs["org.opencontainers.image.version"] == "${VERSION}"
-    assert pairs["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]["text"]
+    assert pairs["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]  # an SPDX expression
     assert pairs["org.opencontainers.image.source"] == yaml.safe_load((CHART / "Chart.yaml").read_text())["home"]
 
 
@@ -128,9 +128,10 @@ def test_the_build_context_is_the_wheel_sources_only() -> None:
     lines = [line for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
              if line and not line.startswith("#")]  # fmt: skip
     assert lines[0] == "*"
-    assert {line[1:] for line in lines if line.startswith("!")} == {"pyproject.toml", "setup.py", "README.md", "src/"}
+    assert {line[1:] for line in lines if line.startswith("!")} == {"pyproject.toml", "setup.py", "README.md", "LICENSE",
+                                                                    "src/"}
     copied = [rest for word, rest in stages()["build"] if word == "COPY"]
-    assert copied == ["pyproject.toml setup.py README.md ./", "src ./src"]
+    assert copied == ["pyproject.toml setup.py README.md LICENSE ./", "src ./src"]
 
 
 def test_hadolint_finds_nothing_in_the_containerfile() -> None:
