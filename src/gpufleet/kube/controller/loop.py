@@ -393,8 +393,34 @@ class Controller:
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
+        self._log_cycle(result, time.perf_counter() - started)
         self.last = result
         return result
+
+    def _log_cycle(self, result: CycleResult, seconds: float) -> None:
+        """The controller's own info lines: one per binding, per eviction, and one per cycle that
+        bound, evicted or failed something (other cycles log their line at debug)."""
+        for key in result.bound:
+            flight = self.binder.inflight.get(key)
+            where = f" to node {flight.binding.node}" if flight is not None else ""
+            gpus = flight.binding.gpus if flight is not None else ()
+            log.info("bound pod %s%s%s", key, where, f" (GPUs {','.join(map(str, gpus))})" if gpus else "",
+                     extra={"pod": key, "node": flight.binding.node if flight is not None else None,
+                            "gpus": list(gpus)})
+        why = {e.pod: e for e in result.decisions.evictions}
+        for outcome in result.evicted:
+            if outcome.result == "evicted":
+                eviction = why.get(outcome.pod)
+                reason = f" ({eviction.reason.value}, for {eviction.by})" if eviction is not None else ""
+                log.info("evicted pod %s%s", outcome.pod, reason, extra={"pod": outcome.pod})
+        decisions = result.decisions
+        counts = {"bound": len(result.bound), "failed": len(result.failed), "evicted": len(result.evicted),
+                  "pending": len(decisions.pending), "waiting": len(result.planned)}
+        acted = counts["bound"] or counts["failed"] or counts["evicted"] or result.skipped
+        level = logging.INFO if acted else logging.DEBUG
+        log.log(level, "cycle %d: %d bound, %d failed, %d evicted, %d pending, %d gangs waiting%s (%.3fs)",
+                self.cycles, *counts.values(), f"; skipped: {result.skipped}" if result.skipped else "", seconds,
+                extra={"cycle": self.cycles, **counts, "seconds": round(seconds, 6)})
 
     # ------------------------------------------------------------------------------- acting
 
