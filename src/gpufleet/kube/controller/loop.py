@@ -103,6 +103,8 @@ class ControllerConfig:
     # pods/status patches (PodScheduled=False, nominatedNodeName) per cycle, after the bindings;
     # pods not yet marked first, the rest in later cycles.
     pod_status_batch: int = 1000
+    # A Scheduled Event per bound pod, posted in the background after the cycle's bindings.
+    scheduled_events: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
 
@@ -174,6 +176,7 @@ class Controller:
         self.victims: dict[PodKey, Victim] = {}
         self.cycles = 0
         self.last: CycleResult | None = None
+        self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
         self._dirty = asyncio.Event()
         self._last_cycle = float("-inf")
 
@@ -197,9 +200,9 @@ class Controller:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
+            for task in [*tasks, *self._event_tasks]:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *self._event_tasks, return_exceptions=True)
             if self.elector is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.elector.release())
@@ -461,7 +464,29 @@ class Controller:
         if failed:
             self._dirty.set()  # the engine decides the failed ones again
         await self._binding_failure_events(outcomes)
+        self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
+
+    def _scheduled_events(self, bound: Sequence[PodKey]) -> None:
+        """A ``Scheduled`` Event per bound pod (kube-scheduler's reason and note), posted in the
+        background once the cycle's bindings are done: off the binding path, so that they do not
+        slow it (BENCHMARKS.md, "controller"). :meth:`drain_events` waits for them."""
+        if not bound or not self.config.scheduled_events:
+            return
+        events: list[tuple[PodEvent, bool]] = []
+        for key in bound:
+            flight = self.binder.inflight.get(key)
+            if flight is not None:
+                note = f"Successfully assigned {key} to {flight.binding.node}"
+                events.append((self._event(key, "Scheduled", note, "Normal", "Binding"), True))
+        task = asyncio.create_task(self._emit_all(events), name="scheduled-events")
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def drain_events(self) -> None:
+        """Wait until the Scheduled Events of past cycles are posted (or failed)."""
+        while self._event_tasks:
+            await asyncio.gather(*list(self._event_tasks), return_exceptions=True)
 
     def _gpu_memory_of(self, node: str) -> int | None:
         """MiB per GPU of ``node`` from its ``nvidia.com/gpu.memory`` label (None: unknown)."""
