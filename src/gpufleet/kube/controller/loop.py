@@ -479,9 +479,21 @@ class Controller:
             if flight is not None:
                 note = f"Successfully assigned {key} to {flight.binding.node}"
                 events.append((self._event(key, "Scheduled", note, "Normal", "Binding"), True))
-        task = asyncio.create_task(self._emit_all(events), name="scheduled-events")
+        task = asyncio.create_task(self._post_in_background(events), name="scheduled-events")
         self._event_tasks.add(task)
         task.add_done_callback(self._event_tasks.discard)
+
+    async def _post_in_background(self, events: list[tuple[PodEvent, bool]], workers: int = 8) -> None:
+        """Post ``events`` with a few calls in flight at a time (not one task per Event: ten thousand
+        of them at once would take the event loop from the watches that confirm the bindings)."""
+        queue = iter(events)
+
+        async def worker() -> None:
+            for event, force in queue:
+                if self.is_leader():
+                    await self.events.emit(event, force=force)
+
+        await asyncio.gather(*(worker() for _ in range(min(workers, len(events)))))
 
     async def drain_events(self) -> None:
         """Wait until the Scheduled Events of past cycles are posted (or failed)."""
