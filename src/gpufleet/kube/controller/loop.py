@@ -417,7 +417,8 @@ class Controller:
                 reason = f" ({eviction.reason.value}, for {eviction.by})" if eviction is not None else ""
                 log.info("evicted pod %s%s", outcome.pod, reason, extra={"pod": outcome.pod})
         decisions = result.decisions
-        counts = {"bound": len(result.bound), "failed": len(result.failed), "evicted": len(result.evicted),
+        evicted = sum(1 for outcome in result.evicted if outcome.result == "evicted")  # not blocked, failed, gone
+        counts = {"bound": len(result.bound), "failed": len(result.failed), "evicted": evicted,
                   "pending": len(decisions.pending), "waiting": len(result.planned)}
         acted = counts["bound"] or counts["failed"] or counts["evicted"] or result.skipped
         level = logging.INFO if acted else logging.DEBUG
