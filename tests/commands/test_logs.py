@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -14,18 +15,34 @@ from gpufleet.cli import main
 from gpufleet.commands.logs import REQUEST_LOGGERS, JsonFormatter, StderrHandler, configure_logging
 
 
-@pytest.fixture()
-def restore_logging() -> Iterator[None]:
+@contextlib.contextmanager
+def bare_root() -> Iterator[None]:
+    """A root logger without handlers (pytest's own set aside), as a command starts with; restored after."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     levels = {name: logging.getLogger(name).level for name in REQUEST_LOGGERS}
+    for handler in handlers:
+        root.removeHandler(handler)
     yield
     for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
     root.setLevel(level)
     for name, old in levels.items():
         logging.getLogger(name).setLevel(old)
+
+
+def test_logging_configured_elsewhere_is_left_alone() -> None:
+    root = logging.getLogger()
+    foreign = logging.NullHandler()
+    root.addHandler(foreign)
+    before = (list(root.handlers), root.level, logging.getLogger("httpx").level)
+    try:
+        assert configure_logging("debug", "json") is None
+        assert (list(root.handlers), root.level, logging.getLogger("httpx").level) == before
+    finally:
+        root.removeHandler(foreign)
 
 
 def _record(**extra: object) -> logging.LogRecord:
@@ -55,8 +72,12 @@ def test_json_formatter_carries_the_traceback() -> None:
     assert out["exception"].endswith("ValueError: boom")
 
 
-@pytest.mark.usefixtures("restore_logging")
 def test_configure_json(capsys: pytest.CaptureFixture[str]) -> None:
+    with bare_root():
+        _configure_json(capsys)
+
+
+def _configure_json(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("info", "json")
     configure_logging("info", "json")  # a second call replaces its handler: one line per record
     assert sum(isinstance(h, StderrHandler) for h in logging.getLogger().handlers) == 1
@@ -67,10 +88,14 @@ def test_configure_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert (out["level"], out["logger"], out["message"], out["cycle"]) == ("INFO", "gpufleet.test", "cycle 3", 3)
 
 
-@pytest.mark.usefixtures("restore_logging")
 def test_the_http_libraries_request_lines_are_debug_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with bare_root():
+        _request_lines(capsys)
+
+
+def _request_lines(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("info", "text")
-    for name in ("aiohttp.access", "httpx"):
+    for name in ("aiohttp.access", "httpx", "httpx2"):
         logging.getLogger(name).info("GET /api/v1/pods 200")
     logging.getLogger("httpx").warning("connection reset")
     [line] = capsys.readouterr().err.splitlines()  # the request lines are not shown at info

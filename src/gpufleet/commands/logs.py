@@ -3,8 +3,8 @@
 ``--log-level`` and ``--log-format text|json``. ``json`` writes one JSON object per line on stderr:
 ``timestamp`` (RFC 3339, UTC, milliseconds), ``level``, ``logger``, ``message``, then every extra
 field the call passed (``log.info(..., extra={"pod": key})``) and ``exception`` (the traceback) when
-there is one. The HTTP libraries' per-request lines (``aiohttp.access``, ``httpx``, ``httpcore``,
-``lightkube``) are debug lines: shown, as ``DEBUG``, only with ``--log-level debug``.
+there is one. The HTTP libraries' per-request lines (``aiohttp.access``, ``httpx``, ``httpx2``,
+``httpcore``, ``lightkube``) are debug lines: shown, as ``DEBUG``, only with ``--log-level debug``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # Loggers of the HTTP libraries that write a line per request (at info): demoted to debug.
-REQUEST_LOGGERS = ("aiohttp.access", "httpx", "httpcore", "lightkube")
+REQUEST_LOGGERS = ("aiohttp.access", "httpx", "httpx2", "httpcore", "lightkube")
 
 # Attributes every LogRecord has: anything else on a record came from ``extra=``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
@@ -92,15 +92,18 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def configure_logging(level: str, log_format: str = "text") -> logging.Handler:
+def configure_logging(level: str, log_format: str = "text") -> logging.Handler | None:
     """Log ``level`` and above to stderr as ``text`` or ``json``; returns the handler installed on
-    the root logger (replacing the one an earlier call installed; other handlers stay)."""
+    the root logger (replacing the one an earlier call installed). Where something else already
+    configured logging (a handler of its own on the root logger: an embedding program, pytest),
+    nothing is changed and None returned, as ``logging.basicConfig`` does."""
+    root = logging.getLogger()
+    if any(not isinstance(h, StderrHandler) for h in root.handlers):
+        return None
     handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
     for old in list(root.handlers):
-        if isinstance(old, StderrHandler):
-            root.removeHandler(old)
+        root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
     debug = root.level <= logging.DEBUG
