@@ -59,13 +59,15 @@ def _serve(shape: str, scale: float, conn: Connection) -> None:
 
 
 async def _control(
-    url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str
+    url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str,
+    scheduled_events: bool = True,
 ) -> dict[str, Any]:
     from gpufleet.kube import Controller, ControllerConfig, Kind, RealClock, connect
 
     api = connect(server=url, field_manager=manager, fast_http=http == "aiohttp", concurrency=concurrency,
                   timeout=60.0, list_chunk_size=None)
-    config = ControllerConfig(identity="bench", min_interval=0.0, concurrency=concurrency, annotate_via=annotate)
+    config = ControllerConfig(identity="bench", min_interval=0.0, concurrency=concurrency, annotate_via=annotate,
+                              scheduled_events=scheduled_events)
     controller = Controller(api, RealClock(), config)
     bound = {"pods": 0}
     done = asyncio.Event()
@@ -108,7 +110,8 @@ async def _control(
 
 
 def run_once(shape: str, scale: float, concurrency: int, http: str, profile: bool = False,
-             manager: str | None = "gpufleet", annotate: str = "patch") -> dict[str, Any]:
+             manager: str | None = "gpufleet", annotate: str = "patch",
+             scheduled_events: bool = True) -> dict[str, Any]:
     from gpufleet.bench.shapes import make_shape
 
     snapshot = make_shape(shape, scale=scale)
@@ -125,7 +128,7 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: boo
 
             profiler = cProfile.Profile()
             profiler.enable()
-        result = asyncio.run(_control(url, concurrency, http, pending + already, manager, annotate))
+        result = asyncio.run(_control(url, concurrency, http, pending + already, manager, annotate, scheduled_events))
         if profile:
             profiler.disable()
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(60)
@@ -138,6 +141,7 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: boo
     writes = sum(n for op, n in ops.items() if op not in ("list", "watch"))
     return {
         "shape": shape, "scale": scale, "http": http, "annotate": annotate, "concurrency": concurrency, "pods": pending,
+        "scheduled_events": scheduled_events,
         "seconds": round(result["bound"], 2),
         "pods_per_s": round(pending / result["bound"], 1),
         "bind_phase_pods_per_s": round(pending / (result["bound"] - result.get("decided", 0.0)), 1),
@@ -160,9 +164,11 @@ def main() -> None:
                         help="patch: annotate, then bind (2 calls); binding: annotations carried by the Binding")
     parser.add_argument("--field-manager", default="gpufleet", help="'' for none")
     parser.add_argument("--profile", action="store_true", help="cProfile of the controller on stderr")
+    parser.add_argument("--no-scheduled-events", dest="scheduled_events", action="store_false",
+                        help="without the Scheduled Event of each bound pod")
     args = parser.parse_args()
     runs = [run_once(args.shape, args.scale, args.concurrency, args.http, args.profile, args.field_manager or None,
-                     args.annotate_via) for _ in range(args.repeat)]
+                     args.annotate_via, args.scheduled_events) for _ in range(args.repeat)]
     for run in runs:
         print(json.dumps(run), flush=True)
     if len(runs) > 1:

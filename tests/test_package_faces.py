@@ -26,3 +26,16 @@ def test_replay_does_not_import_the_heavy_clients() -> None:
             "print(sorted(m for m in ('aiohttp', 'matplotlib', 'prometheus_client', 'kmock') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_kubectl_plugin_entry_point_runs_the_same_cli() -> None:
+    """``kubectl gpufleet explain ...`` runs ``kubectl-gpufleet explain ...`` from the PATH: the same CLI."""
+    from importlib.metadata import entry_points
+    from pathlib import Path
+
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts") if "gpufleet" in ep.name}
+    assert scripts == {"gpufleet": "gpufleet.cli:main", "kubectl-gpufleet": "gpufleet.cli:main"}
+    plugin = Path(sys.executable).parent / "kubectl-gpufleet"
+    out = subprocess.run([str(plugin), "--help"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("Usage: kubectl-gpufleet [OPTIONS] COMMAND [ARGS]...")
+    assert "explain" in out

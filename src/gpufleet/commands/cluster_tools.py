@@ -8,6 +8,7 @@ objects the scheduler cannot read). Every failure is one line on stderr (see ``c
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -84,7 +85,11 @@ def snapshot(kubeconfig: str | None, context: str | None, output: str | None) ->
               help="The pod's namespace (default: the context's; POD may also be NAMESPACE/NAME).")
 @_kubeconfig
 @_context
-def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+@click.option("-o", "--output", "output_format", type=click.Choice(["text", "json", "yaml"]), default="text",
+              show_default=True, help="text: plain words; json or yaml: the documented schema "
+              "(gpufleet.dev/explain/v1), with the pod's position in its queue.")
+def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: str | None,
+            output_format: str = "text") -> None:
     """Explain what the scheduler would do with POD now: bind it where, keep it pending and why,
     or evict it (or others) for whom."""
     if "/" in pod:
@@ -99,5 +104,12 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
     )
     for warning in explanation.warnings:
         click.echo(f"warning: {warning}", err=True)
-    for line in explanation.lines:
-        click.echo(line)
+    if output_format == "json":
+        click.echo(json.dumps(explanation.report, indent=2))
+    elif output_format == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(explanation.report, sort_keys=False), nl=False)
+    else:
+        for line in explanation.lines:
+            click.echo(line)

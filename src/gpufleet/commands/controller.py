@@ -10,6 +10,7 @@ import socket
 import click
 
 from gpufleet.commands.base import Command, CommandError, FiniteFloatRange, cancel_on_signals
+from gpufleet.commands.logs import configure_logging, log_format_option, log_level_option
 from gpufleet.kube import (
     ClusterAccessError,
     Controller,
@@ -67,18 +68,19 @@ async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> N
                    "carries the annotations and the API server writes them with the node (one call per pod).")
 @click.option("--http", "http_engine", type=click.Choice(["aiohttp", "httpx"]), default="aiohttp", show_default=True,
               help="HTTP engine under lightkube (httpx honours HTTP proxies).")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
+@log_level_option
+@log_format_option
 def controller(kubeconfig: str | None, server: str | None, namespace: str, lease_name: str, identity: str | None,
                leader_elect: bool, min_interval: float, metrics_port: int, health_port: int | None,
-               concurrency: int, annotate_via: str, http_engine: str, log_level: str) -> None:
+               concurrency: int, annotate_via: str, http_engine: str, log_level: str,
+               log_format: str = "text") -> None:
     """Run the scheduler controller: bind pods of schedulerName gpufleet with the engine's decisions.
 
     See docs/controller.md.
     """
     from gpufleet.kube import connect
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format)
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
         raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     try:

@@ -12,6 +12,7 @@ import click
 
 from gpufleet.agent.deviceplugin.paths import DEFAULT_KUBELET_DIR
 from gpufleet.commands.base import Command, CommandError, cancel_on_signals
+from gpufleet.commands.logs import configure_logging, log_format_option, log_level_option
 from gpufleet.domain.wire import MPS_HOST_ROOT
 
 if TYPE_CHECKING:
@@ -45,10 +46,11 @@ async def _serve(plugin: DevicePlugin) -> None:
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
               help="Kubeconfig file; default: in-cluster service account, then $KUBECONFIG, ~/.kube/config.")
 @click.option("--server", "api_server", default=None, help="A plain API server URL instead of a kubeconfig.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
+@log_level_option
+@log_format_option
 def device_plugin(node: str, kubelet_dir: str, device_list_strategy: str, mps_host_dir: str,
-                  kubeconfig: str | None, api_server: str | None, log_level: str) -> None:
+                  kubeconfig: str | None, api_server: str | None, log_level: str,
+                  log_format: str = "text") -> None:
     """Advertise nvidia.com/gpu and gpufleet.dev/mps-share to the kubelet, and give each container the
     GPUs gpufleet annotated on its pod (refusing any other)."""
     if not node.strip():
@@ -69,7 +71,7 @@ def device_plugin(node: str, kubelet_dir: str, device_list_strategy: str, mps_ho
     from gpufleet.agent.gpus.nvml import open_nvml
     from gpufleet.kube import ClusterAccessError, RealClock, connect
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format)
     try:
         reader = open_nvml()
     except GpuReaderError as err:

@@ -3,12 +3,12 @@ and, with ``--tenancy``, the Project rules at creation (docs/semantics-notes.md,
 
 from __future__ import annotations
 
-import logging
 import ssl
 
 import click
 
 from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.logs import configure_logging, log_format_option, log_level_option
 from gpufleet.kube import DEFAULT_MPS_HOST_DIR, MutationSettings, ServerSettings, run_server, tls_context
 
 __all__ = ["webhook"]
@@ -41,8 +41,8 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--node-selector", "node_selector", multiple=True, metavar="KEY=VALUE",
               help="Add to fractional pods' nodeSelector (where the MPS DaemonSet runs); repeatable.")
 @click.option("--runtime-class", default=None, help="spec.runtimeClassName for fractional pods that set none.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
+@log_level_option
+@log_format_option
 @click.option("--tenancy", is_flag=True,
               help="Check pods of gpufleet's and PodGroups against the Projects at creation, record the "
                    "submitter, and grant queues by SubjectAccessReview (reads the cluster).")
@@ -61,7 +61,7 @@ def _selector(pairs: tuple[str, ...]) -> dict[str, str]:
                    "statefulset-controller.")
 def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, insecure_http: bool,
             gpu_memory_mib: int | None, mps_host_dir: str, node_selector: tuple[str, ...],
-            runtime_class: str | None, log_level: str, tenancy: bool, kubeconfig: str | None,
+            runtime_class: str | None, log_level: str, log_format: str, tenancy: bool, kubeconfig: str | None,
             api_server: str | None, access_ttl: float, access_denied_ttl: float,
             trusted_controllers: tuple[str, ...]) -> None:
     """Serve the admission webhook: fractional-GPU pods get their gpufleet.dev/mps-share, pods that
@@ -77,7 +77,7 @@ def webhook(host: str, port: int, cert_file: str | None, key_file: str | None, i
                            "only); --insecure-http serves plain HTTP for local tests")
     if not mps_host_dir.startswith("/"):
         raise CommandError(f"--mps-host-dir must be an absolute path, got {mps_host_dir!r}")
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format)
     if cert_file and key_file:
         try:  # fail here, in one line, rather than inside the server's start-up
             tls_context(cert_file, key_file)

@@ -7,8 +7,10 @@ Besides ``schedule``, the package offers what the simulator's fill experiment bu
 engine's node/GPU state (``ClusterState``), static feasibility, the fit test (does a pod fit a
 node now, which GPUs a share may take: the placement's own rule, so that "fits" cannot mean two
 things), the fragmentation model and its target workload, and ``PlacementSession`` (the engine's
-placement, one pod at a time), and ``screen`` (what the engine leaves out of a snapshot, and
-why: the controller's Node Events and queue usage follow it). Every name here is already loaded
+placement, one pod at a time), ``admission_order`` (each leaf queue's pending gangs in the order
+the engine tries them: ``gpufleet explain`` reports a pod's place in it), and ``screen`` (what
+the engine leaves out of a snapshot, and why: the controller's Node Events and queue usage
+follow it). Every name here is already loaded
 by ``schedule``'s own imports, so importing the package costs no more.
 """
 
@@ -24,7 +26,7 @@ from gpufleet.engine.fragmentation import (
     shape_of,
 )
 from gpufleet.engine.intake import Screened, screen
-from gpufleet.engine.scheduler import schedule
+from gpufleet.engine.scheduler import admission_order, schedule
 from gpufleet.engine.session import PlacementSession
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "StaticFeasibility",
     "TargetShape",
     "TargetWorkload",
+    "admission_order",
     "blocks_for_memory",
     "gpu_fit",
     "node_fit",

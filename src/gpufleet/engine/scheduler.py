@@ -285,3 +285,15 @@ def schedule(snapshot: Snapshot) -> Decisions:
     finally:
         if paused:
             gc.enable()
+
+
+def admission_order(snapshot: Snapshot) -> dict[str, tuple[str, ...]]:
+    """Each leaf queue's pending gangs in the order the engine tries them, as of the start of a
+    ``schedule(snapshot)`` call: leaf queue name -> gang keys (PodGroup key, or the pod key of a
+    gang of one), first tried first. Only candidates are listed: a gang waiting for its PodGroup,
+    its scheduling gates, its minMember pods or a Project rule is in no queue's order. Queues with
+    no candidate are left out. (Between queues the engine alternates by fair order: the rank is
+    within the leaf queue.)"""
+    engine = Engine(snapshot)
+    return {engine.forest.name(leaf): tuple(engine.gangs[g].key for g in gangs)
+            for leaf, gangs in sorted(engine.admission.candidates().items())}

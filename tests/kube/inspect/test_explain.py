@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -144,3 +145,72 @@ def test_a_label_naming_a_missing_pod_group_waits_for_it() -> None:
     lines = explain("team-a", "a-g-1", client(objects)).splitlines()
     assert lines == ["team-a/a-g-1 is pending; it asks for 4 whole GPUs, in gang team-a/missing.",
                      "It would stay pending: pod group team-a/missing does not exist."]
+
+
+# ------------------------------------------------------------------- -o json|yaml (gpufleet.dev/explain/v1)
+
+A_TRAIN_REPORT = {
+    "schema": "gpufleet.dev/explain/v1",
+    "pod": {"namespace": "team-a", "name": "a-train", "phase": "Pending"},
+    "state": "pending",
+    "gang": None,
+    "node": None,
+    "decision": "bind",
+    "binding": {"node": "n2", "gpus": [0, 1, 2, 3, 4, 5, 6, 7], "gpuBlocks": None},
+    "pendingReason": None,
+    "evictedBy": None,
+    "evicts": [{"pod": "team-b/b-run-1", "reason": "reclaim"}],
+    # team-a's pending gangs in admission order (priority, creation, name): a-huge, a-train, a-nb
+    "queuePosition": {"queue": "team-a", "rank": 2, "count": 3},
+    "message": [
+        "team-a/a-train is pending; it asks for 8 whole GPUs.",
+        "gpufleet would bind it to node n2 (GPUs 0,1,2,3,4,5,6,7).",
+        "To make room it would evict:",
+        "  - team-b/b-run-1 (reclaim: its queue uses more than its quota, and the queue of team-a/a-train "
+        "is within its own)",
+    ],
+    "warnings": [],
+}
+
+
+def test_cli_explain_json(serving: FakeCluster) -> None:
+    result = CliRunner().invoke(main, ["explain", "team-a/a-train", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == A_TRAIN_REPORT
+    assert list(json.loads(result.stdout)) == list(A_TRAIN_REPORT)  # the documented field order
+
+
+def test_cli_explain_yaml(serving: FakeCluster) -> None:
+    result = CliRunner().invoke(main, ["explain", "team-a/a-nb", "--output", "yaml"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "schema: gpufleet.dev/explain/v1\n"
+        "pod:\n  namespace: team-a\n  name: a-nb\n  phase: Pending\n"
+        "state: pending\ngang: null\nnode: null\ndecision: bind\n"
+        "binding:\n  node: n3\n  gpus:\n  - 0\n  gpuBlocks: 25\n"
+        "pendingReason: null\nevictedBy: null\nevicts: []\n"
+        "queuePosition:\n  queue: team-a\n  rank: 3\n  count: 3\n"
+        "message:\n- team-a/a-nb is pending; it asks for 20 GiB of one GPU's memory.\n"
+        "- gpufleet would bind it to node n3 (25/100 of GPU 0).\n"
+        "warnings: []\n"
+    )
+
+
+def test_report_of_a_running_pod_evicted_and_of_a_gang_member() -> None:
+    report = explain_with(client(), "team-b", "b-run-1").report
+    assert {k: report[k] for k in ("state", "node", "decision", "evictedBy", "queuePosition")} == {
+        "state": "running", "node": "n2", "decision": "evict",
+        "evictedBy": {"pod": "team-a/a-train", "reason": "reclaim"}, "queuePosition": None}  # fmt: skip
+    objects = cluster_objects()
+    for index in range(2):
+        member = pod("team-a", f"a-g-{index}", gpus=4, queue="team-a", priority_class="train",
+                     created="2024-12-31T00:00:00Z")
+        member["metadata"]["labels"]["gpufleet.dev/pod-group"] = "pair"
+        objects[Kind.POD].append(member)
+    objects[Kind.POD_GROUP] = [{"apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
+                                "metadata": {"name": "pair", "namespace": "team-a"}, "spec": {"minMember": 2}}]
+    report = explain_with(client(objects), "team-a", "a-g-1").report
+    assert report["gang"] == "team-a/pair"
+    assert report["queuePosition"] == {"queue": "team-a", "rank": 1, "count": 4}  # older than a-huge: first
+    assert explain_with(client(objects), "ml", "done").report["state"] == "finished"
+    assert explain_with(client(objects), "default", "web").report["state"] == "foreign"

@@ -197,9 +197,31 @@ def test_names_scopes_subresources() -> None:
     assert crds["PodGroup"]["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert "subresources" not in crds["SchedulerConfig"]["spec"]["versions"][0]
     assert crds["Project"]["spec"]["versions"][0]["subresources"] == {"status": {}}
-    # gproj: Volcano and KAI take queue/q, podgroup/pg; only the Project has a short name of ours
-    assert {kind: c["spec"]["names"].get("shortNames") for kind, c in crds.items()} == {
-        "Queue": None, "PodGroup": None, "SchedulerConfig": None, "Project": ["gproj"]}  # fmt: skip
+    assert {kind: c["spec"]["names"]["shortNames"] for kind, c in crds.items()} == {
+        "Queue": ["gq"], "PodGroup": ["gpg"], "SchedulerConfig": ["gsc"], "Project": ["gproj"]}  # fmt: skip
+    assert {kind: c["spec"]["names"]["categories"] for kind, c in crds.items()} == {
+        kind: ["gpufleet"] for kind in crds}  # `kubectl get gpufleet` lists them all
+
+
+# Short names (and plurals/singulars, which kubectl resolves the same way) taken by the peers a platform
+# engineer runs beside us: Volcano (queues, podgroups, jobs, ...), KAI (scheduling.run.ai, kai.scheduler),
+# Kueue, and the core/built-in resources of kubectl.
+PEER_NAMES = {
+    "volcano": {"q", "queue", "queues", "queue-v1beta1", "pg", "podgroup", "podgroups", "podgroup-v1beta1", "vcjob",
+                "vj", "vcjobs", "jobflow", "jf", "jobtemplate", "jt", "numatopo", "numatopology", "hn", "hypernode",
+                "command", "commands"},
+    "kai": {"queue", "queues", "pg", "podgroup", "podgroups", "bindrequest", "topology", "config", "schedulingshard"},
+    "kueue": {"cq", "clusterqueue", "lq", "localqueue", "wl", "workload", "rf", "resourceflavor", "queue"},
+    "core": {"cm", "cs", "csr", "ds", "deploy", "ep", "ev", "hpa", "ing", "limits", "netpol", "no", "ns", "pc", "pdb",
+             "po", "psp", "pv", "pvc", "quota", "rc", "rs", "sa", "sc", "sts", "svc", "crd", "crds", "ingclass"},
+}
+
+
+def test_short_names_collide_with_no_peer() -> None:
+    taken = set().union(*PEER_NAMES.values())
+    ours = [name for kind in CRD_KINDS for name in kind.short_names]
+    assert len(ours) == len(set(ours)) and sorted(ours) == ["gpg", "gproj", "gq", "gsc"]
+    assert taken.isdisjoint(ours)
 
 
 def _resolve_json_path(schema: dict[str, Any], json_path: str) -> dict[str, Any] | None:

@@ -103,6 +103,8 @@ class ControllerConfig:
     # pods/status patches (PodScheduled=False, nominatedNodeName) per cycle, after the bindings;
     # pods not yet marked first, the rest in later cycles.
     pod_status_batch: int = 1000
+    # A Scheduled Event per bound pod, posted in the background after the cycle's bindings.
+    scheduled_events: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
 
@@ -174,6 +176,7 @@ class Controller:
         self.victims: dict[PodKey, Victim] = {}
         self.cycles = 0
         self.last: CycleResult | None = None
+        self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
         self._dirty = asyncio.Event()
         self._last_cycle = float("-inf")
 
@@ -197,9 +200,9 @@ class Controller:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
+            for task in [*tasks, *self._event_tasks]:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *self._event_tasks, return_exceptions=True)
             if self.elector is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.elector.release())
@@ -393,8 +396,35 @@ class Controller:
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
+        self._log_cycle(result, time.perf_counter() - started)
         self.last = result
         return result
+
+    def _log_cycle(self, result: CycleResult, seconds: float) -> None:
+        """The controller's own info lines: one per binding, per eviction, and one per cycle that
+        bound, evicted or failed something (other cycles log their line at debug)."""
+        for key in result.bound:
+            flight = self.binder.inflight.get(key)
+            where = f" to node {flight.binding.node}" if flight is not None else ""
+            gpus = flight.binding.gpus if flight is not None else ()
+            log.info("bound pod %s%s%s", key, where, f" (GPUs {','.join(map(str, gpus))})" if gpus else "",
+                     extra={"pod": key, "node": flight.binding.node if flight is not None else None,
+                            "gpus": list(gpus)})
+        why = {e.pod: e for e in result.decisions.evictions}
+        for outcome in result.evicted:
+            if outcome.result == "evicted":
+                eviction = why.get(outcome.pod)
+                reason = f" ({eviction.reason.value}, for {eviction.by})" if eviction is not None else ""
+                log.info("evicted pod %s%s", outcome.pod, reason, extra={"pod": outcome.pod})
+        decisions = result.decisions
+        evicted = sum(1 for outcome in result.evicted if outcome.result == "evicted")  # not blocked, failed, gone
+        counts = {"bound": len(result.bound), "failed": len(result.failed), "evicted": evicted,
+                  "pending": len(decisions.pending), "waiting": len(result.planned)}
+        acted = counts["bound"] or counts["failed"] or counts["evicted"] or result.skipped
+        level = logging.INFO if acted else logging.DEBUG
+        log.log(level, "cycle %d: %d bound, %d failed, %d evicted, %d pending, %d gangs waiting%s (%.3fs)",
+                self.cycles, *counts.values(), f"; skipped: {result.skipped}" if result.skipped else "", seconds,
+                extra={"cycle": self.cycles, **counts, "seconds": round(seconds, 6)})
 
     # ------------------------------------------------------------------------------- acting
 
@@ -435,7 +465,41 @@ class Controller:
         if failed:
             self._dirty.set()  # the engine decides the failed ones again
         await self._binding_failure_events(outcomes)
+        self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
+
+    def _scheduled_events(self, bound: Sequence[PodKey]) -> None:
+        """A ``Scheduled`` Event per bound pod (kube-scheduler's reason and note), posted in the
+        background once the cycle's bindings are done: off the binding path, so that they do not
+        slow it (BENCHMARKS.md, "controller"). :meth:`drain_events` waits for them."""
+        if not bound or not self.config.scheduled_events:
+            return
+        events: list[tuple[PodEvent, bool]] = []
+        for key in bound:
+            flight = self.binder.inflight.get(key)
+            if flight is not None:
+                note = f"Successfully assigned {key} to {flight.binding.node}"
+                events.append((self._event(key, "Scheduled", note, "Normal", "Binding"), True))
+        task = asyncio.create_task(self._post_in_background(events), name="scheduled-events")
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _post_in_background(self, events: list[tuple[PodEvent, bool]], workers: int = 8) -> None:
+        """Post ``events`` with a few calls in flight at a time (not one task per Event: ten thousand
+        of them at once would take the event loop from the watches that confirm the bindings)."""
+        queue = iter(events)
+
+        async def worker() -> None:
+            for event, force in queue:
+                if self.is_leader():
+                    await self.events.emit(event, force=force)
+
+        await asyncio.gather(*(worker() for _ in range(min(workers, len(events)))))
+
+    async def drain_events(self) -> None:
+        """Wait until the Scheduled Events of past cycles are posted (or failed)."""
+        while self._event_tasks:
+            await asyncio.gather(*list(self._event_tasks), return_exceptions=True)
 
     def _gpu_memory_of(self, node: str) -> int | None:
         """MiB per GPU of ``node`` from its ``nvidia.com/gpu.memory`` label (None: unknown)."""

@@ -232,7 +232,30 @@ def group_status(facts: GroupFacts, existing: Mapping[str, Any] | None, now: flo
     since: Any = _time(now)
     if existing and existing.get("phase") == phase.value and existing.get("lastTransitionTime"):
         since = existing["lastTransitionTime"]
-    return PodGroupStatus(phase=phase, boundPods=facts.bound, lastReason=reason, lastTransitionTime=since).to_api()
+    return PodGroupStatus(phase=phase, boundPods=facts.bound, lastReason=reason, lastTransitionTime=since,
+                          conditions=[_scheduled_condition(facts, phase, reason, existing, now)]).to_api()
+
+
+SCHEDULED = "Scheduled"
+
+
+def _scheduled_condition(facts: GroupFacts, phase: PodGroupPhase, reason: str, existing: Mapping[str, Any] | None,
+                         now: float) -> Condition:
+    """``Scheduled``: True once minMember pods hold a node (Admitted, Running); False with reason
+    ``Unschedulable`` and the engine's pending reason as its message, ``WaitingForPods`` while fewer
+    than minMember pods exist, ``PodsFailed`` when too many failed. ``lastTransitionTime`` (the
+    injected clock's ``now``) moves only when the status changes."""
+    if phase in (PodGroupPhase.ADMITTED, PodGroupPhase.RUNNING):
+        status, why = ConditionStatus.TRUE, "Scheduled"
+    elif phase == PodGroupPhase.FAILED:
+        status, why = ConditionStatus.FALSE, "PodsFailed"
+    else:
+        status, why = ConditionStatus.FALSE, "Unschedulable" if facts.reason else "WaitingForPods"
+    previous = _existing_condition(existing, SCHEDULED)
+    since: Any = _time(now)
+    if previous is not None and previous.get("status") == status.value and previous.get("lastTransitionTime"):
+        since = previous["lastTransitionTime"]
+    return Condition(type=SCHEDULED, status=status, reason=why, message=reason, lastTransitionTime=since)
 
 
 def same_status(model: type[QueueStatus] | type[PodGroupStatus] | type[ProjectStatus], current: Any,

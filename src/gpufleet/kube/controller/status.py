@@ -112,6 +112,12 @@ class PodGroupStatus(_Status):
     boundPods: Count = Field(0, description="Pods of the group bound to a node.")
     lastReason: StrictStr = Field("", description="Why the group is in its phase, e.g. why it cannot be placed.")
     lastTransitionTime: datetime | None = Field(None, description="When the phase last changed.")
+    conditions: list[Condition] | None = Field(
+        None,
+        description="Standard conditions: Scheduled (True once minMember pods are bound; False with reason "
+        "Unschedulable and the scheduler's message while it waits, PodsFailed when too many failed).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
 
 
 class ProjectStatus(_Status):

@@ -12,17 +12,17 @@ ResourceClaims they are and their devices.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.adapters import InputError, load_snapshot_documents, resolve_devices
 from gpufleet.domain import SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.domain.queues import gang_key
-from gpufleet.engine import schedule
+from gpufleet.engine import admission_order, schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
 from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
 
-__all__ = ["Explanation", "PodFacts", "explain_in_cluster", "explain_pod"]
+__all__ = ["EXPLANATION_SCHEMA", "Explanation", "PodFacts", "explain_in_cluster", "explain_pod", "explain_report"]
 
 SNAPSHOT_SOURCE = "cluster snapshot"
 
@@ -173,10 +173,68 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
     return lines
 
 
+EXPLANATION_SCHEMA = "gpufleet.dev/explain/v1"  # docs/controller.md, "gpufleet explain -o json|yaml"
+
+
+def _state(facts: PodFacts, pod: Pod | None) -> str:
+    if facts.phase in FINISHED_PHASES:
+        return "finished"
+    if pod is None:
+        return "foreign" if facts.scheduler_name != SCHEDULER_NAME and facts.node_name is None else "absent"
+    return "running" if pod.bound else "pending"
+
+
+def _queue_position(pod: Pod, order: Mapping[str, tuple[str, ...]]) -> dict[str, Any] | None:
+    gang = gang_key(pod) if pod.group_label else pod.key
+    for queue, gangs in order.items():
+        if gang in gangs:
+            return {"queue": queue, "rank": gangs.index(gang) + 1, "count": len(gangs)}
+    return None
+
+
+def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
+                   order: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The machine-readable explanation (``-o json|yaml``): the schema ``EXPLANATION_SCHEMA``,
+    field by field in docs/controller.md; ``message`` holds the text lines of :func:`explain_pod`.
+    ``order`` is :func:`gpufleet.engine.admission_order` of the same snapshot."""
+    key = facts.key
+    pod = next((p for p in snapshot.pods if p.key == key), None) if facts.phase not in FINISHED_PHASES else None
+    state = _state(facts, pod)
+    binding = next((b for b in decisions.bindings if b.pod == key), None)
+    eviction = next((e for e in decisions.evictions if e.pod == key), None)
+    pending = next((p for p in decisions.pending if p.pod == key), None)
+    evicts: list[Eviction] = []
+    if pod is not None and binding is not None:
+        members = _gang_members(pod, snapshot)
+        evicts = [e for e in decisions.evictions if e.by in members]
+    decision: str | None = None
+    if state == "running":
+        decision = "evict" if eviction is not None else "keep-running"
+    elif state == "pending":
+        decision = ("bind" if binding is not None else "bind-then-evict" if eviction is not None
+                    else "stay-pending" if pending is not None else "none")
+    return {
+        "schema": EXPLANATION_SCHEMA,
+        "pod": {"namespace": facts.namespace, "name": facts.name, "phase": facts.phase},
+        "state": state,
+        "gang": gang_key(pod) if pod is not None and pod.group_label else None,
+        "node": pod.node_name if pod is not None and pod.bound else None,
+        "decision": decision,
+        "binding": None if binding is None else {
+            "node": binding.node, "gpus": list(binding.gpus), "gpuBlocks": binding.gpu_blocks},
+        "pendingReason": pending.reason if pending is not None and binding is None else None,
+        "evictedBy": None if eviction is None else {"pod": eviction.by, "reason": eviction.reason.value},
+        "evicts": [{"pod": e.pod, "reason": e.reason.value} for e in evicts],
+        "queuePosition": _queue_position(pod, order) if state == "pending" and pod is not None else None,
+        "message": explain_pod(facts, snapshot, decisions),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Explanation:
     lines: tuple[str, ...]
     warnings: tuple[str, ...] = ()  # about the snapshot (e.g. gpufleet's CRDs not installed)
+    report: dict[str, Any] = field(default_factory=dict)  # explain_report, plus "warnings"
 
 
 async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
@@ -197,5 +255,7 @@ async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Expl
         raise ClusterAccessError(f"the cluster holds an object gpufleet cannot read: {err}") from None
     devices = resolve_devices(snapshot)  # DRA claims read as replay and the controller read them
     decisions = devices.attach(schedule(devices.snapshot))
-    lines = explain_pod(PodFacts.from_dict(raw, namespace, name), devices.snapshot, decisions)
-    return Explanation(lines=tuple(lines), warnings=snap.warnings + devices.warnings)
+    facts = PodFacts.from_dict(raw, namespace, name)
+    report = explain_report(facts, devices.snapshot, decisions, admission_order(devices.snapshot))
+    warnings = snap.warnings + devices.warnings
+    return Explanation(lines=tuple(report["message"]), warnings=warnings, report={**report, "warnings": list(warnings)})

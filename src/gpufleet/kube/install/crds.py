@@ -213,6 +213,7 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             PrinterColumn("Pending", "integer", ".status.pendingGangs", "Gangs waiting."),
             _AGE,
         ),
+        short_names=("gq",),
     ),
     CrdKind(
         kind="PodGroup",
@@ -231,6 +232,7 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             PrinterColumn("Reason", "string", ".status.lastReason", "Why the gang is in its phase.", 1),
             _AGE,
         ),
+        short_names=("gpg",),
     ),
     CrdKind(
         kind="SchedulerConfig",
@@ -245,6 +247,7 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             PrinterColumn("Default Queue", "string", ".spec.defaultQueue", "Queue of pods that name none."),
             _AGE,
         ),
+        short_names=("gsc",),
     ),
     CrdKind(
         kind="Project",

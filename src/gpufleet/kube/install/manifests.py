@@ -8,7 +8,8 @@ so the two ways cannot drift apart:
 - a Namespace, the controller's ServiceAccount, a least-privilege ClusterRole (the API rules the
   controller uses, from :mod:`gpufleet.kube.install.rbac`) and its binding, a Role for the leader-election
   Lease in the install namespace;
-- the controller Deployment (two replicas, one leader) and a Service for its ``/metrics``;
+- the controller Deployment (two replicas, one leader), its PodDisruptionBudget and a Service for its
+  ``/metrics``;
 - with ``webhook=True``, the fractional-GPU admission webhook of :mod:`gpufleet.kube.webhook.review`
   (Deployment, Service, PodDisruptionBudget, MutatingWebhookConfiguration) with its certificate
   from cert-manager, as the chart makes them with ``webhook.enabled=true`` and
@@ -476,6 +477,14 @@ def _tenancy_chart_files(chart_dir: Path) -> dict[Path, str]:
     }
 
 
+def _controller_pdb(options: InstallOptions) -> dict[str, Any]:
+    """The controller's PodDisruptionBudget (two replicas: a drain never takes leader and standby at
+    once), as the chart's controller-pdb.yaml makes it."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _meta(CONTROLLER, options.namespace, "controller"),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": _labels("controller")}}}  # fmt: skip
+
+
 def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> list[dict[str, Any]]:
     """Every object to install, CRDs excluded (they are printed verbatim), in apply order."""
     rules = rules or controller_rbac_rules()
@@ -483,6 +492,7 @@ def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> 
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace, "labels": _labels()}}
     ]
     objects += _controller_objects(options, rules)
+    objects.append(_controller_pdb(options))
     objects += _tenancy_objects(options)
     if options.webhook:
         objects += _webhook_objects(options)
