@@ -25,6 +25,7 @@ from gpufleet.engine.fragmentation import (
     TargetWorkload,
     shape_of,
 )
+from gpufleet.engine.incremental import IncrementalEngine
 from gpufleet.engine.intake import Screened, screen
 from gpufleet.engine.scheduler import admission_order, schedule
 from gpufleet.engine.session import PlacementSession
@@ -34,6 +35,7 @@ __all__ = [
     "ChangedNodes",
     "ClusterState",
     "FragmentationModel",
+    "IncrementalEngine",
     "IntArray",
     "NodeStates",
     "PlacementSession",
