@@ -26,6 +26,14 @@ second or two at full size. At ``scale=1.0``:
   ``single-gpu``, class ``gpu.nvidia.com`` with NVIDIA's CEL selector); the running pods' claims
   are allocated and reserved for them.
 
+- ``queues-2000``: 5,000 nodes; 10,000 pending 1-GPU pods spread over the 2,000 leaves of a
+  3-level queue tree (10 organisations x 20 departments x 10 teams; team quotas of 0 to 6 GPUs
+  and weights 1 to 3, every other organisation capped at half its teams' quotas), so the fair
+  order switches between in-quota heads and borrowing ones (issue 13).
+- ``stuck-gangs``: 5,000 nodes in racks of 40, each rack with 37 nodes running a 1-GPU pod;
+  8,000 gangs of 4 pods of 8 GPUs that must stay in one rack (none can: a rack has 3 whole
+  nodes free) and 5,000 pending 1-GPU pods that fit (issue 13).
+
 ``scale`` shrinks node and pod counts proportionally (at least 1 of each). The labels and
 annotations of every object agree with its typed fields, so a shape survives a YAML round trip.
 """
@@ -88,7 +96,7 @@ __all__ = [
 ]
 
 SHAPES: tuple[str, ...] = ("basic", "gang-small", "gang-large", "preemption", "topology", "affinity",
-                           "basic-projects", "dra-basic")
+                           "basic-projects", "dra-basic", "queues-2000", "stuck-gangs")
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -524,6 +532,66 @@ def _dra_basic(scale: float) -> Snapshot:
                    claim_templates=(ClaimTemplate(NAMESPACE, "single-gpu", requests=request),))
 
 
+QUEUE_ROOTS, QUEUE_CHILDREN, QUEUE_LEAVES = 10, 20, 10
+
+
+def _queues_2000(scale: float) -> Snapshot:
+    """``basic``'s pending pods over a deep tree (see the module's docstring)."""
+    nodes = _nodes(scaled(5000, scale))
+    queues: list[Queue] = []
+    leaves: list[QueueName] = []
+    for r in range(QUEUE_ROOTS):
+        root = QueueName(f"org-{r:02d}")
+        root_quota = 0
+        for c in range(QUEUE_CHILDREN):
+            child = QueueName(f"{root}-dept-{c:02d}")
+            queues.append(Queue(name=child, parent=root))
+            for j in range(QUEUE_LEAVES):
+                k = len(leaves)
+                leaf = QueueName(f"{child}-team-{j:02d}")
+                quota = k % 7  # 0 to 6 GPUs: some leaves stay in quota, some borrow
+                root_quota += quota
+                leaves.append(leaf)
+                queues.append(Queue(name=leaf, parent=child, weight=1.0 + k % 3,
+                                    resources={GPU: QueueResource(quota=quota * MILLI)}))
+        # Odd organisations set a quota of half their leaves' sum: their own limit binds first.
+        resources = {GPU: QueueResource(quota=root_quota // 2 * MILLI)} if r % 2 else {}
+        queues.append(Queue(name=root, resources=resources))
+    labels = [{LABEL_QUEUE: q} for q in leaves]
+    stride = 7 if len(leaves) % 7 else 1
+    pods = tuple(
+        _pending_pod(f"job-{i:05d}", leaves[(i * stride) % len(leaves)], labels[(i * stride) % len(leaves)], 1,
+                     TRAIN, BASE_TIME + i)
+        for i in range(scaled(10000, scale))
+    )
+    return Snapshot(nodes=nodes, pods=pods, priority_classes=(TRAIN,), queues=tuple(queues), config=_config())
+
+
+def _stuck_gangs(scale: float) -> Snapshot:
+    """Gangs no rack can hold, and one-GPU pods that fit (see the module's docstring)."""
+    nodes = _nodes(scaled(5000, scale))
+    gpu_index = _gpu_index_annotations()
+    serving = QueueName("serving")
+    batch = QueueName("batch")
+    pods: list[Pod] = []
+    # Every rack keeps only 3 whole nodes free: one GPU in use on each of the others.
+    for i, node in enumerate(nodes):
+        if i % RACK_SIZE < RACK_SIZE - 3:
+            pods.append(_running_pod(f"serve-{i:05d}", serving, {LABEL_QUEUE: serving}, node, (0,), gpu_index[0],
+                                     TRAIN, BASE_TIME - 3600.0 + i, 1.0))
+    groups, gang_pods = _gangs(n_groups=scaled(8000, scale), group_size=4, gpus=GPUS_PER_NODE,
+                               name=lambda g: f"stuck-{g:04d}", topology_required=RACK_LABEL)
+    pods.extend(gang_pods)
+    for i in range(scaled(5000, scale)):
+        pods.append(_pending_pod(f"fill-{i:05d}", batch, {LABEL_QUEUE: batch}, 1, TRAIN, BASE_TIME + i))
+    gpus = len(nodes) * GPUS_PER_NODE
+    queues = (*_leaf_queues(_even_quotas(gpus // 4)),
+              Queue(name=serving, resources={GPU: QueueResource(quota=gpus // 4 * MILLI)}),
+              Queue(name=batch, resources={GPU: QueueResource(quota=gpus // 4 * MILLI)}))
+    return Snapshot(nodes=nodes, pods=tuple(pods), priority_classes=(TRAIN,), queues=queues,
+                    pod_groups=tuple(groups), config=_config())
+
+
 _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "basic": _basic,
     "gang-small": _gang_small,
@@ -533,6 +601,8 @@ _BUILDERS: Mapping[str, Callable[[float], Snapshot]] = {
     "affinity": _affinity,
     "basic-projects": _basic_projects,
     "dra-basic": _dra_basic,
+    "queues-2000": _queues_2000,
+    "stuck-gangs": _stuck_gangs,
 }
 
 

@@ -8,13 +8,14 @@ dominant usage (in quota) or borrowed share (borrowing), ties by the gangs' own 
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
+from heapq import heapify, heappop, heappush
 
-from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.queues import NONE, QueueForest
 from gpufleet.engine.tenancy import PendingLimits
 from gpufleet.engine.workload import Gang, PodInfo
 
-__all__ = ["FairOrder", "gated_reason"]
+__all__ = ["FairOrder", "Turn", "gated_reason"]
 
 GATED_REASON = "waiting for scheduling gates: "
 
@@ -22,8 +23,6 @@ GATED_REASON = "waiting for scheduling gates: "
 def gated_reason(gates: Sequence[str]) -> str:
     """The pending reason of a gang whose pods carry ``spec.schedulingGates``."""
     return GATED_REASON + ", ".join(gates)
-
-Epoch = tuple[int, int]
 
 
 class FairOrder:
@@ -40,9 +39,6 @@ class FairOrder:
         self.pods = pods
         self.evicted = evicted
         self.open_gangs = open_gangs
-        self._epoch: Epoch = (-1, -1)
-        self._in_quota: dict[int, bool] = {}
-        self._share_keys: dict[tuple[int, bool], float] = {}
 
     def pending_members(self, gang: Gang) -> list[int]:
         """Members not bound and not evicted, largest first."""
@@ -85,51 +81,268 @@ class FairOrder:
             lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
         return per_leaf
 
-    def pick(self, heads: dict[int, int], requests: dict[int, list[int]], epoch: Epoch) -> int:
-        """The next gang to try: in-quota heads first, then fair order level by level.
+    def turn(self, per_leaf: dict[int, list[int]], request_of: Callable[[list[int]], list[int]]) -> Turn:
+        """One cycle's fair order over ``per_leaf`` (from :meth:`candidates`); ``request_of`` gives
+        what a gang's pending members count against quota (taken when the gang becomes a head)."""
+        return Turn(self, per_leaf, request_of)
 
-        ``epoch`` changes whenever queue usage may have (an admission or eviction, a new cycle):
-        until then the in-quota tests and fair-order keys of earlier picks still hold.
-        """
-        f = self.forest
-        if self._epoch != epoch:
-            self._epoch = epoch
-            self._in_quota.clear()
-            self._share_keys.clear()
-        in_quota_of = self._in_quota
-        in_quota: dict[int, bool] = {}
-        for leaf, g in heads.items():
-            got = in_quota_of.get(g)
-            if got is None:
-                got = in_quota_of[g] = f.in_quota(leaf, requests[g])
-            in_quota[leaf] = got
-        pool = {leaf: g for leaf, g in heads.items() if in_quota[leaf]} or heads
-        borrowing = not any(in_quota.values())
-        contains: dict[int, int] = {}  # queue -> best head below it
 
-        def tiebreak(g: int) -> tuple[int, float, str]:
-            gang = self.gangs[g]
-            return (-gang.priority, gang.creation, gang.key)
+Tiebreak = tuple[int, float, str]
+# A queue's entry in its parent's heap: (fair key, tiebreak of the best head below it, position
+# among its siblings, stamp, queue, that head). Entries whose stamp is not the queue's current
+# one are stale and skipped; the position settles ties the way a scan of the siblings would.
+Entry = tuple[float, Tiebreak, int, int, int, int]
+IN_QUOTA, BORROWING = 0, 1
 
-        keys = self._share_keys
 
-        def key(q: int) -> float:
-            got = keys.get((q, borrowing))
-            if got is None:
-                got = keys[(q, borrowing)] = f.borrowed_share(q) if borrowing else f.dominant_usage(q)
-            return got
+class Turn:
+    """One cycle's heads and the fair-order pick between them: a tournament over the queue forest.
 
-        def best(q: int) -> int | None:
-            if q in contains:
-                return contains[q]
-            if f.is_leaf(q):
-                rep = pool.get(q)
+    Each queue keeps, per mode (in-quota heads with dominant-usage keys; all heads with
+    borrowed-share keys), a heap of its children's entries: a child's fair key and its best
+    head's tiebreak. The best head of a queue is that of its top entry, so the pick is the top
+    of the roots' heap. An admission, eviction or new head re-keys only the queues on the
+    changed leaf's path (O(depth x log fan-out)); borrowing mode is brought up to date only
+    when no head is in quota.
+
+    In-quota tests are exact but rarely repeated: a head of leaf X with request r is in quota
+    iff r <= quota(A) - guaranteed(A) on every queue A of X's path (once a test passes at a
+    queue, the whole request carries to the next). Guaranteed usage changes only on the paths of
+    leaves whose usage changed (``QueueForest.touched``); where it grew, only in-quota heads
+    asking more than the queue's slack can fall out (``ub``: an upper bound of what in-quota
+    heads below a queue ask), and where it shrank only heads out of quota below it can come in
+    (``outside``: how many there are). Those heads are tested again with ``QueueForest.in_quota``.
+    No closures, no reference cycles: a cycle's structure dies by reference counting.
+    """
+
+    def __init__(self, order: FairOrder, per_leaf: dict[int, list[int]],
+                 request_of: Callable[[list[int]], list[int]]) -> None:
+        f = order.forest
+        n = len(f.queues)
+        self.forest = f
+        self.order = order
+        self.per_leaf = per_leaf
+        self.request_of = request_of
+        self.top = n  # the virtual parent of the roots
+        self.up = [p if p != NONE else n for p in f.parent]
+        self.kids: list[list[int]] = [*f.children, f.roots]
+        self.pos = [0] * n
+        for kids in self.kids:
+            for i, c in enumerate(kids):
+                self.pos[c] = i
+        m = f.m
+        self.zero = [0] * m
+        self.ptr = dict.fromkeys(per_leaf, 0)
+        self.head = [-1] * n
+        self.req: list[list[int]] = [self.zero] * n
+        self.tie: list[Tiebreak] = [(0, 0.0, "")] * n
+        self.inq = [False] * n
+        self.ub: list[list[int]] = [self.zero] * n  # rows replaced, never changed in place
+        self.outside = [0] * n
+        self.n_in = 0  # heads in quota: none, and the in-quota tournament is not looked at
+        self.seen: list[list[int]] = list(f.guaranteed)
+        f.touched.clear()
+        self.dirty: tuple[set[int], set[int]] = (set(), set())
+        self.heaps: tuple[list[list[Entry]], list[list[Entry]]] = ([[] for _ in range(n + 1)],
+                                                                 [[] for _ in range(n + 1)])
+        self.stamp = ([0] * n, [0] * n)
+        self.entry: tuple[list[tuple[float, int] | None], list[tuple[float, int] | None]] = ([None] * n,
+                                                                                            [None] * n)
+        for leaf, gangs in per_leaf.items():
+            if not f.is_leaf(leaf):
+                raise ValueError(f"queue {f.name(leaf)} has pods but is not a leaf queue")
+            self._set_head(leaf, gangs[0])  # and marks the leaf for both tournaments
+
+    # -- heads -----------------------------------------------------------------------------
+
+    def request(self, leaf: int) -> list[int]:
+        """The request of ``leaf``'s head, as taken when it became the head."""
+        return self.req[leaf]
+
+    def advance(self, leaf: int) -> None:
+        """The head of ``leaf`` was tried: the next candidate of the leaf becomes its head."""
+        if self.head[leaf] >= 0:
+            if self.inq[leaf]:
+                self.n_in -= 1
             else:
-                options = [(c, b) for c in f.children[q] if (b := best(c)) is not None]
-                rep = min(options, key=lambda cb: (key(cb[0]), tiebreak(cb[1])))[1] if options else None
-            if rep is not None:
-                contains[q] = rep
-            return rep
+                for q in self.forest.paths[leaf]:
+                    self.outside[q] -= 1
+        self.head[leaf] = -1
+        self.inq[leaf] = False
+        self.ub[leaf] = self.zero
+        self.dirty[IN_QUOTA].add(leaf)
+        self.dirty[BORROWING].add(leaf)
+        at = self.ptr[leaf] = self.ptr[leaf] + 1
+        gangs = self.per_leaf[leaf]
+        if at < len(gangs):
+            self._set_head(leaf, gangs[at])
 
-        roots = [(r, b) for r in f.roots if (b := best(r)) is not None]
-        return min(roots, key=lambda rb: (key(rb[0]), tiebreak(rb[1])))[1]
+    def _set_head(self, leaf: int, g: int) -> None:
+        f = self.forest
+        gang = self.order.gangs[g]
+        req = self.request_of(self.order.pending_members(gang))
+        self.head[leaf] = g
+        self.req[leaf] = req
+        self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
+        self.dirty[IN_QUOTA].add(leaf)
+        self.dirty[BORROWING].add(leaf)
+        if f.in_quota(leaf, req):
+            self._mark_in(leaf)
+        else:
+            self.inq[leaf] = False
+            for q in f.paths[leaf]:
+                self.outside[q] += 1
+
+    def _mark_in(self, leaf: int) -> None:
+        self.inq[leaf] = True
+        self.n_in += 1
+        req, ub = self.req[leaf], self.ub
+        for q in self.forest.paths[leaf]:
+            row = ub[q]
+            if any(r > u for r, u in zip(req, row, strict=True)):
+                ub[q] = [max(r, u) for r, u in zip(req, row, strict=True)]
+
+    def _flip(self, leaf: int, inside: bool) -> None:
+        self.dirty[IN_QUOTA].add(leaf)
+        step = -1 if inside else 1
+        for q in self.forest.paths[leaf]:
+            self.outside[q] += step
+        if inside:
+            self._mark_in(leaf)
+        else:
+            self.inq[leaf] = False
+            self.n_in -= 1
+            self.ub[leaf] = self.zero
+
+    # -- keeping in-quota tests exact --------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Catch up with usage changed since the last pick: re-key the changed paths, and test
+        again the heads whose in-quota verdict may have changed."""
+        f = self.forest
+        touched = f.touched
+        if not touched:
+            return
+        seen, gu, paths = self.seen, f.guaranteed, f.paths
+        changed: list[tuple[int, list[int]]] = []
+        dirty_in, dirty_borrowing = self.dirty
+        for leaf in touched:
+            dirty_in.add(leaf)
+            dirty_borrowing.add(leaf)
+            for q in paths[leaf]:
+                now, was = gu[q], seen[q]
+                if now is not was and now != was:
+                    changed.append((q, was))
+                    seen[q] = now
+        touched.clear()
+        if not changed:
+            return
+        grown: list[int] = []
+        for q, was in changed:  # less guaranteed usage: heads out of quota may come in
+            now = gu[q]
+            less = more = False
+            for a, b in zip(now, was, strict=True):
+                if a < b:
+                    less = True
+                elif a > b:
+                    more = True
+            if less:
+                self._let_in(q)
+            if more:
+                grown.append(q)
+        ub = self.ub
+        for q in grown:  # more: heads in quota asking more than the slack may fall out
+            slack = [max(quota - used, 0) for quota, used in zip(f.quota[q], gu[q], strict=True)]
+            if any(u > s for u, s in zip(ub[q], slack, strict=True)):
+                self._let_out(q, slack)
+
+    def _let_in(self, q: int) -> None:
+        if not self.outside[q]:
+            return
+        if self.forest.is_leaf(q):
+            if self.head[q] >= 0 and not self.inq[q] and self.forest.in_quota(q, self.req[q]):
+                self._flip(q, True)
+            return
+        for c in self.kids[q]:
+            self._let_in(c)
+
+    def _let_out(self, q: int, slack: list[int]) -> None:
+        if self.forest.is_leaf(q):
+            if self.head[q] >= 0 and self.inq[q] and not self.forest.in_quota(q, self.req[q]):
+                self._flip(q, False)
+            return
+        ub = self.ub
+        kids = self.kids[q]
+        for c in kids:
+            if any(u > s for u, s in zip(ub[c], slack, strict=True)):
+                self._let_out(c, slack)
+        ub[q] = [max(col) for col in zip(*(ub[c] for c in kids), strict=True)] if self.zero else self.zero
+
+    # -- the tournament ---------------------------------------------------------------------
+
+    def _top(self, mode: int, q: int) -> Entry | None:
+        heap, stamp = self.heaps[mode][q], self.stamp[mode]
+        while heap and heap[0][3] != stamp[heap[0][4]]:
+            heappop(heap)
+        return heap[0] if heap else None
+
+    def _refresh(self, mode: int) -> None:
+        """Bring the entries of every queue on the paths of the leaves changed since the last
+        refresh of ``mode`` up to date, children before parents (one loop: this is the hot path)."""
+        dirty = self.dirty[mode]
+        if not dirty:
+            return
+        f = self.forest
+        paths, kids, head, tie, up, pos = f.paths, self.kids, self.head, self.tie, self.up, self.pos
+        heaps, stamp, entries = self.heaps[mode], self.stamp[mode], self.entry[mode]
+        inq = self.inq if mode == IN_QUOTA else None
+        fair_key = f.dominant_usage if mode == IN_QUOTA else f.borrowed_share
+        for leaf in dirty:
+            for q in paths[leaf]:
+                if kids[q]:  # the best head below q: its heap's top entry
+                    heap = heaps[q]
+                    while heap and heap[0][3] != stamp[heap[0][4]]:
+                        heappop(heap)
+                    if heap:
+                        top = heap[0]
+                        g, t = top[5], top[1]
+                    else:
+                        g = -1
+                else:
+                    g = head[q]
+                    if inq is not None and not inq[q]:
+                        g = -1
+                    t = tie[q]
+                old = entries[q]
+                if g < 0:
+                    if old is not None:
+                        stamp[q] += 1
+                        entries[q] = None
+                    continue
+                key = fair_key(q)
+                if old is not None and old[0] == key and old[1] == g:
+                    continue
+                stamp[q] += 1
+                entries[q] = (key, g)
+                parent = up[q]
+                heap = heaps[parent]
+                heappush(heap, (key, t, pos[q], stamp[q], q, g))
+                if len(heap) > 2 * len(kids[parent]) + 8:  # drop stale entries: memory stays flat
+                    heap[:] = [e for e in heap if e[3] == stamp[e[4]]]
+                    heapify(heap)
+        dirty.clear()
+
+    def pick(self) -> int:
+        """The next gang to try (-1: no head left): in-quota heads first, then fair order level by
+        level (the lowest key, ties by the heads' priority, age and name)."""
+        self._sync()
+        top = None
+        if self.n_in:
+            self._refresh(IN_QUOTA)
+            top = self._top(IN_QUOTA, self.top)
+        if top is None:
+            self._refresh(BORROWING)
+            top = self._top(BORROWING, self.top)
+            if top is None:
+                return -1
+        return top[5]

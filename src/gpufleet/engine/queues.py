@@ -83,6 +83,8 @@ class QueueForest:
         self.weights = [max(q.weight, 1e-9) for q in self.queues]
         self.has_lending = any(v != NONE for row in self.lending for v in row)
         self.has_limits = any(v != NONE for row in self.limit for v in row)
+        # Leaves whose usage ``add`` changed since the fair order last looked (admission.Turn).
+        self.touched: set[int] = set()
 
     def _post_order(self) -> list[int]:
         out: list[int] = []
@@ -111,20 +113,35 @@ class QueueForest:
     # -- usage ----------------------------------------------------------------------------
 
     def add(self, leaf: int, amount: Sequence[int], sign: int = 1) -> None:
-        """Add (or, with sign -1, remove) a pod's quota request to its leaf and ancestors."""
+        """Add (or, with sign -1, remove) a pod's quota request to its leaf and ancestors.
+
+        Guaranteed usage is carried up by the change of each child's ``min(guaranteed, quota)``
+        (integers: the same sums as recomputing them), stopping where it no longer changes; rows
+        of ``guaranteed`` are replaced, never changed in place."""
         if leaf < 0 or not self.m:
             return
         path = self.paths[leaf]
         m = range(self.m)
+        self.touched.add(leaf)
+        delta = [sign * int(amount[j]) for j in m]
         for q in path:
             row = self.usage[q]
             for j in m:
-                row[j] += sign * int(amount[j])
-        self.guaranteed[leaf] = list(self.usage[leaf])
+                row[j] += delta[j]
+        gu, quota = self.guaranteed, self.quota
+        old = gu[leaf]
+        new = list(self.usage[leaf])
+        gu[leaf] = new
+        child = leaf
         for q in path[1:]:
-            self.guaranteed[q] = [
-                sum(min(self.guaranteed[c][j], self.quota[c][j]) for c in self.children[q]) for j in m
-            ]
+            limit = quota[child]
+            change = [min(new[j], limit[j]) - min(old[j], limit[j]) for j in m]
+            if not any(change):
+                break
+            old = gu[q]
+            new = [old[j] + change[j] for j in m]
+            gu[q] = new
+            child = q
 
     # -- tests ------------------------------------------------------------------------------
 

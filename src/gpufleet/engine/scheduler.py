@@ -126,22 +126,11 @@ class Engine:
                                   self.placer.volume_choices())
 
     def cycle(self) -> bool:
-        admission, quota = self.admission, self.quota
-        per_leaf = admission.candidates()
-        pointer = dict.fromkeys(per_leaf, 0)
+        turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
         changed = False
-        requests: dict[int, list[int]] = {}
-        while True:
-            heads = {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
-            if not heads:
-                break
-            for g in heads.values():
-                if g not in requests:
-                    requests[g] = quota.gang_request(admission.pending_members(self.gangs[g]))
-            chosen = admission.pick(heads, requests, (self.committed, self.cycles))
+        while (chosen := turn.pick()) >= 0:
             gang = self.gangs[chosen]
-            pointer[gang.queue] += 1
-            request = requests.pop(chosen)
+            request = turn.request(gang.queue)
             sig = self.failure_signature(gang, request)
             known = self.failed.get(sig) if sig is not None else None
             if known is not None and known[0] == self.version:
@@ -152,9 +141,10 @@ class Engine:
                     self.failed[sig] = (self.version, result.reason)
             if result.ok:
                 changed = True
-                self.gangs[chosen].pending_reason = ""
+                gang.pending_reason = ""
             else:
-                self.gangs[chosen].pending_reason = result.reason
+                gang.pending_reason = result.reason
+            turn.advance(gang.queue)
         return changed
 
     def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:

@@ -1,0 +1,130 @@
+"""The fair-order tournament (``admission.Turn``) against a brute-force pick on random forests.
+
+The reference below is the pick as the spec words it, recomputed from scratch at every step:
+every head's in-quota test, the pool (in-quota heads, or all of them when none is), and the walk
+level by level from the roots. Random forests, quotas, weights, usage and heads; random
+sequences of admissions, evictions and other usage changes between picks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpufleet.domain import CPU, GPU, Queue, QueueName, QueueResource
+from gpufleet.engine.admission import Turn
+from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.workload import Gang
+
+RESOURCES = (GPU, CPU)
+
+
+def reference_pick(f: QueueForest, gangs: list[Gang], heads: dict[int, int], requests: dict[int, list[int]]) -> int:
+    in_quota = {leaf: f.in_quota(leaf, requests[g]) for leaf, g in heads.items()}
+    pool = {leaf: g for leaf, g in heads.items() if in_quota[leaf]} or heads
+    borrowing = not any(in_quota.values())
+
+    def key(q: int) -> float:
+        return f.borrowed_share(q) if borrowing else f.dominant_usage(q)
+
+    def tiebreak(g: int) -> tuple[int, float, str]:
+        return (-gangs[g].priority, gangs[g].creation, gangs[g].key)
+
+    def best(q: int) -> int | None:
+        if f.is_leaf(q):
+            return pool.get(q)
+        options = [(c, b) for c in f.children[q] if (b := best(c)) is not None]
+        return min(options, key=lambda cb: (key(cb[0]), tiebreak(cb[1])))[1] if options else None
+
+    roots = [(r, b) for r in f.roots if (b := best(r)) is not None]
+    return min(roots, key=lambda rb: (key(rb[0]), tiebreak(rb[1])))[1]
+
+
+class Order:
+    """What a Turn reads of the FairOrder: the gangs, and each gang's pending members."""
+
+    def __init__(self, forest: QueueForest, gangs: list[Gang]) -> None:
+        self.forest = forest
+        self.gangs = gangs
+
+    def pending_members(self, gang: Gang) -> list[int]:
+        return [gang.idx]
+
+
+@st.composite
+def forests(draw: Any) -> tuple[QueueForest, int]:
+    m = draw(st.integers(1, 2))
+    count = draw(st.integers(1, 12))
+    queues: list[Queue] = []
+    depth: dict[str, int] = {}
+    for i in range(count):
+        name = f"q{i:02d}"
+        parents = [q.name for q in queues if depth[q.name] < 2]
+        parent = draw(st.sampled_from(parents)) if parents and draw(st.booleans()) else None
+        depth[name] = 0 if parent is None else depth[parent] + 1
+        resources = {}
+        for r in RESOURCES[:m]:
+            if draw(st.integers(0, 3)):
+                resources[r] = QueueResource(quota=draw(st.integers(0, 6)))
+        weight = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        queues.append(Queue(name=QueueName(name), parent=QueueName(parent) if parent else None, weight=weight,
+                            resources=resources))
+    capacity = {r: draw(st.integers(0, 20)) for r in RESOURCES[:m]}
+    return QueueForest(queues, capacity), m
+
+
+PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@PROPERTY
+@given(forests(), st.data())
+def test_tournament_picks_what_the_brute_force_order_picks(forest_m: tuple[QueueForest, int], data: Any) -> None:
+    f, _ = forest_m
+    m = f.m  # the managed resources: those some queue sets a quota for
+    leaves = [q for q in range(len(f.queues)) if f.is_leaf(q)]
+    amounts = st.lists(st.integers(0, 3), min_size=m, max_size=m)
+    for _ in range(data.draw(st.integers(0, 6))):  # usage of running work
+        f.add(data.draw(st.sampled_from(leaves)), data.draw(amounts))
+    gangs: list[Gang] = []
+    requests: dict[int, list[int]] = {}
+    per_leaf: dict[int, list[int]] = {}
+    for g in range(data.draw(st.integers(1, 25))):
+        leaf = data.draw(st.sampled_from(leaves))
+        # Few priorities, creation times and names: ties at every level of the tiebreak.
+        gangs.append(Gang(g, f"ns/g{data.draw(st.integers(0, 3))}", [g], 1, leaf, data.draw(st.sampled_from([0, 5])),
+                          True, True, float(data.draw(st.integers(0, 2)))))
+        requests[g] = data.draw(amounts)
+        per_leaf.setdefault(leaf, []).append(g)
+    for lst in per_leaf.values():
+        lst.sort(key=lambda g: (-gangs[g].priority, gangs[g].creation, gangs[g].key))
+    order = Order(f, gangs)
+    turn = Turn(order, per_leaf, lambda members: requests[members[0]])  # type: ignore[arg-type]
+    pointer = dict.fromkeys(per_leaf, 0)
+    admitted: list[tuple[int, list[int]]] = []
+    while True:
+        heads = {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
+        chosen = turn.pick()
+        if not heads:
+            assert chosen == -1
+            break
+        assert chosen == reference_pick(f, gangs, heads, requests)
+        leaf = gangs[chosen].queue
+        assert turn.request(leaf) == requests[chosen]
+        action = data.draw(st.integers(0, 4))
+        if action <= 2:  # admitted
+            f.add(leaf, requests[chosen])
+            admitted.append((leaf, requests[chosen]))
+        if action == 3 and admitted:  # an eviction (and maybe the admission it made room for)
+            victim = admitted.pop(data.draw(st.integers(0, len(admitted) - 1)))
+            f.add(victim[0], victim[1], -1)
+            if data.draw(st.booleans()):
+                f.add(leaf, requests[chosen])
+        if action == 4:  # a trial: usage taken off and put back
+            other = data.draw(st.sampled_from(leaves))
+            f.add(other, [1] * m)
+            f.add(other, [1] * m, -1)
+        pointer[leaf] += 1
+        turn.advance(leaf)
