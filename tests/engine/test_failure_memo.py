@@ -37,3 +37,52 @@ def test_identical_backlog_reuses_one_failure_and_decides_the_same() -> None:
     assert with_memo == without
     assert len(with_memo.pending) == len(pending)
     assert attempts < len(pending)  # the first failure stands for the rest
+
+
+def _counting_run(snap, memo: bool = True):  # type: ignore[no-untyped-def]
+    engine = Engine(snap)
+    engine.MEMO_FAILURES = memo
+    attempts = 0
+    original = engine.attempt
+
+    def counting(gang, request):  # type: ignore[no-untyped-def]
+        nonlocal attempts
+        attempts += 1
+        return original(gang, request)
+
+    engine.attempt = counting  # type: ignore[method-assign]
+    return engine.run(), attempts
+
+
+def test_stuck_gangs_alike_reuse_one_failure_and_decide_the_same() -> None:
+    # Gangs of 4 x 8 GPUs that must share a rack, none of which has 4 whole nodes free.
+    snap = make_shape("stuck-gangs", 0.02)
+    groups = len(snap.pod_groups)
+    assert groups >= 100
+    with_memo, attempts = _counting_run(snap)
+    without, plain_attempts = _counting_run(snap, memo=False)
+    assert with_memo == without
+    stuck = [p for p in with_memo.pending if p.pod.split("/")[1].startswith("stuck-")]
+    assert len(stuck) == 4 * groups
+    assert all("needs one rack with 32 free GPUs" in p.reason for p in stuck)
+    assert plain_attempts - attempts >= groups  # every gang but the first reused a failure, each cycle
+
+
+def test_a_reason_naming_the_gang_is_not_reused_for_another() -> None:
+    # Gangs alike whose member asks for a node label no node has: the reason names that member,
+    # so each gang gets its own words (and the same decisions as without the memo).
+    from dataclasses import replace
+
+    from gpufleet.domain import PodGroup
+
+    snap = make_shape("gang-small", 0.01)
+    groups = tuple(replace(g, min_member=3) for g in snap.pod_groups)
+    pods = tuple(replace(p, node_selector={"pool": "none"}) if p.name.endswith("-2") else p for p in snap.pods)
+    snap = replace(snap, pods=pods, pod_groups=groups)
+    assert all(isinstance(g, PodGroup) for g in snap.pod_groups)
+    with_memo, _ = _counting_run(snap)
+    without, _ = _counting_run(snap, memo=False)
+    assert with_memo == without
+    by_pod = {p.pod: p.reason for p in with_memo.pending}
+    named = [(key, reason) for key, reason in by_pod.items() if str(key).endswith("-2")]
+    assert named and all(reason.count(str(key)) == 1 for key, reason in named)

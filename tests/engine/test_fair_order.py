@@ -48,6 +48,7 @@ class Order:
     def __init__(self, forest: QueueForest, gangs: list[Gang]) -> None:
         self.forest = forest
         self.gangs = gangs
+        self.whole_requests: dict[int, list[int]] = {}
 
     def pending_members(self, gang: Gang) -> list[int]:
         return [gang.idx]
@@ -111,6 +112,8 @@ def test_tournament_picks_what_the_brute_force_order_picks(forest_m: tuple[Queue
             assert chosen == -1
             break
         assert chosen == reference_pick(f, gangs, heads, requests)
+        for head_leaf, g in heads.items():  # the kept verdicts are the rule's, on the state now
+            assert turn.inq[head_leaf] == f.in_quota(head_leaf, requests[g])
         leaf = gangs[chosen].queue
         assert turn.request(leaf) == requests[chosen]
         action = data.draw(st.integers(0, 4))

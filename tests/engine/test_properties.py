@@ -271,9 +271,30 @@ def _decide_without_failure_memo(snapshot: Snapshot) -> Decisions:
     return engine.run()
 
 
+@st.composite
+def cloned_gang_snapshots(draw: Any) -> Snapshot:
+    """``gang_snapshots`` with each pending PodGroup copied 1 to 3 times under new names (same
+    pods, same creation): gangs alike, whose failures the memo may share."""
+    base = draw(gang_snapshots())
+    groups = list(base.pod_groups)
+    pods = list(base.pods)
+    for group in base.pod_groups:
+        members = [p for p in base.pods if p.group_label == group.name and p.namespace == group.namespace]
+        if not members or any(p.node_name is not None for p in members):
+            continue
+        if draw(st.booleans()):  # a member that fits nowhere: the gang's reason names that pod
+            last = members[-1]
+            pods[pods.index(last)] = members[-1] = replace(last, node_selector={"pool": "none"})
+        for k in range(draw(st.integers(1, 3))):
+            name = f"{group.name}-c{k}"
+            groups.append(replace(group, name=name))
+            pods.extend(replace(p, name=f"{p.name}-c{k}", group_label=name) for p in members)
+    return replace(base, pod_groups=tuple(groups), pods=tuple(pods))
+
+
 @settings(PROPERTY, max_examples=200)
-@given(st.one_of(snapshots(), gang_snapshots()))
+@given(st.one_of(snapshots(), gang_snapshots(), cloned_gang_snapshots()))
 def test_remembered_failures_change_no_decision(snapshot: Snapshot) -> None:
-    """Reusing the failure of an identical lone pod is only a shortcut: the decisions with and
-    without it are identical, evictions and pending reasons included."""
+    """Reusing the failure of an identical lone pod, or of a gang alike, is only a shortcut: the
+    decisions with and without it are identical, evictions and pending reasons included."""
     assert schedule(snapshot) == _decide_without_failure_memo(snapshot)

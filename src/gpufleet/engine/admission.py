@@ -39,6 +39,9 @@ class FairOrder:
         self.pods = pods
         self.evicted = evicted
         self.open_gangs = open_gangs
+        # Quota requests of gangs with no member bound and none evicted: all their members are
+        # pending, and an unbound pod counts the same against quota whenever it is asked.
+        self.whole_requests: dict[int, list[int]] = {}
 
     def pending_members(self, gang: Gang) -> list[int]:
         """Members not bound and not evicted, largest first."""
@@ -112,6 +115,8 @@ class Turn:
     asking more than the queue's slack can fall out (``ub``: an upper bound of what in-quota
     heads below a queue ask), and where it shrank only heads out of quota below it can come in
     (``outside``: how many there are). Those heads are tested again with ``QueueForest.in_quota``.
+    A queue's bound is never below its children's (bounds grow along the whole path, and shrink
+    only at a leaf or to the largest of a queue's children).
     No closures, no reference cycles: a cycle's structure dies by reference counting.
     """
 
@@ -168,8 +173,7 @@ class Turn:
                 for q in self.forest.paths[leaf]:
                     self.outside[q] -= 1
         self.head[leaf] = -1
-        self.inq[leaf] = False
-        self.ub[leaf] = self.zero
+        self.inq[leaf] = False  # its bound in ``ub`` stays: still an upper bound
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
         at = self.ptr[leaf] = self.ptr[leaf] + 1
@@ -179,14 +183,21 @@ class Turn:
 
     def _set_head(self, leaf: int, g: int) -> None:
         f = self.forest
-        gang = self.order.gangs[g]
-        req = self.request_of(self.order.pending_members(gang))
+        order = self.order
+        gang = order.gangs[g]
+        known = None if gang.alive or gang.evicted else order.whole_requests.get(g)
+        if known is not None:
+            req = known
+        else:
+            req = self.request_of(order.pending_members(gang))
+            if not (gang.alive or gang.evicted):
+                order.whole_requests[g] = req
         self.head[leaf] = g
         self.req[leaf] = req
         self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
-        if f.in_quota(leaf, req):
+        if self._in_quota(leaf, req):
             self._mark_in(leaf)
         else:
             self.inq[leaf] = False
@@ -197,10 +208,16 @@ class Turn:
         self.inq[leaf] = True
         self.n_in += 1
         req, ub = self.req[leaf], self.ub
+        # ``ub`` never shrinks going up a path: the first queue whose bound already covers the
+        # request ends the walk (usually the leaf itself, whose bound outlives its old heads).
         for q in self.forest.paths[leaf]:
             row = ub[q]
-            if any(r > u for r, u in zip(req, row, strict=True)):
-                ub[q] = [max(r, u) for r, u in zip(req, row, strict=True)]
+            for r, u in zip(req, row, strict=True):
+                if r > u:
+                    break
+            else:
+                return
+            ub[q] = [max(r, u) for r, u in zip(req, row, strict=True)]
 
     def _flip(self, leaf: int, inside: bool) -> None:
         self.dirty[IN_QUOTA].add(leaf)
@@ -215,6 +232,18 @@ class Turn:
             self.ub[leaf] = self.zero
 
     # -- keeping in-quota tests exact --------------------------------------------------------
+
+    def _in_quota(self, leaf: int, req: list[int]) -> bool:
+        """``QueueForest.in_quota``, as the headroom rule above: every asked amount within
+        ``quota - guaranteed`` on every queue of the path."""
+        f = self.forest
+        quota, gu = f.quota, f.guaranteed
+        for q in f.paths[leaf]:
+            limit, used = quota[q], gu[q]
+            for j, r in enumerate(req):
+                if r > 0 and used[j] + r > limit[j]:
+                    return False
+        return True
 
     def _sync(self) -> None:
         """Catch up with usage changed since the last pick: re-key the changed paths, and test
@@ -260,18 +289,22 @@ class Turn:
         if not self.outside[q]:
             return
         if self.forest.is_leaf(q):
-            if self.head[q] >= 0 and not self.inq[q] and self.forest.in_quota(q, self.req[q]):
+            if self.head[q] >= 0 and not self.inq[q] and self._in_quota(q, self.req[q]):
                 self._flip(q, True)
             return
         for c in self.kids[q]:
             self._let_in(c)
 
     def _let_out(self, q: int, slack: list[int]) -> None:
+        ub = self.ub
         if self.forest.is_leaf(q):
-            if self.head[q] >= 0 and self.inq[q] and not self.forest.in_quota(q, self.req[q]):
+            if self.head[q] < 0 or not self.inq[q]:
+                ub[q] = self.zero  # a bound left by earlier heads: tightened
+            elif self._in_quota(q, self.req[q]):
+                ub[q] = self.req[q]
+            else:
                 self._flip(q, False)
             return
-        ub = self.ub
         kids = self.kids[q]
         for c in kids:
             if any(u > s for u, s in zip(ub[c], slack, strict=True)):

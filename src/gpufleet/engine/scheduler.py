@@ -83,6 +83,8 @@ class Engine:
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
+        self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
         warnings += bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
@@ -137,7 +139,7 @@ class Engine:
                 result = Attempt(False, known[1])  # same pod, same state: the same failure
             else:
                 result = self.attempt(gang, request)
-                if not result.ok and sig is not None:
+                if not result.ok and sig is not None and self.keeps_failure(gang, result.reason):
                     self.failed[sig] = (self.version, result.reason)
             if result.ok:
                 changed = True
@@ -148,14 +150,18 @@ class Engine:
         return changed
 
     def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
-        """What an attempt of a lone pod depends on, besides the state; None for other gangs.
+        """What an attempt of a gang with no member running depends on, besides the state; None
+        when there is no such shortcut.
 
         Backlogs are mostly many pods alike (same queue, priority, requests, constraints). Once
         one fails, the others fail the same way until the state changes (``version``), so they
-        reuse its reason instead of repeating the placement and victim search.
+        reuse its reason instead of repeating the placement and victim search. Gangs alike
+        (member by member, in the order they are placed) likewise: see :meth:`gang_signature`.
         """
-        if not self.MEMO_FAILURES or gang.group is not None or gang.alive or len(gang.members) != 1:
+        if not self.MEMO_FAILURES or gang.alive:
             return None
+        if gang.group is not None or len(gang.members) != 1:
+            return self.gang_signature(gang, request)
         info = self.pods[gang.members[0]]
         if info.pod.claims and self.placer.volumes is not None:
             return None  # claims and their volumes make each such pod's failure its own
@@ -163,7 +169,43 @@ class Engine:
             return None  # so does the DRA claim it waits for (its reason names the claim)
         return (gang.queue, gang.priority, gang.preemptible, self.feasibility.key(info.pod), info.res.tobytes(),
                 info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info),
-                self.caps.signature(info.idx) if self.caps is not None else -1)
+                self.caps.signature(info.idx) if self.caps is not None else -1, info.pod.host_ports)
+
+    def gang_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
+        """The failure signature of a gang with no member running (a PodGroup, or a pod of one):
+        its queue, priority, preemptibility, ``minMember``, topology levels and request, and each
+        pending member's constraints and resources in placement order, as for a lone pod.
+        Computed once per gang (its members do not change while none runs) and numbered, so a
+        lookup hashes a small tuple.
+
+        Its failure is reused only when the reason does not name the gang or one of its pods
+        (:meth:`keeps_failure`): such a reason is the same words for every gang alike."""
+        got = self.gang_sigs.get(gang.idx)
+        if got is None:
+            members = self.admission.pending_members(gang)
+            parts: list[object] = [gang.queue, gang.priority, gang.preemptible, gang.min_member,
+                                   gang.topology_required, gang.topology_preferred, tuple(request)]
+            volumes = self.placer.volumes is not None
+            for m in members:
+                info = self.pods[m]
+                if (info.pod.claims and volumes) or info.pod.device_wait:
+                    self.gang_sigs[gang.idx] = got = ()
+                    break
+                parts.append((self.feasibility.key(info.pod), info.res.tobytes(), info.whole, info.blocks,
+                              info.gpu_mem_bytes, self.placer.rule_signature(info),
+                              self.caps.signature(m) if self.caps is not None else -1, info.pod.host_ports))
+            else:
+                shape = tuple(parts)
+                got = ("gang", self.gang_shapes.setdefault(shape, len(self.gang_shapes)))
+                self.gang_sigs[gang.idx] = got
+        return got or None
+
+    def keeps_failure(self, gang: Gang, reason: str) -> bool:
+        """Whether a failure may stand for other gangs alike: a lone pod's always (its reasons
+        never name it), a gang's when the reason names neither the gang nor one of its pods."""
+        if gang.group is None and len(gang.members) == 1:
+            return True
+        return gang.key not in reason and not any(self.pods[m].key in reason for m in gang.members)
 
     # -- one attempt ---------------------------------------------------------------------------
 
