@@ -131,3 +131,25 @@ def test_tournament_picks_what_the_brute_force_order_picks(forest_m: tuple[Queue
             f.add(other, [1] * m, -1)
         pointer[leaf] += 1
         turn.advance(leaf)
+
+
+def test_schedule_on_a_queue_tree_leaves_no_cyclic_garbage() -> None:
+    """``schedule()`` pauses the cyclic collector, so what it builds must die by reference
+    counting: no closures over the forest, no structure kept per decision."""
+    import gc
+
+    from gpufleet.bench.shapes import make_shape
+    from gpufleet.engine import schedule
+
+    for shape in ("queues-2000", "stuck-gangs"):
+        snapshot = make_shape(shape, 0.05)
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            decisions = schedule(snapshot)
+            assert gc.collect() == 0, shape
+        finally:
+            if enabled:
+                gc.enable()
+        assert decisions.bindings

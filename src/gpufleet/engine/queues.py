@@ -87,15 +87,17 @@ class QueueForest:
         self.touched: set[int] = set()
 
     def _post_order(self) -> list[int]:
+        """Queues with children before parents (no recursive closure: it would be a reference
+        cycle holding the whole forest until the cyclic collector runs)."""
         out: list[int] = []
-
-        def visit(i: int) -> None:
-            for c in self.children[i]:
-                visit(c)
-            out.append(i)
-
-        for r in self.roots:
-            visit(r)
+        stack: list[tuple[int, bool]] = [(r, False) for r in reversed(self.roots)]
+        while stack:
+            i, done = stack.pop()
+            if done:
+                out.append(i)
+                continue
+            stack.append((i, True))
+            stack.extend((c, False) for c in reversed(self.children[i]))
         return out
 
     def _path(self, i: int) -> list[int]:
