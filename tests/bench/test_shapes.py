@@ -141,6 +141,8 @@ def test_full_scale_counts() -> None:
         "affinity": (10_000, 1_000, 0),
         "basic-projects": (10_000, 1_000, 0),
         "dra-basic": (10_000, 1_000, 0),
+        "queues-2000": (10_000, 0, 0),
+        "stuck-gangs": (37_000, 4_625, 8_000),
     }
     for shape, (n_pending, n_running, n_groups) in expected.items():
         snapshot = make_shape(shape)
@@ -302,3 +304,26 @@ def test_dra_basic_decides_as_basic_and_allocates_the_bound_gpus() -> None:
         (alloc,) = b.devices
         assert alloc.claim == f"{b.pod.split('/')[1]}-gpu" and not alloc.shared
         assert [(r.pool, r.device) for r in alloc.results] == [(b.node, f"gpu-{g}") for g in b.gpus]
+
+
+def test_queues_2000() -> None:
+    snapshot = make_shape("queues-2000")
+    parents = {q.parent for q in snapshot.queues if q.parent}
+    leaves = [q for q in snapshot.queues if q.name not in parents]
+    assert len(leaves) == 2_000 and len(snapshot.queues) == 2_000 + 200 + 10
+    by_name = {q.name: q for q in snapshot.queues}
+    assert all(by_name[by_name[q.parent].parent].parent is None for q in leaves if q.parent)  # 3 levels
+    per_leaf = Counter(p.queue_label for p in snapshot.pods)
+    assert set(per_leaf.values()) == {5}
+    quotas = Counter(q.resources["nvidia.com/gpu"].quota // MILLI for q in leaves)
+    assert set(quotas) == set(range(7))  # leaves that stay in quota (6 GPUs for 5 pods) and leaves that borrow
+
+
+def test_stuck_gangs() -> None:
+    snapshot = make_shape("stuck-gangs", SMALL)
+    groups = check_gangs(snapshot, count=160, size=4, gpus=GPUS_PER_NODE)
+    assert all(g.topology_required == RACK_LABEL for g in groups)
+    busy = {p.node_name for p in running(snapshot)}
+    racks = Counter(n.labels[RACK_LABEL] for n in snapshot.nodes if n.name not in busy)
+    assert max(racks.values()) == 3  # no rack has the 4 whole nodes a gang needs
+    assert len([p for p in pending(snapshot) if p.group_label is None]) == 100

@@ -279,11 +279,12 @@ class Turn:
                 self._let_in(q)
             if more:
                 grown.append(q)
-        ub = self.ub
+        ub, quota = self.ub, f.quota
         for q in grown:  # more: heads in quota asking more than the slack may fall out
-            slack = [max(quota - used, 0) for quota, used in zip(f.quota[q], gu[q], strict=True)]
-            if any(u > s for u, s in zip(ub[q], slack, strict=True)):
-                self._let_out(q, slack)
+            for bound, limit, used in zip(ub[q], quota[q], gu[q], strict=True):
+                if bound > 0 and bound > limit - used:
+                    self._let_out(q, [max(lim - u, 0) for lim, u in zip(quota[q], gu[q], strict=True)])
+                    break
 
     def _let_in(self, q: int) -> None:
         if not self.outside[q]:

@@ -125,15 +125,15 @@ class QueueForest:
         path = self.paths[leaf]
         m = range(self.m)
         self.touched.add(leaf)
-        delta = [sign * int(amount[j]) for j in m]
         for q in path:
             row = self.usage[q]
             for j in m:
-                row[j] += delta[j]
+                row[j] += sign * int(amount[j])
         gu, quota = self.guaranteed, self.quota
         old = gu[leaf]
-        new = list(self.usage[leaf])
-        gu[leaf] = new
+        new = gu[leaf] = list(self.usage[leaf])
+        if len(path) == 1:
+            return
         child = leaf
         for q in path[1:]:
             limit = quota[child]
