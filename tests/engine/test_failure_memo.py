@@ -6,6 +6,21 @@ from gpufleet.bench.shapes import make_shape
 from gpufleet.engine.scheduler import Engine
 
 
+def _counting_run(snap, memo: bool = True):  # type: ignore[no-untyped-def]
+    engine = Engine(snap)
+    engine.MEMO_FAILURES = memo
+    attempts = 0
+    original = engine.attempt
+
+    def counting(gang, request):  # type: ignore[no-untyped-def]
+        nonlocal attempts
+        attempts += 1
+        return original(gang, request)
+
+    engine.attempt = counting  # type: ignore[method-assign]
+    return engine.run(), attempts
+
+
 def test_identical_backlog_reuses_one_failure_and_decides_the_same() -> None:
     # The preemption shape with its preemptors made low priority: nothing can be evicted, so
     # every pending pod fails the same way on the same state.
@@ -20,38 +35,11 @@ def test_identical_backlog_reuses_one_failure_and_decides_the_same() -> None:
     )
     snap = type(snap)(**{**{f: getattr(snap, f) for f in snap.__dataclass_fields__}, "pods": pods})
 
-    memo = Engine(snap)
-    attempts = 0
-    original = memo.attempt
-
-    def counting(gang, request):  # type: ignore[no-untyped-def]
-        nonlocal attempts
-        attempts += 1
-        return original(gang, request)
-
-    memo.attempt = counting  # type: ignore[method-assign]
-    with_memo = memo.run()
-    plain = Engine(snap)
-    plain.MEMO_FAILURES = False
-    without = plain.run()
+    with_memo, attempts = _counting_run(snap)
+    without, _ = _counting_run(snap, memo=False)
     assert with_memo == without
     assert len(with_memo.pending) == len(pending)
     assert attempts < len(pending)  # the first failure stands for the rest
-
-
-def _counting_run(snap, memo: bool = True):  # type: ignore[no-untyped-def]
-    engine = Engine(snap)
-    engine.MEMO_FAILURES = memo
-    attempts = 0
-    original = engine.attempt
-
-    def counting(gang, request):  # type: ignore[no-untyped-def]
-        nonlocal attempts
-        attempts += 1
-        return original(gang, request)
-
-    engine.attempt = counting  # type: ignore[method-assign]
-    return engine.run(), attempts
 
 
 def test_stuck_gangs_alike_reuse_one_failure_and_decide_the_same() -> None:
