@@ -114,7 +114,8 @@ class Turn:
     leaves whose usage changed (``QueueForest.touched``); where it grew, only in-quota heads
     asking more than the queue's slack can fall out (``ub``: an upper bound of what in-quota
     heads below a queue ask), and where it shrank only heads out of quota below it can come in
-    (``outside``: how many there are). Those heads are tested again with ``QueueForest.in_quota``.
+    (``outside``: how many there are). Only those heads are tested again (``_in_quota``: the
+    rule of ``QueueForest.in_quota`` in that form; tests/engine/test_fair_order.py holds them equal).
     A queue's bound is never below its children's (bounds grow along the whole path, and shrink
     only at a leaf or to the largest of a queue's children).
     No closures, no reference cycles: a cycle's structure dies by reference counting.
