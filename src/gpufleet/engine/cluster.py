@@ -162,13 +162,14 @@ class ClusterState:
         Lowest indices first; among NVLink domains that can hold the request, the one with the
         fewest free GPUs (binpack) or the most (spread), ties by lowest index.
         """
-        free = [int(g) for g in np.flatnonzero(self.gpu_free[node] == BLOCKS_PER_GPU)]
         if count <= 0:
             return []
+        free: list[int] = np.flatnonzero(self.gpu_free[node] == BLOCKS_PER_GPU).tolist()
         if nvlink:
             fitting: list[tuple[int, int, list[int]]] = []
             for domain in nvlink:
-                in_domain = [g for g in free if g in set(domain)]
+                members = set(domain)
+                in_domain = [g for g in free if g in members]
                 if len(in_domain) >= count:
                     size = -len(in_domain) if spread else len(in_domain)
                     fitting.append((size, min(domain), in_domain))

@@ -19,6 +19,7 @@ from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
 from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.interpod import InterPod
+from gpufleet.engine.nodeindex import FALLBACK, FreeGpuIndex
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, PodInfo
@@ -53,6 +54,10 @@ def plural(n: int, word: str) -> str:
 
 
 class Placer:
+    # Set False (on the class or an instance) to decide without the free-GPU index
+    # (engine/nodeindex.py): the decisions must be the same.
+    USE_INDEX = True
+
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
                  policy: Placement, target: TargetWorkload | None = None,
                  volumes: VolumeBook | None = None, namespaces: NamespaceLabels | None = None) -> None:
@@ -78,6 +83,9 @@ class Placer:
         # pod or node can have one.
         self.soft = self.interpod is not None or feasibility.has_soft_taints or any(
             p.pod.preferred_affinity for p in pods)
+        # Nodes bucketed by free whole GPUs per feasibility class (engine/nodeindex.py): the
+        # common whole-GPU placement without a pass over every node. Built on first use.
+        self._index: FreeGpuIndex | None = None
 
     # -- state changes --------------------------------------------------------------------
 
@@ -163,6 +171,13 @@ class Placer:
         if self.defrag:
             return self._defrag_node(info, within, rank)
         c = self.cluster
+        if info.whole and rank is None and within is None and not info.fractional and self.USE_INDEX:
+            node = self._indexed_node(info)
+            if node != FALLBACK:
+                if node < 0:
+                    return None
+                gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+                return Assignment(info.idx, node, tuple(gpus), None)
         mask = self.fit_mask(info, within)
         if info.fractional:
             need = self._blocks_by_node(info)
@@ -190,6 +205,20 @@ class Placer:
         node = int(np.argmin(np.where(mask, score, INF)))
         gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return Assignment(info.idx, node, tuple(gpus), None)
+
+    def _indexed_node(self, info: PodInfo) -> int:
+        """The node of a whole-GPU pod from the free-GPU index (-1: none fits), or ``FALLBACK``
+        when the pod has a rule the index does not know (host ports, inter-pod rules, claims)."""
+        pod = info.pod
+        if pod.host_ports or (pod.claims and self.volumes is not None):
+            return FALLBACK
+        if self.interpod is not None and self.interpod.rules(info.idx):
+            return FALLBACK
+        index = self._index
+        if index is None:
+            index = self._index = FreeGpuIndex(self.cluster)
+        feas = self.feasibility
+        return index.choose(feas.key(pod), feas.mask(pod), info.whole, info.res, self.spread)
 
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
         """``rank`` refined by the pod's node penalty (docs/semantics-notes.md, "Soft scores"):

@@ -1,0 +1,160 @@
+"""Nodes bucketed by free whole GPUs per feasibility class: the common placement without a pass
+over every node.
+
+For a pod of whole GPUs with no rule beyond its static mask, requests and GPU count (no soft
+rank, no domain, no inter-pod rule, host port or claim), the placement's score is the node's free
+whole GPUs (binpack: fewest first; spread: most first) and ties fall to the lowest node index.
+So the chosen node is the lowest index of the first non-empty bucket, in score order, holding a
+node whose free resources cover the requests. :class:`FreeGpuIndex` keeps, per feasibility
+class (the static mask), one min-heap of node indexes per free-GPU count, updated lazily from
+``ClusterState.dirty``: a changed node is pushed into the heap of its new count, and entries
+whose count has changed since are dropped when they reach the top.
+
+The answer is exactly the vectorised argmin's (a property test compares them); where the index
+cannot give it cheaply (many nodes of a bucket short of CPU or memory) it says so and the
+placement takes the vectorised path.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+import numpy as np
+
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+
+__all__ = ["FALLBACK", "FreeGpuIndex"]
+
+FALLBACK = -2  # the index cannot answer cheaply: take the vectorised path
+MAX_CLASSES = 32  # feasibility classes indexed; pods of further classes take the vectorised path
+MAX_WIDTH = 64  # GPUs per node beyond which the buckets are not worth walking
+SCAN_LIMIT = 16  # nodes of a bucket tried (short of CPU, memory...) before falling back
+
+
+class _Class:
+    """The nodes of one static mask, as heaps of node indexes per free whole GPU count."""
+
+    __slots__ = ("heaps", "member", "size")
+
+    def __init__(self, mask: BoolArray, free_whole: IntArray, width: int) -> None:
+        self.member: list[bool] = mask.tolist()
+        self.size = int(mask.sum())
+        self.heaps: list[list[int]] = []
+        self.rebuild(mask, free_whole, width)
+
+    def rebuild(self, mask: BoolArray | None, free_whole: IntArray, width: int) -> None:
+        nodes = np.flatnonzero(self.member if mask is None else mask)
+        counts = free_whole[nodes]
+        order = np.argsort(counts, kind="stable")  # ascending node index within each count
+        bounds = np.searchsorted(counts[order], np.arange(width + 2))
+        sorted_nodes = nodes[order].tolist()
+        self.heaps = [sorted_nodes[bounds[v]:bounds[v + 1]] for v in range(width + 1)]
+
+
+class FreeGpuIndex:
+    """Per feasibility class, the nodes bucketed by free whole GPUs (see the module's doc)."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+        self.width = int(cluster.gpu_free.shape[1])
+        self.usable = self.width <= MAX_WIDTH
+        self._classes: dict[object, _Class | None] = {}
+        self._fw: list[int] = cluster.free_whole.tolist()
+        self._seen = len(cluster.dirty)
+
+    def _sync(self) -> None:
+        dirty = self.cluster.dirty
+        if self._seen == len(dirty):
+            return
+        if len(dirty) - self._seen > len(self._fw):  # bulk changes: rebuild rather than push
+            self._seen = len(dirty)
+            self._fw = self.cluster.free_whole.tolist()
+            for cls in self._classes.values():
+                if cls is not None:
+                    cls.rebuild(None, self.cluster.free_whole, self.width)
+            return
+        fw = self._fw
+        if len(dirty) - self._seen == 1:  # the common case: one pod committed since the last pick
+            n = dirty[-1]
+            moved = [(n, int(self.cluster.free_whole[n]))]
+        else:
+            nodes = list(dict.fromkeys(dirty[self._seen:]))
+            moved = list(zip(nodes, self.cluster.free_whole[nodes].tolist(), strict=True))
+        self._seen = len(dirty)
+        moved = [(n, v) for n, v in moved if fw[n] != v]
+        for n, v in moved:
+            fw[n] = v
+        if not moved:
+            return
+        for cls in self._classes.values():
+            if cls is None:
+                continue
+            member, heaps = cls.member, cls.heaps
+            for n, v in moved:
+                if member[n]:
+                    heap = heaps[v]
+                    heappush(heap, n)
+                    if len(heap) > 2 * cls.size + 64:  # too many stale entries: start afresh
+                        cls.rebuild(None, self.cluster.free_whole, self.width)
+                        break
+
+    def _class(self, key: object, mask: BoolArray) -> _Class | None:
+        if key in self._classes:
+            return self._classes[key]
+        got = _Class(mask, self.cluster.free_whole, self.width) if len(self._classes) < MAX_CLASSES else None
+        self._classes[key] = got
+        return got
+
+    def choose(self, key: object, mask: BoolArray, whole: int, res: IntArray, spread: bool) -> int:
+        """The node the vectorised placement would choose for a pod of ``whole`` (>= 1) GPUs and
+        requests ``res`` whose only node rule is the static ``mask`` (cached under ``key``):
+        a node index, -1 when no node fits, or ``FALLBACK``."""
+        if not self.usable or whole > self.width:
+            return FALLBACK
+        self._sync()
+        cls = self._class(key, mask)
+        if cls is None:
+            return FALLBACK
+        free = self.cluster.free
+        need = [(j, r) for j, r in enumerate(res.tolist()) if r]
+        fw = self._fw
+        counts = range(self.width, whole - 1, -1) if spread else range(whole, self.width + 1)
+        for v in counts:
+            heap = cls.heaps[v]
+            while heap and fw[heap[0]] != v:
+                heappop(heap)
+            if not heap:
+                continue
+            n = heap[0]
+            row = free[n]
+            if all(row[j] >= r for j, r in need):
+                return n
+            got = self._scan(heap, v, free, need)
+            if got != -1:
+                return got
+        return -1
+
+    def _scan(self, heap: list[int], v: int, free: IntArray, need: list[tuple[int, int]]) -> int:
+        """The lowest node of ``heap`` (count ``v``) whose free resources cover ``need``; -1 when
+        none; ``FALLBACK`` after ``SCAN_LIMIT`` short nodes. The heap is left as it was but for
+        stale entries."""
+        fw = self._fw
+        taken: list[int] = []
+        seen: set[int] = set()
+        found = -1
+        while heap:
+            n = heappop(heap)
+            if fw[n] != v or n in seen:
+                continue
+            taken.append(n)
+            seen.add(n)
+            row = free[n]
+            if all(row[j] >= r for j, r in need):
+                found = n
+                break
+            if len(taken) > SCAN_LIMIT:
+                found = FALLBACK
+                break
+        for n in taken:
+            heappush(heap, n)
+        return found
