@@ -17,13 +17,14 @@ placement takes the vectorised path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappop, heappush
 
 import numpy as np
 
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 
-__all__ = ["FALLBACK", "FreeGpuIndex"]
+__all__ = ["FALLBACK", "DomainSums", "FreeGpuIndex"]
 
 FALLBACK = -2  # the index cannot answer cheaply: take the vectorised path
 MAX_CLASSES = 32  # feasibility classes indexed; pods of further classes take the vectorised path
@@ -158,3 +159,43 @@ class FreeGpuIndex:
         for n in taken:
             heappush(heap, n)
         return found
+
+
+class DomainSums:
+    """The sum over each topology domain of a per-node value (free GPUs, copies of a pod) that
+    depends only on the node's own state, kept up to date from ``ClusterState.dirty``: a gang's
+    domain pre-filter reads it without a pass over every node. ``value(nodes)`` gives the value
+    of the nodes ``nodes`` now (0 where a node does not count)."""
+
+    def __init__(self, cluster: ClusterState, codes: IntArray, n_domains: int,
+                 value: Callable[[IntArray], IntArray]) -> None:
+        self.cluster = cluster
+        self.codes = codes
+        self.n_domains = n_domains
+        self.value = value
+        self._seen = 0
+        self.values: IntArray = np.zeros(len(codes), dtype=np.int64)
+        self.sums: IntArray = np.zeros(n_domains, dtype=np.int64)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._seen = len(self.cluster.dirty)
+        everything = np.arange(len(self.codes), dtype=np.int64)
+        self.values = np.where(self.codes >= 0, self.value(everything), 0).astype(np.int64)
+        ok = self.codes >= 0
+        self.sums = np.bincount(self.codes[ok], weights=self.values[ok], minlength=self.n_domains).astype(np.int64)
+
+    def get(self) -> IntArray:
+        """The sums now (a fresh array)."""
+        dirty = self.cluster.dirty
+        if len(dirty) - self._seen > len(self.codes) // 8:
+            self._rebuild()
+        elif len(dirty) > self._seen:
+            nodes = np.unique(np.array(dirty[self._seen:], dtype=np.int64))
+            self._seen = len(dirty)
+            nodes = nodes[self.codes[nodes] >= 0]
+            new = self.value(nodes).astype(np.int64)
+            np.add.at(self.sums, self.codes[nodes], new - self.values[nodes])
+            self.values[nodes] = new
+        out: IntArray = self.sums.copy()
+        return out
