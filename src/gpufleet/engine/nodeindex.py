@@ -59,7 +59,8 @@ class FreeGpuIndex:
         self.cluster = cluster
         self.width = int(cluster.gpu_free.shape[1])
         self.usable = self.width <= MAX_WIDTH
-        self._classes: dict[object, _Class | None] = {}
+        self._classes: dict[bytes, _Class | None] = {}  # by the static mask's content
+        self._by_key: dict[object, _Class | None] = {}  # by the static key
         self._fw: list[int] = cluster.free_whole.tolist()
         self._seen = len(cluster.dirty)
 
@@ -100,10 +101,15 @@ class FreeGpuIndex:
                         break
 
     def _class(self, key: object, mask: BoolArray) -> _Class | None:
-        if key in self._classes:
-            return self._classes[key]
-        got = _Class(mask, self.cluster.free_whole, self.width) if len(self._classes) < MAX_CLASSES else None
-        self._classes[key] = got
+        if key in self._by_key:
+            return self._by_key[key]
+        # Keys alike in effect (Projects sharing node pools, say) share one class: by the mask's content.
+        content = mask.tobytes()
+        got = self._classes.get(content)
+        if got is None and content not in self._classes:
+            got = _Class(mask, self.cluster.free_whole, self.width) if len(self._classes) < MAX_CLASSES else None
+            self._classes[content] = got
+        self._by_key[key] = got
         return got
 
     def choose(self, key: object, mask: BoolArray, whole: int, res: IntArray, spread: bool) -> int:
