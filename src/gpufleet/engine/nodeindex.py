@@ -77,17 +77,22 @@ class FreeGpuIndex:
             return
         fw = self._fw
         if len(dirty) - self._seen == 1:  # the common case: one pod committed since the last pick
+            self._seen += 1
             n = dirty[-1]
-            moved = [(n, int(self.cluster.free_whole[n]))]
+            v = int(self.cluster.free_whole[n])
+            if fw[n] == v:
+                return
+            fw[n] = v
+            moved = [(n, v)]
         else:
             nodes = list(dict.fromkeys(dirty[self._seen:]))
-            moved = list(zip(nodes, self.cluster.free_whole[nodes].tolist(), strict=True))
-        self._seen = len(dirty)
-        moved = [(n, v) for n, v in moved if fw[n] != v]
-        for n, v in moved:
-            fw[n] = v
-        if not moved:
-            return
+            self._seen = len(dirty)
+            moved = [(n, v) for n, v in zip(nodes, self.cluster.free_whole[nodes].tolist(), strict=True)
+                     if fw[n] != v]
+            if not moved:
+                return
+            for n, v in moved:
+                fw[n] = v
         for cls in self._classes.values():
             if cls is None:
                 continue
@@ -100,22 +105,23 @@ class FreeGpuIndex:
                         cls.rebuild(None, self.cluster.free_whole, self.width)
                         break
 
-    def _class(self, key: object, mask: BoolArray) -> _Class | None:
+    def _class(self, key: object, mask: Callable[[], BoolArray]) -> _Class | None:
         if key in self._by_key:
             return self._by_key[key]
+        static = mask()
         # Keys alike in effect (Projects sharing node pools, say) share one class: by the mask's content.
-        content = mask.tobytes()
+        content = static.tobytes()
         got = self._classes.get(content)
         if got is None and content not in self._classes:
-            got = _Class(mask, self.cluster.free_whole, self.width) if len(self._classes) < MAX_CLASSES else None
+            got = _Class(static, self.cluster.free_whole, self.width) if len(self._classes) < MAX_CLASSES else None
             self._classes[content] = got
         self._by_key[key] = got
         return got
 
-    def choose(self, key: object, mask: BoolArray, whole: int, res: IntArray, spread: bool) -> int:
+    def choose(self, key: object, mask: Callable[[], BoolArray], whole: int, res: IntArray, spread: bool) -> int:
         """The node the vectorised placement would choose for a pod of ``whole`` (>= 1) GPUs and
-        requests ``res`` whose only node rule is the static ``mask`` (cached under ``key``):
-        a node index, -1 when no node fits, or ``FALLBACK``."""
+        requests ``res`` whose only node rule is its static mask (``mask()``, asked for the first
+        time ``key`` is seen): a node index, -1 when no node fits, or ``FALLBACK``."""
         if not self.usable or whole > self.width:
             return FALLBACK
         self._sync()

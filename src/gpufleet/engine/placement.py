@@ -275,7 +275,7 @@ class Placer:
         if index is None:
             index = self._index = FreeGpuIndex(self.cluster)
         feas = self.feasibility
-        return index.choose(feas.key(pod), feas.mask(pod), info.whole, info.res, self.spread)
+        return index.choose(feas.key(pod), lambda: feas.mask(pod), info.whole, info.res, self.spread)
 
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
         """``rank`` refined by the pod's node penalty (docs/semantics-notes.md, "Soft scores"):
