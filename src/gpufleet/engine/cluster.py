@@ -86,14 +86,17 @@ class ClusterState:
                 self.gpu_free[node, g] -= blocks
             else:
                 self.gpu_free[node, g] -= blocks
-        else:
+        elif gpus:
+            row, given = self.gpu_free[node], self.gpu_whole[node]  # row views: 1-D indexing is cheaper
+            taken = 0
             for g in gpus:
-                if not healthy[g]:
-                    continue
-                if self.gpu_free[node, g] == BLOCKS_PER_GPU:
-                    self.free_whole[node] -= 1
-                self.gpu_free[node, g] = 0
-                self.gpu_whole[node, g] = True
+                if healthy[g]:
+                    if row[g] == BLOCKS_PER_GPU:
+                        taken += 1
+                    row[g] = 0
+                    given[g] = True
+            if taken:
+                self.free_whole[node] -= taken
         self.dirty.append(node)
 
     def take_many(self, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
@@ -147,13 +150,16 @@ class ClusterState:
                 self.gpu_free[node, g] += blocks
                 if self.gpu_free[node, g] == BLOCKS_PER_GPU:
                     self.free_whole[node] += 1
-        else:
+        elif gpus:
+            row, given = self.gpu_free[node], self.gpu_whole[node]
+            back = 0
             for g in gpus:
-                if not healthy[g]:
-                    continue
-                self.gpu_whole[node, g] = False
-                self.gpu_free[node, g] = BLOCKS_PER_GPU
-                self.free_whole[node] += 1
+                if healthy[g]:
+                    given[g] = False
+                    row[g] = BLOCKS_PER_GPU
+                    back += 1
+            if back:
+                self.free_whole[node] += back
         self.dirty.append(node)
 
     def whole_gpus_for(self, node: int, count: int, nvlink: Sequence[Sequence[int]], spread: bool) -> list[int]:
