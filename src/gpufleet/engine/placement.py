@@ -16,7 +16,7 @@ from gpufleet.domain import CPU, MEMORY, Placement, VolumeBinding
 from gpufleet.domain.selectors import NamespaceLabels
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
-from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
+from gpufleet.engine.fit import ResourceFit, blocks_for_memory, gpu_fit, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.interpod import InterPod
 from gpufleet.engine.nodeindex import FALLBACK, DomainSums, FreeGpuIndex
@@ -90,6 +90,8 @@ class Placer:
         # Per topology label, the nodes of each domain; per (label, pod shape), domain sums.
         self._domain_nodes: dict[str, list[IntArray]] = {}
         self._sums: dict[tuple[object, ...], DomainSums] = {}
+        # Per request vector, the nodes whose free resources cover it (fit.ResourceFit).
+        self._fits: dict[bytes, ResourceFit] = {}
 
     # -- state changes --------------------------------------------------------------------
 
@@ -166,7 +168,19 @@ class Placer:
             claims = self.volumes.mask(info.idx)
             if claims is not None:
                 mask = mask & claims
-        return node_fit(c, mask, info.res, info.whole)
+        if not self.USE_INDEX:
+            return node_fit(c, mask, info.res, info.whole)
+        # node_fit, with the resource test kept per request vector from the nodes changed since.
+        key = info.res.tobytes()
+        fit = self._fits.get(key)
+        if fit is None:
+            if len(self._fits) >= 64:
+                return node_fit(c, mask, info.res, info.whole)
+            fit = self._fits[key] = ResourceFit(c, info.res)
+        mask = mask & fit.mask()
+        if info.whole:
+            mask &= gpu_fit(c, info.whole)
+        return mask
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
                   rank: IntArray | None = None, nodes: IntArray | None = None) -> Assignment | None:
