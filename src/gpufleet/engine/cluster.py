@@ -170,7 +170,7 @@ class ClusterState:
         """
         if count <= 0:
             return []
-        free: list[int] = np.flatnonzero(self.gpu_free[node] == BLOCKS_PER_GPU).tolist()
+        free = [g for g, blocks in enumerate(self.gpu_free[node].tolist()) if blocks == BLOCKS_PER_GPU]
         if nvlink:
             fitting: list[tuple[int, int, list[int]]] = []
             for domain in nvlink:

@@ -32,6 +32,14 @@ MAX_WIDTH = 64  # GPUs per node beyond which the buckets are not worth walking
 SCAN_LIMIT = 16  # nodes of a bucket tried (short of CPU, memory...) before falling back
 
 
+def _covers(row: list[int], need: list[tuple[int, int]]) -> bool:
+    """Whether a node's free amounts ``row`` cover every (column, amount) of ``need``."""
+    for j, r in need:  # noqa: SIM110 (a loop: no generator per node tried)
+        if row[j] < r:
+            return False
+    return True
+
+
 class _Class:
     """The nodes of one static mask, as heaps of node indexes per free whole GPU count."""
 
@@ -79,7 +87,7 @@ class FreeGpuIndex:
         if len(dirty) - self._seen == 1:  # the common case: one pod committed since the last pick
             self._seen += 1
             n = dirty[-1]
-            v = int(self.cluster.free_whole[n])
+            v = self.cluster.free_whole.item(n)
             if fw[n] == v:
                 return
             fw[n] = v
@@ -139,8 +147,7 @@ class FreeGpuIndex:
             if not heap:
                 continue
             n = heap[0]
-            row = free[n]
-            if all(row[j] >= r for j, r in need):
+            if _covers(free[n].tolist(), need):
                 return n
             got = self._scan(heap, v, free, need)
             if got != -1:
@@ -161,8 +168,7 @@ class FreeGpuIndex:
                 continue
             taken.append(n)
             seen.add(n)
-            row = free[n]
-            if all(row[j] >= r for j, r in need):
+            if _covers(free[n].tolist(), need):
                 found = n
                 break
             if len(taken) > SCAN_LIMIT:

@@ -138,8 +138,9 @@ class VictimIndex:
             self.retire(gang)
             return
         self._g_quota.pop(g, None)
-        self.g_cap[g] = sum(int(self.p_whole[m]) * MILLI + (self.pods[m].bound_blocks or 0) * MILLI_PER_BLOCK
-                            for m in gang.members if self.pods[m].node is not None)
+        pods = self.pods
+        self.g_cap[g] = sum(pods[m].whole * MILLI + (pods[m].bound_blocks or 0) * MILLI_PER_BLOCK
+                            for m in gang.members if pods[m].node is not None)
         if not self.g_live[g]:
             self.g_live[g] = True
             self.g_fresh[g] = True
