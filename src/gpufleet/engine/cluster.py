@@ -86,14 +86,17 @@ class ClusterState:
                 self.gpu_free[node, g] -= blocks
             else:
                 self.gpu_free[node, g] -= blocks
-        else:
+        elif gpus:
+            row, given = self.gpu_free[node], self.gpu_whole[node]  # row views: 1-D indexing is cheaper
+            taken = 0
             for g in gpus:
-                if not healthy[g]:
-                    continue
-                if self.gpu_free[node, g] == BLOCKS_PER_GPU:
-                    self.free_whole[node] -= 1
-                self.gpu_free[node, g] = 0
-                self.gpu_whole[node, g] = True
+                if healthy[g]:
+                    if row[g] == BLOCKS_PER_GPU:
+                        taken += 1
+                    row[g] = 0
+                    given[g] = True
+            if taken:
+                self.free_whole[node] -= taken
         self.dirty.append(node)
 
     def take_many(self, nodes: IntArray, res: IntArray, whole: tuple[IntArray, IntArray],
@@ -147,13 +150,16 @@ class ClusterState:
                 self.gpu_free[node, g] += blocks
                 if self.gpu_free[node, g] == BLOCKS_PER_GPU:
                     self.free_whole[node] += 1
-        else:
+        elif gpus:
+            row, given = self.gpu_free[node], self.gpu_whole[node]
+            back = 0
             for g in gpus:
-                if not healthy[g]:
-                    continue
-                self.gpu_whole[node, g] = False
-                self.gpu_free[node, g] = BLOCKS_PER_GPU
-                self.free_whole[node] += 1
+                if healthy[g]:
+                    given[g] = False
+                    row[g] = BLOCKS_PER_GPU
+                    back += 1
+            if back:
+                self.free_whole[node] += back
         self.dirty.append(node)
 
     def whole_gpus_for(self, node: int, count: int, nvlink: Sequence[Sequence[int]], spread: bool) -> list[int]:
@@ -162,13 +168,14 @@ class ClusterState:
         Lowest indices first; among NVLink domains that can hold the request, the one with the
         fewest free GPUs (binpack) or the most (spread), ties by lowest index.
         """
-        free = [int(g) for g in np.flatnonzero(self.gpu_free[node] == BLOCKS_PER_GPU)]
         if count <= 0:
             return []
+        free = [g for g, blocks in enumerate(self.gpu_free[node].tolist()) if blocks == BLOCKS_PER_GPU]
         if nvlink:
             fitting: list[tuple[int, int, list[int]]] = []
             for domain in nvlink:
-                in_domain = [g for g in free if g in set(domain)]
+                members = set(domain)
+                in_domain = [g for g in free if g in members]
                 if len(in_domain) >= count:
                     size = -len(in_domain) if spread else len(in_domain)
                     fitting.append((size, min(domain), in_domain))

@@ -100,6 +100,7 @@ class StaticFeasibility:
         self._cache: dict[object, BoolArray] = {}
         self._names = np.array([n.name for n in nodes], dtype=object)
         self._device_masks: dict[frozenset[str], BoolArray] = {}
+        self._keys: dict[int, tuple[Pod, object]] = {}
 
     def _codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
         """Label ``key`` of every node as integer codes (-1: no such label)."""
@@ -193,7 +194,16 @@ class StaticFeasibility:
         return self.pools.get(pod.namespace) if self.pools else None
 
     def key(self, pod: Pod) -> object:
-        """What the pod's static mask depends on: its constraints, and its Project's pools."""
+        """What the pod's static mask depends on: its constraints, and its Project's pools
+        (remembered per pod: placement, masks and failure memos ask for it on every attempt)."""
+        got = self._keys.get(id(pod))
+        if got is not None and got[0] is pod:
+            return got[1]
+        key = self._key(pod)
+        self._keys[id(pod)] = (pod, key)  # the pod is kept alive with its entry: its id is not reused
+        return key
+
+    def _key(self, pod: Pod) -> object:
         key = static_key(pod)
         if self.pools:
             project = self.pools.get(pod.namespace)

@@ -17,7 +17,7 @@ from gpufleet.domain import BLOCKS_PER_GPU
 from gpufleet.domain.units import BYTES_PER_MIB
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 
-__all__ = ["blocks_for_memory", "gpu_fit", "node_fit", "resources_fit", "share_cells"]
+__all__ = ["ResourceFit", "blocks_for_memory", "gpu_fit", "node_fit", "resources_fit", "share_cells"]
 
 # Requests are clamped to this many bytes before the int64 arithmetic (x 100 blocks stays below
 # 2**63): a larger request exceeds every GPU of up to 2**36 MiB (2**56 bytes) either way.
@@ -72,3 +72,28 @@ def node_fit(cluster: ClusterState, static: BoolArray, res: IntArray, whole: int
     if whole or share is not None:
         fit &= gpu_fit(cluster, whole, share)
     return fit
+
+
+class ResourceFit:
+    """:func:`resources_fit` for one request vector, kept up to date from ``ClusterState.dirty``:
+    only the nodes changed since the last call are compared again (pods alike ask alike)."""
+
+    def __init__(self, cluster: ClusterState, res: IntArray) -> None:
+        self.cluster = cluster
+        self.res = res.copy()
+        self.cols = np.flatnonzero(res)
+        self._need = self.res[self.cols]
+        self._fit = resources_fit(cluster, self.res)
+        self._seen = len(cluster.dirty)
+
+    def mask(self) -> BoolArray:
+        """Nodes whose free amounts cover the request now (read-only: do not write to it)."""
+        dirty = self.cluster.dirty
+        if len(dirty) > self._seen:
+            if len(dirty) - self._seen > len(self._fit) // 16:
+                self._fit = resources_fit(self.cluster, self.res)
+            else:
+                nodes = np.array(dirty[self._seen:], dtype=np.int64)
+                self._fit[nodes] = (self.cluster.free[nodes][:, self.cols] >= self._need).all(axis=1)
+            self._seen = len(dirty)
+        return self._fit

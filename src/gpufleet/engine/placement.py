@@ -16,9 +16,10 @@ from gpufleet.domain import CPU, MEMORY, Placement, VolumeBinding
 from gpufleet.domain.selectors import NamespaceLabels
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
-from gpufleet.engine.fit import blocks_for_memory, node_fit, share_cells
+from gpufleet.engine.fit import ResourceFit, blocks_for_memory, gpu_fit, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
 from gpufleet.engine.interpod import InterPod
+from gpufleet.engine.nodeindex import FALLBACK, DomainSums, FreeGpuIndex
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.volumes import VolumeBook
 from gpufleet.engine.workload import Gang, PodInfo
@@ -53,6 +54,11 @@ def plural(n: int, word: str) -> str:
 
 
 class Placer:
+    # Set False (on the class or an instance) to decide without the node indexes: the free-GPU
+    # index, domain sums (engine/nodeindex.py) and passes over a domain's nodes only. The
+    # decisions must be the same.
+    USE_INDEX = True
+
     def __init__(self, cluster: ClusterState, feasibility: StaticFeasibility, pods: list[PodInfo],
                  policy: Placement, target: TargetWorkload | None = None,
                  volumes: VolumeBook | None = None, namespaces: NamespaceLabels | None = None) -> None:
@@ -78,6 +84,14 @@ class Placer:
         # pod or node can have one.
         self.soft = self.interpod is not None or feasibility.has_soft_taints or any(
             p.pod.preferred_affinity for p in pods)
+        # Nodes bucketed by free whole GPUs per feasibility class (engine/nodeindex.py): the
+        # common whole-GPU placement without a pass over every node. Built on first use.
+        self._index: FreeGpuIndex | None = None
+        # Per topology label, the nodes of each domain; per (label, pod shape), domain sums.
+        self._domain_nodes: dict[str, list[IntArray]] = {}
+        self._sums: dict[tuple[object, ...], DomainSums] = {}
+        # Per request vector, the nodes whose free resources cover it (fit.ResourceFit).
+        self._fits: dict[bytes, ResourceFit] = {}
 
     # -- state changes --------------------------------------------------------------------
 
@@ -154,15 +168,43 @@ class Placer:
             claims = self.volumes.mask(info.idx)
             if claims is not None:
                 mask = mask & claims
-        return node_fit(c, mask, info.res, info.whole)
+        if not self.USE_INDEX:
+            return node_fit(c, mask, info.res, info.whole)
+        # node_fit, with the resource test kept per request vector from the nodes changed since.
+        key = info.res.tobytes()
+        fit = self._fits.get(key)
+        if fit is None:
+            if len(self._fits) >= 64:
+                return node_fit(c, mask, info.res, info.whole)
+            fit = self._fits[key] = ResourceFit(c, info.res)
+        mask = mask & fit.mask()
+        if info.whole:
+            mask &= gpu_fit(c, info.whole)
+        return mask
 
     def best_node(self, info: PodInfo, within: BoolArray | None = None,
-                  rank: IntArray | None = None) -> Assignment | None:
+                  rank: IntArray | None = None, nodes: IntArray | None = None) -> Assignment | None:
+        """Where the pod goes now (None: nowhere), among ``within`` (a mask) or ``nodes`` (the
+        same nodes as ascending indexes: ``within`` may then be left None, and the choice costs
+        a pass over those nodes only)."""
         if self.soft:
             rank = self._soft_rank(info, rank)
+        if nodes is not None:
+            if rank is None and not self.defrag and not info.fractional and self.USE_INDEX:
+                return self._subset_node(info, nodes)
+            if within is None:
+                within = np.zeros(len(self.cluster.nodes), dtype=np.bool_)
+                within[nodes] = True
         if self.defrag:
             return self._defrag_node(info, within, rank)
         c = self.cluster
+        if info.whole and rank is None and within is None and not info.fractional and self.USE_INDEX:
+            node = self._indexed_node(info)
+            if node != FALLBACK:
+                if node < 0:
+                    return None
+                gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+                return Assignment(info.idx, node, tuple(gpus), None)
         mask = self.fit_mask(info, within)
         if info.fractional:
             need = self._blocks_by_node(info)
@@ -190,6 +232,64 @@ class Placer:
         node = int(np.argmin(np.where(mask, score, INF)))
         gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return Assignment(info.idx, node, tuple(gpus), None)
+
+    def _subset_node(self, info: PodInfo, nodes: IntArray) -> Assignment | None:
+        """``best_node`` restricted to ``nodes`` (ascending) for a pod of whole GPUs or none, with
+        no rank: the same masks and scores as the pass over all nodes, on those nodes only (the
+        first index among equals is still the first node)."""
+        c = self.cluster
+        pod = info.pod
+        mask = self.feasibility.mask(pod)[nodes]
+        if pod.host_ports:
+            mask &= self.ports.free_mask(pod.host_ports)[nodes]
+        if self.interpod is not None:
+            rules = self.interpod.mask(info.idx)
+            if rules is not None:
+                mask &= rules[nodes]
+        if self.volumes is not None:
+            claims = self.volumes.mask(info.idx)
+            if claims is not None:
+                mask &= claims[nodes]
+        cols = np.flatnonzero(info.res)
+        mask &= (c.free[nodes][:, cols] >= info.res[cols]).all(axis=1)
+        free_whole = c.free_whole[nodes]
+        if info.whole:
+            mask &= free_whole >= info.whole
+        if not mask.any():
+            return None
+        if info.whole:
+            score = -free_whole if self.spread else free_whole
+        else:
+            cpu = c.free[nodes, 0]
+            score = c.gpu_count[nodes] * BIG + (-cpu if self.spread else cpu)
+        node = int(nodes[int(np.argmin(np.where(mask, score, INF)))])
+        gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+        return Assignment(info.idx, node, tuple(gpus), None)
+
+    def domain_nodes(self, label: str) -> list[IntArray]:
+        """The nodes of each domain of a topology label (as coded by ``domains``), ascending."""
+        got = self._domain_nodes.get(label)
+        if got is None:
+            codes, names = self.domains(label)
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+            got = [order[bounds[d]:bounds[d + 1]] for d in range(len(names))]
+            self._domain_nodes[label] = got
+        return got
+
+    def _indexed_node(self, info: PodInfo) -> int:
+        """The node of a whole-GPU pod from the free-GPU index (-1: none fits), or ``FALLBACK``
+        when the pod has a rule the index does not know (host ports, inter-pod rules, claims)."""
+        pod = info.pod
+        if pod.host_ports or (pod.claims and self.volumes is not None):
+            return FALLBACK
+        if self.interpod is not None and self.interpod.rules(info.idx):
+            return FALLBACK
+        index = self._index
+        if index is None:
+            index = self._index = FreeGpuIndex(self.cluster)
+        feas = self.feasibility
+        return index.choose(feas.key(pod), lambda: feas.mask(pod), info.whole, info.res, self.spread)
 
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
         """``rank`` refined by the pod's node penalty (docs/semantics-notes.md, "Soft scores"):
@@ -346,12 +446,12 @@ class Placer:
             self.release(a.pod)
 
     def _try(self, members: Sequence[int], required: int, within: BoolArray | None,
-             rank: IntArray | None) -> tuple[list[Assignment] | None, int]:
+             rank: IntArray | None, nodes: IntArray | None = None) -> tuple[list[Assignment] | None, int]:
         """Place pods one after another on the live state; keep them when at least ``required``
         fit, else roll all of them back. Also returns how many fitted."""
         placed: list[Assignment] = []
         for m in members:
-            a = self.best_node(self.pods[m], within, rank)
+            a = self.best_node(self.pods[m], within, rank, nodes)
             if a is not None:
                 self.commit(a)
                 placed.append(a)
@@ -364,10 +464,31 @@ class Placer:
         """GPUs (whole, or one per fractional pod) a set of pods needs, for domain pre-filters."""
         return sum(self.pods[m].whole or (1 if self.pods[m].fractional else 0) for m in members)
 
+    def _domain_sums(self, codes: IntArray, n_domains: int, what: tuple[object, ...],
+                     value: Callable[[IntArray], IntArray]) -> IntArray:
+        """Per domain of ``codes``, the sum of ``value`` over its nodes, kept up to date between
+        calls under ``what`` (what the value depends on besides the nodes' state)."""
+        key = (id(codes), *what)
+        got = self._sums.get(key)
+        if got is None:
+            if len(self._sums) >= 256 or not self.USE_INDEX:  # many shapes: no longer kept
+                ok = codes >= 0
+                everything = np.flatnonzero(ok)
+                return np.bincount(codes[ok], weights=value(everything), minlength=n_domains).astype(np.int64)
+            got = self._sums[key] = DomainSums(self.cluster, codes, n_domains, value)
+        return got.get()
+
     def _domain_free(self, codes: IntArray, n_domains: int, members: Sequence[int]) -> IntArray:
-        static = self.feasibility.mask(self.pods[members[0]].pod)
-        ok = (codes >= 0) & static
-        return np.bincount(codes[ok], weights=self.cluster.free_whole[ok], minlength=n_domains).astype(np.int64)
+        """Free whole GPUs per domain on the nodes the first member may use."""
+        pod = self.pods[members[0]].pod
+        static = self.feasibility.mask(pod)
+        cluster = self.cluster
+
+        def free(nodes: IntArray) -> IntArray:
+            out: IntArray = np.where(static[nodes], cluster.free_whole[nodes], 0)
+            return out
+
+        return self._domain_sums(codes, n_domains, ("free", self.feasibility.key(pod)), free)
 
     def place_gang(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
         """Place at least ``required`` of ``members`` (all when possible), committing on success."""
@@ -393,22 +514,24 @@ class Placer:
                 return f"{self.pods[m].key}: {self.pod_reason(self.pods[m])}"
         return ""
 
-    def copies_per_node(self, info: PodInfo) -> IntArray:
-        """How many more copies of this pod each node could take now (0 where infeasible)."""
+    def copies_per_node(self, info: PodInfo, nodes: IntArray | None = None) -> IntArray:
+        """How many more copies of this pod each node (of ``nodes``, default all) could take now
+        (0 where infeasible)."""
         c = self.cluster
-        copies = np.where(self.feasibility.mask(info.pod), np.int64(1) << np.int64(30), 0)
+        rows = slice(None) if nodes is None else nodes
+        copies: IntArray = np.where(self.feasibility.mask(info.pod)[rows], np.int64(1) << np.int64(30), 0)
         for j in np.flatnonzero(info.res):
-            copies = np.minimum(copies, c.free[:, j] // info.res[j])
+            copies = np.minimum(copies, c.free[rows, j] // info.res[j])
         if info.whole:
-            copies = np.minimum(copies, c.free_whole // info.whole)
+            copies = np.minimum(copies, c.free_whole[rows] // info.whole)
         if info.pod.host_ports:  # two copies never share a host port
-            copies = np.minimum(copies, self.ports.free_mask(info.pod.host_ports).astype(np.int64))
+            copies = np.minimum(copies, self.ports.free_mask(info.pod.host_ports)[rows].astype(np.int64))
         return copies
 
     def _ordered_domains(self, codes: IntArray, names: list[str], members: Sequence[int],
                          need: int, count: int | None = None) -> list[int]:
         free = self._domain_free(codes, len(names), members)
-        cands = [d for d in range(len(names)) if free[d] >= need]
+        cands: IntArray = np.flatnonzero(free >= need)
         first = self.pods[members[0]]
         same = all(
             self.pods[m].whole == first.whole and not self.pods[m].fractional
@@ -417,13 +540,20 @@ class Placer:
             and self.pods[m].pod.affinity == first.pod.affinity
             for m in members
         )
-        if same and cands:
+        if same and len(cands):
             # Identical pods: a domain must hold that many copies, counted node by node.
-            ok = codes >= 0
-            copies = np.bincount(codes[ok], weights=self.copies_per_node(first)[ok], minlength=len(names))
-            cands = [d for d in cands if copies[d] >= (count if count is not None else len(members))]
-        cands.sort(key=lambda d: ((-free[d] if self.spread else free[d]), names[d]))
-        return cands
+            if first.pod.host_ports:  # the host-port table is not part of a node's own state
+                ok = codes >= 0
+                copies = np.bincount(codes[ok], weights=self.copies_per_node(first)[ok], minlength=len(names))
+            else:
+                copies = self._domain_sums(
+                    codes, len(names), ("copies", self.feasibility.key(first.pod), first.res.tobytes(), first.whole),
+                    lambda nodes: self.copies_per_node(first, nodes))
+            cands = cands[copies[cands] >= (count if count is not None else len(members))]
+        # Tightest (binpack) or loosest (spread) first; names are sorted, so ties by name are by code.
+        order = np.argsort(-free[cands] if self.spread else free[cands], kind="stable")
+        out: list[int] = cands[order].tolist()
+        return out
 
     def _place_required(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
         assert gang.topology_required is not None
@@ -448,7 +578,7 @@ class Placer:
                             return result
             else:
                 for d in domains:
-                    placed, _ = self._try(members, count, codes == d, None)
+                    placed, _ = self._try(members, count, None, None, self.domain_nodes(label)[d])
                     if placed is not None:
                         return GangPlacement(True, placed)
         if not names:
@@ -469,10 +599,10 @@ class Placer:
         # One domain when any can hold the gang: tightest first.
         need = self.gang_need(members)
         for d in self._ordered_domains(codes, names, members, need):
-            mask = codes == d
+            nodes = self.domain_nodes(gang.topology_preferred)[d]
             if within is not None:
-                mask &= within
-            placed, _ = self._try(members, len(members), mask, None)
+                nodes = nodes[within[nodes]]
+            placed, _ = self._try(members, len(members), None, None, nodes)
             if placed is not None:
                 return GangPlacement(True, placed)
         if single_only:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -27,6 +28,12 @@ from gpufleet.engine.workload import Gang, PodInfo
 __all__ = ["VictimIndex"]
 
 WALK_WINDOW = 4096  # gangs looked at per step when skipping those no longer victims
+
+
+def _column(items: Sequence[object], name: str, count: int) -> IntArray:
+    """The int attribute ``name`` of every item, as an array (one C-level pass)."""
+    out: IntArray = np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=count)
+    return out
 
 
 class VictimIndex:
@@ -46,33 +53,44 @@ class VictimIndex:
         self.cluster = cluster
         self.feasibility = feasibility
         self.node_of = node_of
-        self.g_queue = np.array([g.queue for g in gangs], dtype=np.int64)
-        self.g_prio = np.array([g.priority for g in gangs], dtype=np.int64)
-        self.g_rank = np.array([g.name_rank for g in gangs], dtype=np.int64)
-        self.g_live = np.array([g.alive > 0 and g.preemptible for g in gangs], dtype=np.bool_)
-        self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        # Tens of thousands of gangs and pods: one C-level pass per field (fromiter over attrgetter).
+        n_gangs, n_pods = len(gangs), len(pods)
+        self.g_queue = _column(gangs, "queue", n_gangs)
+        self.g_prio = _column(gangs, "priority", n_gangs)
+        self.g_rank = _column(gangs, "name_rank", n_gangs)
+        g_alive = _column(gangs, "alive", n_gangs)
+        g_preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n_gangs)
+        self.g_live = (g_alive > 0) & g_preemptible
+        self.p_gang = _column(pods, "gang", n_pods)
         self.p_res = requests
-        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        self.p_whole = _column(pods, "whole", n_pods)
+        # Fixed and bound blocks (0: none); a pod is fractional when it has fixed blocks or asks memory.
+        p_blocks = np.fromiter((b or 0 for b in map(attrgetter("blocks"), pods)), dtype=np.int64, count=n_pods)
+        p_fractional = np.fromiter(map(attrgetter("fractional"), pods), dtype=np.bool_, count=n_pods)
+        p_bound_blocks = np.fromiter((b or 0 for b in map(attrgetter("bound_blocks"), pods)), dtype=np.int64,
+                                     count=n_pods)
+        p_bound = np.fromiter((n is not None for n in map(attrgetter("node"), pods)), dtype=np.bool_, count=n_pods)
         # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
-        self.p_gpus_freed = self.p_whole + np.array([1 if p.fractional else 0 for p in pods], dtype=np.int64)
+        self.p_gpus_freed = self.p_whole + p_fractional.astype(np.int64)
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
-        bound = np.array([p.node is not None and p.gang >= 0 for p in pods], dtype=np.bool_)
-        milli = np.array([p.whole * MILLI + (p.bound_blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
-        start = np.array([p.start for p in pods], dtype=np.float64)
+        mine = self.p_gang >= 0
+        bound = p_bound & mine
+        milli = self.p_whole * MILLI + p_bound_blocks * MILLI_PER_BLOCK
+        start = np.fromiter(map(attrgetter("start"), pods), dtype=np.float64, count=n_pods)
         self.g_cap = np.bincount(self.p_gang[bound], weights=milli[bound], minlength=len(gangs)).astype(np.int64)
         # Gangs wholly pending may be admitted, then be victims: the capacity they ask for stands
         # in (corrected on admission), and they are the most recently started work (start +inf).
-        self.g_admissible = np.array([g.alive == 0 and g.preemptible and g.queue >= 0 for g in gangs], dtype=np.bool_)
-        asked = np.array([p.whole * MILLI + (p.blocks or 0) * MILLI_PER_BLOCK for p in pods], dtype=np.int64)
-        mine = self.p_gang >= 0
+        self.g_admissible = (g_alive == 0) & g_preemptible & (self.g_queue >= 0)
+        asked = self.p_whole * MILLI + p_blocks * MILLI_PER_BLOCK
         asked_by_gang = np.bincount(self.p_gang[mine], weights=asked[mine], minlength=len(gangs)).astype(np.int64)
         self.g_cap[self.g_admissible] = asked_by_gang[self.g_admissible]
         self.g_start = np.full(len(gangs), np.inf)
         np.minimum.at(self.g_start, self.p_gang[bound], start[bound])
         self.g_start[np.isinf(self.g_start) & ~self.g_admissible] = 0.0
         self.g_all = np.arange(len(gangs), dtype=np.int64)
-        self.g_size = np.array([len(g.members) for g in gangs], dtype=np.int64)
-        self.g_first_pod = np.array([g.members[0] for g in gangs], dtype=np.int64)
+        members = list(map(attrgetter("members"), gangs))
+        self.g_size = np.fromiter(map(len, members), dtype=np.int64, count=n_gangs)
+        self.g_first_pod = np.fromiter(map(itemgetter(0), members), dtype=np.int64, count=n_gangs)
         self.q_live_count = np.bincount(
             np.maximum(self.g_queue[self.g_live], 0), minlength=len(forest.queues)
         ).astype(np.int64)
@@ -120,8 +138,9 @@ class VictimIndex:
             self.retire(gang)
             return
         self._g_quota.pop(g, None)
-        self.g_cap[g] = sum(int(self.p_whole[m]) * MILLI + (self.pods[m].bound_blocks or 0) * MILLI_PER_BLOCK
-                            for m in gang.members if self.pods[m].node is not None)
+        pods = self.pods
+        self.g_cap[g] = sum(pods[m].whole * MILLI + (pods[m].bound_blocks or 0) * MILLI_PER_BLOCK
+                            for m in gang.members if pods[m].node is not None)
         if not self.g_live[g]:
             self.g_live[g] = True
             self.g_fresh[g] = True
