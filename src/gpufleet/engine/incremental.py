@@ -22,20 +22,35 @@ a GPU held twice: the fresh build's warnings and repairs) makes the call a plain
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import cast
 
 import numpy as np
 
-from gpufleet.domain import BLOCKS_PER_GPU, GPU, MILLI, PODS, Decisions, Pod, Project, Snapshot
+from gpufleet.domain import (
+    BLOCKS_PER_GPU,
+    GPU,
+    MILLI,
+    PODS,
+    Decisions,
+    Pod,
+    PodGroup,
+    Project,
+    QueueName,
+    Snapshot,
+)
+from gpufleet.domain.queues import pod_group_of
 from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.intake import Screened, ScreenedNodes, screen, screen_nodes
 from gpufleet.engine.placement import Placer
 from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.scheduler import BuildSteps, Engine
-from gpufleet.engine.workload import Gang, PodInfo
+from gpufleet.engine.workload import Gang, PodInfo, build_pod_table
 
 __all__ = ["IncrementalEngine", "KeptSteps"]
 
@@ -43,6 +58,8 @@ __all__ = ["IncrementalEngine", "KeptSteps"]
 _SHARED = frozenset({"nodes", "index", "resources", "res_index"})
 # Calls after which the feasibility cache starts again (it grows with the distinct constraint sets).
 FEASIBILITY_CALLS = 1024
+
+_name_order = attrgetter("namespace", "name")  # build_pod_table's order of pods
 
 
 class Rebuild(Exception):
@@ -96,6 +113,10 @@ class KeptSteps(BuildSteps):
         self._pools: Mapping[str, Project] | None = None
         self._feasibility_calls = 0
         self._managed: tuple[str, ...] = ()
+        # Pod rows: id(pod) -> (its PodInfo as last built, the PodGroup it was built with); valid
+        # while the context (priority classes, config, queues, default queues, resources) holds.
+        self._rows: dict[int, tuple[PodInfo, PodGroup | None]] = {}
+        self._context: tuple[object, ...] | None = None
 
     def forget(self) -> None:
         """Drop the bound state (after a call it could not follow): the next call binds afresh."""
@@ -142,6 +163,46 @@ class KeptSteps(BuildSteps):
             self._pools = pools
             self._feasibility_calls = 0
         return self._feasibility
+
+    def pod_table(self, snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int],
+                  default_queues: Mapping[str, QueueName] | None) -> tuple[list[PodInfo], IntArray]:
+        """The pod table, with the rows of pods unchanged since the last call (the same object,
+        the same PodGroup) kept, and the others built by ``build_pod_table``; every row gets its
+        place and the state of a fresh build (nothing bound, no gang)."""
+        context = (snapshot.priority_classes, snapshot.config, queue_of, default_queues, cluster.resources)
+        if context != self._context:
+            self._rows = {}
+            self._context = context
+        kept = self._rows
+        groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
+        pods = sorted((p for p in snapshot.pods if not p.finished), key=_name_order)
+        out: list[PodInfo | None] = []
+        missing: list[Pod] = []
+        for pod in pods:
+            row = kept.get(id(pod))
+            if row is None or row[0].pod is not pod or (pod.group_label and row[1] is not pod_group_of(pod, groups)):
+                missing.append(pod)
+                out.append(None)
+            else:
+                out.append(row[0])
+        if missing:
+            built, _ = build_pod_table(dataclasses.replace(snapshot, pods=tuple(missing)), cluster, queue_of,
+                                       default_queues)
+            fresh = iter(built)
+            for i, info in enumerate(out):
+                if info is None:
+                    info = out[i] = next(fresh)
+                    kept[id(info.pod)] = (info, pod_group_of(info.pod, groups) if info.pod.group_label else None)
+        infos = cast(list[PodInfo], out)
+        if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
+            self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
+        matrix = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), len(cluster.resources))
+        for i, info in enumerate(infos):
+            info.idx = info.name_rank = i
+            info.res = matrix[i]
+            info.gang = -1
+            info.node, info.gpus, info.bound_blocks = None, (), None
+        return infos, matrix
 
     def bind_running(self, pods: list[PodInfo], requests: IntArray, placer: Placer, gangs: list[Gang],
                      quota: QuotaGates) -> list[str]:
