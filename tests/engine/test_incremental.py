@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.domain import GPU, MILLI, Decisions, Node, Pod, Queue, QueueResource, Snapshot
-from gpufleet.engine import IncrementalEngine, schedule
+from gpufleet.engine import IncrementalEngine, incremental, schedule
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.incremental import KeptSteps, clone_cluster
 from gpufleet.engine.scheduler import Engine
@@ -25,7 +27,7 @@ from gpufleet.engine.scheduler import Engine
 from .strategies import gang_snapshots, inter_pod_snapshots, snapshots, volume_snapshots
 
 EQUIVALENCE = settings(
-    max_examples=120,
+    max_examples=80,
     deadline=None,
     derandomize=True,
     database=None,
@@ -94,16 +96,18 @@ def _with_gpu_quota(queue: Queue, quota: int) -> Queue:
     return dataclasses.replace(queue, resources=resources)
 
 
+@pytest.mark.parametrize("bulk", [incremental.BULK, 0])  # pods that start bound one by one, or with NumPy
 @EQUIVALENCE
 @given(st.one_of(snapshots(), gang_snapshots(), inter_pod_snapshots(), volume_snapshots()), st.data())
-def test_incremental_decides_as_schedule_over_event_sequences(first: Snapshot, data: Any) -> None:
+def test_incremental_decides_as_schedule_over_event_sequences(bulk: int, first: Snapshot, data: Any) -> None:
     engine = IncrementalEngine()
     snapshot = first
-    for step in range(STEPS):
-        fresh = schedule(snapshot)
-        kept = engine(snapshot)
-        assert kept == fresh, f"step {step}:\nfresh {fresh}\nkept  {kept}"
-        snapshot = _event(_apply(snapshot, fresh, 1000.0 + step), data, step)
+    with patch.object(incremental, "BULK", bulk):
+        for step in range(STEPS):
+            fresh = schedule(snapshot)
+            kept = engine(snapshot)
+            assert kept == fresh, f"step {step}:\nfresh {fresh}\nkept  {kept}"
+            snapshot = _event(_apply(snapshot, fresh, 1000.0 + step), data, step)
 
 
 def _node(name: str, gpus: int) -> Node:

@@ -60,6 +60,8 @@ _SHARED = frozenset({"nodes", "index", "resources", "res_index"})
 FEASIBILITY_CALLS = 1024
 
 _name_order = attrgetter("namespace", "name")  # build_pod_table's order of pods
+_FINISHED = ("Succeeded", "Failed")  # Pod.finished
+BULK = 32  # pods that started since the last call, from which they are bound with NumPy
 
 
 class Rebuild(Exception):
@@ -244,17 +246,36 @@ class KeptSteps(BuildSteps):
     def _follow(self, pods: Sequence[Pod], bound: ClusterState) -> None:
         """Bring ``bound`` to the running pods of ``pods``: give back what left, take what came."""
         held = self._held
-        running = {id(p): p for p in pods if p.node_name is not None and not p.finished}
+        running = {id(p): p for p in pods if p.node_name is not None and p.phase not in _FINISHED}
         for key in [k for k in held if k not in running]:
             h = held.pop(key)
             bound.give_back(h.node, h.res, h.gpus, h.blocks)
             self._count_cells(h, -1)
-        for key, pod in running.items():
-            if key not in held:
-                h = self._hold(pod, bound)
+        came = [(key, self._hold(pod, bound)) for key, pod in running.items() if key not in held]
+        if len(came) < BULK:
+            for key, h in came:
                 self._count_cells(h, 1)
                 bound.take(h.node, h.res, h.gpus, h.blocks)
                 held[key] = h
+        elif came:  # many (the first call): with NumPy, as the fresh build binds them
+            self._take_many([h for _, h in came], bound)
+            held.update(came)
+
+    def _take_many(self, came: list[_Held], bound: ClusterState) -> None:
+        whole = [(h.node, g) for h in came if h.blocks is None for g in h.gpus]
+        shares = [(h.node, h.gpus[0], h.blocks) for h in came if h.blocks is not None]
+        w_nodes, w_gpus = (np.array(c, dtype=np.int64).reshape(-1) for c in zip(*whole, strict=True)) if whole \
+            else (np.zeros(0, dtype=np.int64),) * 2
+        s_nodes, s_gpus, s_blocks = (np.array(c, dtype=np.int64).reshape(-1) for c in zip(*shares, strict=True)) \
+            if shares else (np.zeros(0, dtype=np.int64),) * 3
+        np.add.at(self._whole, (w_nodes, w_gpus), 1)
+        np.add.at(self._shares, (s_nodes, s_gpus), s_blocks)
+        if ((self._whole[w_nodes, w_gpus] > 1).any() or (self._shares[w_nodes, w_gpus] > 0).any()
+                or (self._whole[s_nodes, s_gpus] > 0).any() or (self._shares[s_nodes, s_gpus] > BLOCKS_PER_GPU).any()):
+            raise Rebuild("a GPU held twice")
+        res = np.stack([h.res for h in came])
+        bound.take_many(np.array([h.node for h in came], dtype=np.int64), res, (w_nodes, w_gpus),
+                        (s_nodes, s_gpus, s_blocks))
 
     def _hold(self, pod: Pod, bound: ClusterState) -> _Held:
         """What ``pod`` holds, as the fresh build's bulk binding takes it; Rebuild when the fresh
