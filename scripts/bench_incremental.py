@@ -15,43 +15,12 @@ the median of the others for both, per call and in pods of the snapshot per seco
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import time
 
+from gpufleet.bench.deltas import carried_out, small_delta
 from gpufleet.bench.shapes import SHAPES, make_shape
-from gpufleet.domain import Decisions, Snapshot
 from gpufleet.engine import IncrementalEngine, schedule
-
-
-def carried_out(snapshot: Snapshot, decisions: Decisions, now: float) -> Snapshot:
-    """``snapshot`` after a controller carried out ``decisions``."""
-    bound = {b.pod: b for b in decisions.bindings}
-    evicted = {e.pod for e in decisions.evictions}
-    pods = []
-    for pod in snapshot.pods:
-        if pod.key in evicted:
-            continue
-        b = bound.get(pod.key)
-        if b is not None:
-            pod = dataclasses.replace(pod, node_name=b.node, phase="Running", gpu_index=b.gpus, start_time=now,
-                                      gpu_blocks=b.gpu_blocks if b.gpu_blocks is not None else pod.gpu_blocks)
-        pods.append(pod)
-    return dataclasses.replace(snapshot, pods=tuple(pods))
-
-
-def delta(snapshot: Snapshot, step: int, size: int) -> Snapshot:
-    """``size`` running pods finish (spread over the list) and ``size`` new pending pods arrive."""
-    pods = list(snapshot.pods)
-    running = [i for i, p in enumerate(pods) if p.bound]
-    for i in running[step % max(1, len(running) // max(1, size))::max(1, len(running) // max(1, size))][:size]:
-        pods[i] = dataclasses.replace(pods[i], phase="Succeeded")
-    models = [p for p in pods if not p.bound and not p.finished] or [p for p in pods if p.bound]
-    for k in range(size):
-        model = models[(step * size + k) % len(models)]
-        pods.append(dataclasses.replace(model, name=f"{model.name}-d{step}-{k}", node_name=None, phase="Pending",
-                                        gpu_index=(), start_time=None, group_label=None))
-    return dataclasses.replace(snapshot, pods=tuple(pods))
 
 
 def main() -> None:
@@ -77,7 +46,7 @@ def main() -> None:
         fresh_s.append(middle - start)
         kept_s.append(end - middle)
         pods.append(len(snapshot.pods))
-        snapshot = delta(carried_out(snapshot, fresh, 1e9 + step), step, args.delta)
+        snapshot = small_delta(carried_out(snapshot, fresh, 1e9 + step), step, args.delta)
     n = statistics.median(pods[1:])
     f, k = statistics.median(fresh_s[1:]), statistics.median(kept_s[1:])
     print(f"{args.shape} x{args.scale}: {pods[0]:,} pods, then {args.calls} calls each after {args.delta} pods "

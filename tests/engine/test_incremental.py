@@ -15,42 +15,22 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.domain import GPU, MILLI, Decisions, Node, Pod, Queue, QueueResource, Snapshot
+from gpufleet.bench.deltas import carried_out
+from gpufleet.domain import GPU, MILLI, Node, Pod, Queue, QueueResource, Snapshot
 from gpufleet.engine import IncrementalEngine, incremental, schedule
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.incremental import KeptSteps, clone_cluster
 from gpufleet.engine.scheduler import Engine
 
 from .strategies import gang_snapshots, inter_pod_snapshots, snapshots, volume_snapshots
+from .test_properties import PROPERTY
 
-EQUIVALENCE = settings(
-    max_examples=80,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+EQUIVALENCE = settings(PROPERTY, max_examples=80)
 
 STEPS = 6
-
-
-def _apply(snapshot: Snapshot, decisions: Decisions, now: float) -> Snapshot:
-    """The next snapshot as a controller would see it: bindings carried out, evicted pods gone."""
-    bound = {b.pod: b for b in decisions.bindings}
-    evicted = {e.pod for e in decisions.evictions}
-    pods = []
-    for pod in snapshot.pods:
-        if pod.key in evicted:
-            continue
-        b = bound.get(pod.key)
-        if b is not None:
-            pod = dataclasses.replace(pod, node_name=b.node, phase="Running", gpu_index=b.gpus, start_time=now,
-                                      gpu_blocks=b.gpu_blocks if b.gpu_blocks is not None else pod.gpu_blocks)
-        pods.append(pod)
-    return dataclasses.replace(snapshot, pods=tuple(pods))
 
 
 def _event(snapshot: Snapshot, data: Any, step: int) -> Snapshot:
@@ -107,7 +87,7 @@ def test_incremental_decides_as_schedule_over_event_sequences(bulk: int, first: 
             fresh = schedule(snapshot)
             kept = engine(snapshot)
             assert kept == fresh, f"step {step}:\nfresh {fresh}\nkept  {kept}"
-            snapshot = _event(_apply(snapshot, fresh, 1000.0 + step), data, step)
+            snapshot = _event(carried_out(snapshot, fresh, 1000.0 + step), data, step)
 
 
 def _node(name: str, gpus: int) -> Node:
@@ -127,7 +107,7 @@ def test_a_sequence_with_arrivals_and_completions_keeps_the_state() -> None:
     for step in range(8):
         fresh = schedule(snapshot)
         assert engine(snapshot) == fresh
-        snapshot = _apply(snapshot, fresh, float(step))
+        snapshot = carried_out(snapshot, fresh, float(step))
         pods = [p for p in snapshot.pods if not (p.bound and p.name == f"p{step}")]  # one finishes
         pods.append(_pod(f"q{step}", 1 + step % 2))
         snapshot = dataclasses.replace(snapshot, pods=tuple(pods))
