@@ -7,11 +7,10 @@ evicts nothing the first one bound: the controller's next cycle never kills what
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.bench.deltas import carried_out
 from gpufleet.domain import GPU, MILLI, Decisions, NodeName, Pod, QueueName, Snapshot
 from gpufleet.engine import schedule
 
@@ -25,19 +24,7 @@ LATER = 4_000_000_000.0  # start time of the pods the first pass bound: after ev
 def resulting_state(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     """The snapshot once the decisions are carried out: bound pods running where they were put,
     evicted pods gone."""
-    bound = {b.pod: b for b in decisions.bindings}
-    evicted = {e.pod for e in decisions.evictions}
-    pods = []
-    for p in snapshot.pods:
-        if p.key in evicted:
-            continue
-        b = bound.get(p.key)
-        if b is not None:
-            p = replace(p, node_name=NodeName(b.node), phase="Running", gpu_index=b.gpus, start_time=LATER,
-                        gpu_blocks=b.gpu_blocks if b.gpu_blocks is not None else p.gpu_blocks,
-                        gpu_memory_bytes=None if b.gpu_blocks is not None else p.gpu_memory_bytes)
-        pods.append(p)
-    return replace(snapshot, pods=tuple(pods))
+    return carried_out(snapshot, decisions, LATER)
 
 
 def assert_no_churn(snapshot: Snapshot) -> None:

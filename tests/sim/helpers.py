@@ -9,7 +9,7 @@ from gpufleet.domain import CPU, GPU, MEMORY, MILLI, PODS, Node, NodeName, Queue
 from gpufleet.sim.cluster import SimCluster, SimNode
 from gpufleet.sim.failures import FailureModel
 from gpufleet.sim.jobs import build_jobs
-from gpufleet.sim.timeline import CycleMode, JobRun, SimOptions, SimResult, SimSetup, simulate
+from gpufleet.sim.timeline import CycleMode, JobRun, Scheduler, SimOptions, SimResult, SimSetup, simulate
 
 GIB = 2**30 * MILLI
 
@@ -47,6 +47,7 @@ def run(
     until: float | None = None,
     seed: int = 0,
     sample_step: float | None = None,
+    scheduler: Scheduler | None = None,
 ) -> SimResult:
     """Simulate ``trace``: each job goes to the queue named by its vc attribute (or "default")."""
     names = [QueueName(j.attrs.get("vc", "default")) if by_vc else QueueName("default") for j in trace]
@@ -54,7 +55,7 @@ def run(
     setup = SimSetup(sim_cluster, jobs, tuple(queues), failures=failures or FailureModel())
     options = SimOptions(cycle_interval_s=interval, cycle_mode=mode, until_s=until, seed=seed,
                          sample_step_s=sample_step)
-    return simulate(setup, options)
+    return simulate(setup, options, scheduler=scheduler)
 
 
 def runs_by_name(result: SimResult) -> dict[str, JobRun]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from gpufleet.engine import IncrementalEngine, schedule
 from gpufleet.sim.failures import FailureModel, NodeOutage, OutageKind
 from gpufleet.sim.metrics import check_invariants
-from gpufleet.sim.timeline import CycleMode, InterruptKind, JobStatus
+from gpufleet.sim.timeline import CycleMode, InterruptKind, JobStatus, SimOptions, SimSetup, Timeline
 
 from .helpers import cluster, gpu_queue, job, run, runs_by_name
 
@@ -161,3 +163,29 @@ def test_within_queue_preemption_by_priority(interval: float) -> None:
     start = runs["high"].first_start
     assert start is not None and 150 <= start <= 180
     assert runs["low"].lost_s == start - 100
+
+
+def test_the_default_engine_keeps_its_state_and_decides_as_schedule() -> None:
+    """An IncrementalEngine (the runs' default) and a fresh schedule() per cycle give the same
+    run: reclaims between quota'd queues, preemption, gangs, GPU shares, random node failures."""
+    trace = [job(f"j{i}", 37.0 * i, 400.0 + 90 * (i % 7), 1 + i % 3, vc="ab"[i % 2], priority=10 * (i % 4),
+                 checkpoint=120) for i in range(40)]
+    trace += [job(f"s{i}", 50.0 * i, 300.0, 1, milli=250 + 250 * (i % 3), vc="a") for i in range(12)]
+    queues = [gpu_queue("a", 6), gpu_queue("b", 6)]
+    failures = FailureModel(mtbf_s=4000, repair_s=500)
+    engine = IncrementalEngine()
+    kept = run(cluster(4, 4, 8, 2), trace, queues=queues, by_vc=True, interval=30.0, failures=failures, seed=3,
+               scheduler=engine)
+    fresh = run(cluster(4, 4, 8, 2), trace, queues=queues, by_vc=True, interval=30.0, failures=failures, seed=3,
+                scheduler=schedule)
+    assert kept.runs == fresh.runs and kept.interruptions == fresh.interruptions
+    assert kept.cycles == fresh.cycles and kept.warnings == fresh.warnings and kept.end_s == fresh.end_s
+    assert all(np.array_equal(a, b) for a, b in zip(kept.usage_log, fresh.usage_log, strict=True))
+    assert {i.kind for i in kept.interruptions} >= {InterruptKind.RECLAIM, InterruptKind.FAILURE}
+    assert engine.fresh_calls == 0  # every cycle was decided from the kept state
+
+
+def test_a_run_without_a_scheduler_gets_an_incremental_engine_of_its_own() -> None:
+    setup = SimSetup(cluster(1), ())
+    first, second = Timeline(setup, SimOptions()), Timeline(setup, SimOptions())
+    assert isinstance(first.scheduler, IncrementalEngine) and first.scheduler is not second.scheduler

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gpufleet.domain import GPU, MILLI, Pod, Snapshot
+from gpufleet.domain import GPU, MILLI, Node, Pod, Snapshot
 from gpufleet.domain.nodes import MAX_GPUS_PER_NODE, GpuCountProblem, TooManyGpus, gpu_count_problem
 
-__all__ = ["Screened", "screen"]
+__all__ = ["Screened", "ScreenedNodes", "screen", "screen_nodes"]
 
 _LIMIT = MAX_GPUS_PER_NODE * MILLI
 
@@ -35,9 +35,19 @@ class Screened:
         ]
 
 
-def screen(snapshot: Snapshot) -> Screened:
-    """``snapshot`` without the nodes over the GPU bound and the pods bound to no node of it."""
-    nodes = snapshot.nodes
+@dataclass(frozen=True)
+class ScreenedNodes:
+    """The node half of :func:`screen`, which depends on the nodes alone (kept between calls by
+    an engine that keeps its state)."""
+
+    nodes: tuple[Node, ...]  # the nodes as given, less those left out
+    problems: tuple[GpuCountProblem, ...]  # nodes left out (TooManyGpus) or rounded down, by name
+    present: frozenset[str | None]  # the names of ``nodes``, and None (a pod bound to no node)
+    left_out: bool  # some node was left out (``nodes`` is then a new tuple)
+
+
+def screen_nodes(nodes: tuple[Node, ...]) -> ScreenedNodes:
+    """The nodes of a snapshot without those over the GPU bound, and the problems found."""
     # One cheap pass over every node; the rule itself runs on the odd ones only.
     odd = [n for n in nodes if (m := n.allocatable.get(GPU, 0)) % MILLI or m > _LIMIT]
     problems = [p for n in sorted(odd, key=lambda n: n.name) if (p := gpu_count_problem(n)) is not None]
@@ -46,10 +56,19 @@ def screen(snapshot: Snapshot) -> Screened:
         nodes = tuple(n for n in nodes if n.name not in left_out)
     present: set[str | None] = {n.name for n in nodes}
     present.add(None)  # not bound: one set lookup per pod decides
+    return ScreenedNodes(nodes, tuple(problems), frozenset(present), bool(left_out))
+
+
+def screen(snapshot: Snapshot, nodes: ScreenedNodes | None = None) -> Screened:
+    """``snapshot`` without the nodes over the GPU bound and the pods bound to no node of it.
+    ``nodes``: ``screen_nodes(snapshot.nodes)``, when the caller has it already."""
+    if nodes is None:
+        nodes = screen_nodes(snapshot.nodes)
+    present = nodes.present
     strays = [p for p in snapshot.pods if p.node_name not in present and not p.finished]
     if strays:
         gone = {id(p) for p in strays}
         snapshot = dataclasses.replace(snapshot, pods=tuple(p for p in snapshot.pods if id(p) not in gone))
-    if left_out:
-        snapshot = dataclasses.replace(snapshot, nodes=nodes)
-    return Screened(snapshot, tuple(problems), tuple(sorted(strays, key=lambda p: p.key)))
+    if nodes.left_out:
+        snapshot = dataclasses.replace(snapshot, nodes=nodes.nodes)
+    return Screened(snapshot, nodes.problems, tuple(sorted(strays, key=lambda p: p.key)))

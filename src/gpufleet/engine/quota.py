@@ -29,7 +29,8 @@ class QuotaGates:
         self.cluster = cluster
         self.pods = pods
         self.managed = forest.managed
-        self._smallest_gpu_mib = sorted({int(m) for m in cluster.gpu_memory_mib if m > 0})
+        mib = cluster.gpu_memory_mib
+        self._smallest_gpu_mib: list[int] = np.unique(mib[mib > 0]).tolist()  # ascending, no repeats
 
     def counted_blocks(self, info: PodInfo) -> int | None:
         """The blocks a fractional pod counts against GPU quota (None for a whole-GPU pod): those it

@@ -13,15 +13,16 @@ search (victims.py, preemption.py) and the output (decisions.py).
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Queue, QueueName, Snapshot
+from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine.admission import FairOrder
-from gpufleet.engine.cluster import ClusterState
+from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.feasibility import StaticFeasibility
-from gpufleet.engine.intake import screen
+from gpufleet.engine.intake import Screened, screen
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
@@ -30,15 +31,43 @@ from gpufleet.engine.running import bind_running, preset_node_warnings
 from gpufleet.engine.tenancy import PendingLimits, Tenancy, UserCaps
 from gpufleet.engine.victims import VictimIndex
 from gpufleet.engine.volumes import VolumeBook
-from gpufleet.engine.workload import Gang, build_gangs, build_pod_table
+from gpufleet.engine.workload import Gang, PodInfo, build_gangs, build_pod_table
 
-__all__ = ["Engine", "schedule"]
+__all__ = ["BuildSteps", "Engine", "schedule"]
 
 
 @dataclass
 class Attempt:
     ok: bool
     reason: str = ""
+
+
+class BuildSteps:
+    """How :class:`Engine` builds its node- and pod-derived parts from a snapshot: these steps
+    build them fresh. Each step returns what a fresh build returns; a subclass may answer from state
+    kept between calls (engine/incremental.py), never with anything else."""
+
+    def screen(self, snapshot: Snapshot) -> Screened:
+        return screen(snapshot)
+
+    def cluster(self, snapshot: Snapshot) -> ClusterState:
+        """The nodes' capacity state, nothing bound yet (``snapshot`` as screened)."""
+        return ClusterState(snapshot.nodes, sorted({r for p in snapshot.pods for r in p.requests}))
+
+    def feasibility(self, cluster: ClusterState, pools: Mapping[str, Project] | None) -> StaticFeasibility:
+        return StaticFeasibility(cluster.nodes, cluster.schedulable, pools)
+
+    def pod_table(self, snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int],
+                  default_queues: Mapping[str, QueueName] | None) -> tuple[list[PodInfo], IntArray]:
+        return build_pod_table(snapshot, cluster, queue_of, default_queues)
+
+    def bind_running(self, pods: list[PodInfo], requests: IntArray, placer: Placer, gangs: list[Gang],
+                     quota: QuotaGates) -> list[str]:
+        """Bind the snapshot's running pods (and count them towards gangs and queues); the warnings."""
+        return bind_running(pods, requests, placer, gangs, quota)
+
+
+FRESH = BuildSteps()
 
 
 class Engine:
@@ -52,24 +81,27 @@ class Engine:
     # instance to decide without the shortcut: the decisions must be the same).
     MEMO_FAILURES = True
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, steps: BuildSteps | None = None) -> None:
+        """The state of ``snapshot``. ``steps`` builds the node- and pod-derived parts (fresh from
+        the snapshot by default; an :class:`~gpufleet.engine.incremental.IncrementalEngine` gives
+        steps that answer from the state it keeps between calls, to the same result)."""
+        if steps is None:
+            steps = FRESH
         # Nodes over the GPU bound and pods on nodes it does not have never enter (intake.py).
-        screened = screen(snapshot)
+        screened = steps.screen(snapshot)
         snapshot = screened.snapshot
         warnings = screened.warnings
         config = snapshot.config
         queues = list(snapshot.queues)
         if config.default_queue not in {q.name for q in queues}:
             queues.append(Queue(name=QueueName(config.default_queue)))
-        extra = {r for p in snapshot.pods for r in p.requests}
-        self.cluster = ClusterState(snapshot.nodes, sorted(extra))
+        self.cluster = steps.cluster(snapshot)
         capacity = {r: self.cluster.capacity(r) for r in {GPU} | set(self.cluster.resources)}
         self.forest = QueueForest(queues, capacity)
         # Projects (docs/semantics-notes.md, "Projects"): None when no rule can apply.
         tenancy = Tenancy.of(snapshot)
-        self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable,
-                                             tenancy.pools() if tenancy is not None else None)
-        self.pods, requests = build_pod_table(
+        self.feasibility = steps.feasibility(self.cluster, tenancy.pools() if tenancy is not None else None)
+        self.pods, requests = steps.pod_table(
             snapshot, self.cluster, self.forest.index,
             tenancy.default_queues(config.default_queue) if tenancy is not None else None,
         )
@@ -85,7 +117,7 @@ class Engine:
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
-        warnings += bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
+        warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]

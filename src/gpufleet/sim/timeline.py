@@ -2,9 +2,10 @@
 
 Events (arrivals, completions, node outages) move the cluster forward; after them a scheduling
 cycle builds a :class:`~gpufleet.domain.Snapshot` of the cluster as it is (nodes, running pods
-bound with their exact GPUs, pending pods, pod groups, queues, config), calls the engine's
-``schedule`` -- the very function replay and the controller use -- and applies its bindings and
-evictions. Nothing of the engine is copied here.
+bound with their exact GPUs, pending pods, pod groups, queues, config), has the engine decide it
+-- an :class:`~gpufleet.engine.IncrementalEngine` per run, which decides exactly what ``schedule``,
+the very function replay uses, decides for the snapshot, keeping its state between cycles -- and
+applies its bindings and evictions. Nothing of the engine is copied here.
 
 Cycles
     ``events`` mode (default): a cycle follows a batch of events (all events of one instant) when
@@ -54,7 +55,7 @@ from gpufleet.domain import (
     SchedulerConfig,
     Snapshot,
 )
-from gpufleet.engine import schedule
+from gpufleet.engine import IncrementalEngine
 from gpufleet.sim.clock import VirtualClock
 from gpufleet.sim.cluster import Occupancy, SimCluster, Typical
 from gpufleet.sim.events import EventKind, EventQueue
@@ -202,11 +203,14 @@ class Timeline:
         setup: SimSetup,
         options: SimOptions,
         *,
-        scheduler: Scheduler = schedule,
+        scheduler: Scheduler | None = None,
         progress: Progress | None = None,
     ) -> None:
         self.setup, self.options = setup, options
-        self.scheduler, self.progress = scheduler, progress
+        # The engine's decisions for each snapshot, as schedule() makes them; by default an
+        # IncrementalEngine of this run, which keeps the engine's state between its cycles.
+        self.scheduler: Scheduler = scheduler if scheduler is not None else IncrementalEngine()
+        self.progress = progress
         self.clock = VirtualClock(0.0)
         self.events = EventQueue()
         self.jobs = setup.jobs
@@ -663,8 +667,10 @@ def simulate(
     setup: SimSetup,
     options: SimOptions,
     *,
-    scheduler: Scheduler = schedule,
+    scheduler: Scheduler | None = None,
     progress: Progress | None = None,
 ) -> SimResult:
-    """Run one simulation to the end of the trace (or ``options.until_s``)."""
+    """Run one simulation to the end of the trace (or ``options.until_s``). ``scheduler``: what
+    decides each cycle (default: a fresh :class:`~gpufleet.engine.IncrementalEngine`, which decides
+    as ``schedule`` does)."""
     return Timeline(setup, options, scheduler=scheduler, progress=progress).run()

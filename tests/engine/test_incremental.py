@@ -1,0 +1,153 @@
+"""IncrementalEngine decides what a fresh ``schedule()`` decides, snapshot after snapshot.
+
+The property drives one engine through a random sequence of snapshots of one cluster: pods bound
+as the engine's own decisions say, evicted pods gone, running pods finishing, new pods arriving,
+nodes cordoned, uncordoned or changed, queues changed, and now and then a running pod whose GPU
+annotation the engine does not take as it is. At every step the decisions (bindings, evictions,
+pending reasons, warnings, cycles) equal those of ``schedule`` on the same snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.bench.deltas import carried_out
+from gpufleet.domain import GPU, MILLI, Node, Pod, Queue, QueueResource, Snapshot
+from gpufleet.engine import IncrementalEngine, incremental, schedule
+from gpufleet.engine.cluster import ClusterState
+from gpufleet.engine.incremental import KeptSteps, clone_cluster
+from gpufleet.engine.scheduler import Engine
+
+from .strategies import gang_snapshots, inter_pod_snapshots, snapshots, volume_snapshots
+from .test_properties import PROPERTY
+
+EQUIVALENCE = settings(PROPERTY, max_examples=80)
+
+STEPS = 6
+
+
+def _event(snapshot: Snapshot, data: Any, step: int) -> Snapshot:
+    """One random change of the cluster between two calls."""
+    kind = data.draw(st.sampled_from(["none", "finish", "arrive", "cordon", "node", "queue", "twice", "delete"]))
+    pods = list(snapshot.pods)
+    running = [i for i, p in enumerate(pods) if p.bound]
+    if kind == "finish" and running:
+        i = data.draw(st.sampled_from(running))
+        pods[i] = dataclasses.replace(pods[i], phase=data.draw(st.sampled_from(["Succeeded", "Failed"])))
+    elif kind == "delete" and pods:
+        del pods[data.draw(st.integers(0, len(pods) - 1))]
+    elif kind == "arrive" and pods:
+        model = pods[data.draw(st.integers(0, len(pods) - 1))]
+        pods.append(dataclasses.replace(model, name=f"{model.name}-new{step}", node_name=None, phase="Pending",
+                                        gpu_index=(), start_time=None, group_label=None,
+                                        creation_time=model.creation_time + step))
+    elif kind in ("cordon", "node"):
+        nodes = list(snapshot.nodes)
+        i = data.draw(st.integers(0, len(nodes) - 1))
+        if kind == "cordon":
+            nodes[i] = dataclasses.replace(nodes[i], unschedulable=not nodes[i].unschedulable)
+        else:  # a label changes (affinity and selectors read labels)
+            nodes[i] = dataclasses.replace(nodes[i], labels={**nodes[i].labels, "gpufleet.test/changed": str(step)})
+        return dataclasses.replace(snapshot, nodes=tuple(nodes), pods=tuple(pods))
+    elif kind == "queue" and snapshot.queues:
+        queues = list(snapshot.queues)
+        i = data.draw(st.integers(0, len(queues) - 1))
+        quota = data.draw(st.integers(0, 8)) * MILLI
+        queues[i] = _with_gpu_quota(queues[i], quota)
+        return dataclasses.replace(snapshot, queues=tuple(queues), pods=tuple(pods))
+    elif kind == "twice" and len(running) >= 2:  # a running pod claims the GPUs of another
+        a, b = data.draw(st.sampled_from(running)), data.draw(st.sampled_from(running))
+        if pods[a].node_name == pods[b].node_name and a != b and pods[b].gpu_index:
+            pods[a] = dataclasses.replace(pods[a], gpu_index=pods[b].gpu_index)
+    return dataclasses.replace(snapshot, pods=tuple(pods))
+
+
+def _with_gpu_quota(queue: Queue, quota: int) -> Queue:
+    resources = dict(queue.resources)
+    spec = resources.get(GPU)
+    resources[GPU] = dataclasses.replace(spec, quota=quota) if spec is not None else QueueResource(quota=quota)
+    return dataclasses.replace(queue, resources=resources)
+
+
+@pytest.mark.parametrize("bulk", [incremental.BULK, 0])  # pods that start bound one by one, or with NumPy
+@EQUIVALENCE
+@given(st.one_of(snapshots(), gang_snapshots(), inter_pod_snapshots(), volume_snapshots()), st.data())
+def test_incremental_decides_as_schedule_over_event_sequences(bulk: int, first: Snapshot, data: Any) -> None:
+    engine = IncrementalEngine()
+    snapshot = first
+    with patch.object(incremental, "BULK", bulk):
+        for step in range(STEPS):
+            fresh = schedule(snapshot)
+            kept = engine(snapshot)
+            assert kept == fresh, f"step {step}:\nfresh {fresh}\nkept  {kept}"
+            snapshot = _event(carried_out(snapshot, fresh, 1000.0 + step), data, step)
+
+
+def _node(name: str, gpus: int) -> Node:
+    return Node(name, allocatable={GPU: gpus * MILLI, "cpu": 64 * MILLI, "memory": 2**40 * MILLI, "pods": 110 * MILLI})
+
+
+def _pod(name: str, gpus: int, node: str | None = None, index: tuple[int, ...] = ()) -> Pod:
+    return Pod("ml", name, requests={GPU: gpus * MILLI, "cpu": MILLI}, node_name=node,
+               phase="Running" if node else "Pending", gpu_index=index)
+
+
+def test_a_sequence_with_arrivals_and_completions_keeps_the_state() -> None:
+    """Pods that start, finish and arrive between calls: the kept state follows them, with no
+    fresh build after the first call, and each call decides as schedule() does."""
+    snapshot = Snapshot(nodes=(_node("a", 4), _node("b", 8)), pods=tuple(_pod(f"p{i}", 1 + i % 3) for i in range(6)))
+    engine = IncrementalEngine()
+    for step in range(8):
+        fresh = schedule(snapshot)
+        assert engine(snapshot) == fresh
+        snapshot = carried_out(snapshot, fresh, float(step))
+        pods = [p for p in snapshot.pods if not (p.bound and p.name == f"p{step}")]  # one finishes
+        pods.append(_pod(f"q{step}", 1 + step % 2))
+        snapshot = dataclasses.replace(snapshot, pods=tuple(pods))
+    assert engine.fresh_calls == 0
+
+
+def test_a_gpu_held_twice_is_decided_fresh_with_its_warning() -> None:
+    snapshot = Snapshot(nodes=(_node("a", 2),), pods=(_pod("x", 1, "a", (0,)), _pod("y", 1, "a", (0,)),
+                                                       _pod("z", 1)))
+    engine = IncrementalEngine()
+    fresh = schedule(snapshot)
+    assert any("held by more than one running pod" in w for w in fresh.warnings)
+    assert engine(snapshot) == fresh
+    assert engine.fresh_calls == 1
+    healed = dataclasses.replace(snapshot, pods=(_pod("x", 1, "a", (0,)), _pod("z", 1)))
+    assert engine(healed) == schedule(healed)
+    assert engine.fresh_calls == 1
+
+
+def test_the_kept_capacity_state_equals_a_fresh_build() -> None:
+    """After calls that bind and free pods, the cluster state the kept steps give a call (its
+    copy) has every array of the fresh build's, equal."""
+    nodes = (_node("a", 4), _node("b", 8))
+    first = Snapshot(nodes=nodes, pods=(_pod("r1", 2, "a", (0, 1)), _pod("r2", 1, "b", (3,)), _pod("p", 4)))
+    second = Snapshot(nodes=nodes, pods=(_pod("r2", 1, "b", (3,)), _pod("r3", 4, "b", (4, 5, 6, 7)), _pod("p", 4)))
+    steps = KeptSteps()
+    for snapshot in (first, second):
+        kept = Engine(snapshot, steps).cluster
+        fresh = Engine(snapshot).cluster
+        assert set(vars(kept)) == set(vars(fresh))
+        for name, value in vars(fresh).items():
+            if isinstance(value, np.ndarray):
+                assert np.array_equal(getattr(kept, name), value), name
+        assert kept.nodes == fresh.nodes and kept.resources == fresh.resources
+
+
+def test_a_clone_changes_apart_from_its_original() -> None:
+    cluster = ClusterState([_node("a", 4)], [])
+    copy = clone_cluster(cluster)
+    copy.take(0, np.array([MILLI, 0, MILLI], dtype=np.int64), (0, 1), None)
+    assert cluster.free_whole.tolist() == [4] and copy.free_whole.tolist() == [2]
+    assert cluster.dirty == [] and copy.dirty == [0]
+
