@@ -31,6 +31,14 @@ POD: dict[str, Any] = {
 }
 
 
+def message_of(text: str) -> str:
+    """The one line of the InputError that loading ``text`` as snap.json raises."""
+    with pytest.raises(InputError) as err:
+        load_snapshot_text(text, "snap.json")
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
 def demo_documents() -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(DEMO) if doc is not None]
 
@@ -86,11 +94,7 @@ def test_the_format_is_told_by_the_name_then_the_first_character() -> None:
     ],
 )
 def test_malformed_json_is_one_line_with_the_place(text: str, expected: str) -> None:
-    with pytest.raises(InputError) as err:
-        load_snapshot_text(text, "snap.json")
-    message = str(err.value)
-    assert message == f"snap.json: {expected}"
-    assert "\n" not in message
+    assert message_of(text) == f"snap.json: {expected}"
 
 
 @pytest.mark.parametrize(
@@ -106,9 +110,7 @@ def test_malformed_json_is_one_line_with_the_place(text: str, expected: str) -> 
     ],
 )
 def test_a_wrong_field_in_json_names_the_document_and_the_field(documents: list[Any], expected: str) -> None:
-    with pytest.raises(InputError) as err:
-        load_snapshot_text(json.dumps(documents), "snap.json")
-    assert str(err.value) == expected
+    assert message_of(json.dumps(documents)) == expected
 
 
 @pytest.mark.parametrize("shape", SHAPES)
