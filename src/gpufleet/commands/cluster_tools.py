@@ -61,7 +61,7 @@ _context = click.option("--context", type=str, default=None, help="Kubeconfig co
               help="Write the snapshot here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default=None,
               help="yaml: one document per object; json: one List (as kubectl get -o json prints), which "
-              "replay reads several times faster. Default: json for an --output ending in .json, else yaml.")
+              "replay loads faster. Default: json for an --output ending in .json, else yaml.")
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None, fmt: str | None = None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
     snap: ClusterSnapshot = _with_api(kubeconfig, context, read_cluster)
