@@ -9,14 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
+from gpufleet.adapters._yaml_fast import fast_documents
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
 from gpufleet.kube.client.port import Kind
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .cluster_objects import client, cluster_objects, fake_cluster
+from .cluster_objects import client, cluster_objects, fake_cluster, snapshot_yaml
 from .test_snapshot import EXPECTED_DECISIONS
 
 
@@ -74,3 +76,11 @@ def test_replay_of_bad_json_exits_2_with_one_line(tmp_path: Path, text: str, exp
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert proc.stderr == f"gpufleet replay: {snapshot}: {expected}\n"
     assert proc.stdout == ""
+
+
+def test_the_yaml_snapshot_writes_takes_the_fast_path() -> None:
+    """What `gpufleet snapshot` writes as YAML is read by yaml-rs, into what PyYAML reads."""
+    text = snapshot_yaml(client())
+    fast = fast_documents(text)
+    assert fast is not None
+    assert repr(fast) == repr(list(yaml.load_all(text, Loader=yaml.CSafeLoader)))
