@@ -71,10 +71,10 @@ _SCALAR = (
 _FIRST_SCALAR = re.compile(_SCALAR)
 # after white space or a flow indicator: where a plain scalar may begin
 _LATER_SCALAR = re.compile(r"[\s\[{,]" + _SCALAR)
-# A block scalar header whose next line is not indented deeper than the header's line (or is blank).
-_BLOCK_EMPTY = re.compile(r"^([ \t]*)(?:[^\n]*[ \t])?[|>][-+0-9]*[ \t]*(?:#[^\n]*)?\r?(?:\n|\Z)(?!\1[ \t]+[^ \t\r\n])",
-                          re.MULTILINE)
-def _NODE_START(indicator: str) -> re.Pattern[str]:
+
+
+def _node_start(indicator: str) -> re.Pattern[str]:
+    """``indicator`` where a node begins: a line's start, after an indicator, a flow opener or ``---``."""
     return re.compile(r"(?:^[ \t]*|[-?:][ \t]+|[\[{,][ \t]*|---[ \t]+)" + indicator, re.MULTILINE)
 
 
@@ -97,11 +97,11 @@ _RARE: tuple[tuple[str, re.Pattern[str]], ...] = (
     (",", re.compile(r",[ \t]*[:,|>]")),
     # where a node begins (a line's start, after an indicator or a flow opener): a tag, an anchor, an
     # alias, a reserved indicator ("a: x != y && z" is a plain scalar to both)
-    ("!", _NODE_START("!")),
-    ("&", _NODE_START("&")),
-    ("*", _NODE_START(r"\*")),
-    ("@", _NODE_START("@")),
-    ("`", _NODE_START("`")),
+    ("!", _node_start("!")),
+    ("&", _node_start("&")),
+    ("*", _node_start(r"\*")),
+    ("@", _node_start("@")),
+    ("`", _node_start("`")),
 )
 # Forms that span lines, looked for in the whole text: a block scalar whose next line is not indented
 # deeper than the header's line (no content, or blank lines only), a carriage return alone.
