@@ -360,6 +360,11 @@ def test_explicit_config_changes_what_the_default_queue_must_be() -> None:
         "'- ' * 200_000 + 'x'",
         "'{a: ' * 25_000 + 'x' + '}' * 25_000",  # deeper than an 8 MiB stack holds, parsed in a big one
         "'- ' * 30_000 + 'x'",
+        # no flow collection: yaml-rs's path, 20,000 deep (past an 8 MiB stack), in a thread to match
+        "'- ' * 20_000 + 'x'",
+        "''.join(' ' * i + 'a:\\n' for i in range(3_000)) + ' ' * 3_000 + 'x\\n'",
+        "'- ' * 100_000 + 'x'",  # too deep a bound for yaml-rs: PyYAML's path, refused by depth
+        "'[' * 5_000 + ']' * 5_000",  # deeper than yaml-rs takes flow collections (256): PyYAML's path
     ],
 )
 def test_deep_nesting_never_crashes_the_process(expression: str) -> None:

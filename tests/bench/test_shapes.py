@@ -279,7 +279,10 @@ def test_replay_vs_parse() -> None:
     from gpufleet.bench.runner import replay_vs_parse
 
     result = replay_vs_parse(scale=0.004, repeat=1)
-    assert set(result) == {"objects", "yaml_bytes", "parse_seconds", "replay_seconds", "ratio"}
+    assert set(result) == {
+        "objects", "yaml_bytes", "json_bytes", "parse_seconds", "yaml_load_seconds", "json_load_seconds",
+        "replay_seconds", "json_replay_seconds", "ratio", "json_speedup",
+    }
     snapshot = make_shape("basic", 0.004)
     # SchedulerConfig + priority classes + queues + nodes + pods.
     assert result["objects"] == 1 + 1 + 6 + len(snapshot.nodes) + len(snapshot.pods)
@@ -288,6 +291,9 @@ def test_replay_vs_parse() -> None:
     parse, replay = result["parse_seconds"], result["replay_seconds"]
     assert isinstance(parse, float) and isinstance(replay, float)
     assert result["ratio"] == pytest.approx(replay / parse)
+    json_replay = result["json_replay_seconds"]
+    assert isinstance(json_replay, float) and isinstance(result["json_bytes"], int)
+    assert result["json_speedup"] == pytest.approx(parse / json_replay)
 
 
 def test_dra_basic_decides_as_basic_and_allocates_the_bound_gpus() -> None:

@@ -1,7 +1,7 @@
 """Adapters: everything gpufleet reads or writes from outside, turned into the domain model.
 
 The public face of the package, for the simulator, the Kubernetes side and the commands: the
-snapshot loader (Kubernetes YAML) and writer, the loader's errors, the converters of single
+snapshot loader (Kubernetes YAML or JSON) and writer, the loader's errors, the converters of single
 Kubernetes objects, the CRD spec models, quantities, the cluster spec and the trace readers.
 Modules whose names start with ``_`` are this package's own (an import-linter contract says so).
 
@@ -60,7 +60,9 @@ if TYPE_CHECKING:
     from gpufleet.adapters.devices import DeviceView, resolve_devices
     from gpufleet.adapters.k8s_yaml_writer import (
         device_config_document,
+        dump_documents_json,
         dump_snapshot,
+        dump_snapshot_json,
         format_time,
         snapshot_to_documents,
     )
@@ -86,7 +88,9 @@ __all__ = [
     "decisions_to_dict",
     "device_class_from_dict",
     "device_config_document",
+    "dump_documents_json",
     "dump_snapshot",
+    "dump_snapshot_json",
     "format_time",
     "load_cluster_spec_file",
     "load_config_file",
@@ -125,7 +129,9 @@ __getattr__ = lazy_exports(__name__, {
     "DeviceView": "gpufleet.adapters.devices",
     "resolve_devices": "gpufleet.adapters.devices",
     "device_config_document": "gpufleet.adapters.k8s_yaml_writer",
+    "dump_documents_json": "gpufleet.adapters.k8s_yaml_writer",
     "dump_snapshot": "gpufleet.adapters.k8s_yaml_writer",
+    "dump_snapshot_json": "gpufleet.adapters.k8s_yaml_writer",
     "format_time": "gpufleet.adapters.k8s_yaml_writer",
     "snapshot_to_documents": "gpufleet.adapters.k8s_yaml_writer",
     "decisions_to_dict": "gpufleet.adapters.output",

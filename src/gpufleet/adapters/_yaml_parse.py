@@ -1,19 +1,24 @@
-"""Parse YAML text into Python objects with libyaml, safely (private to the adapters).
+"""Parse YAML text into Python objects, safely (private to the adapters): with yaml-rs where it
+returns what PyYAML returns (the rule is in :mod:`gpufleet.adapters._yaml_fast`), else with libyaml.
 
 libyaml's composer (``yaml.CSafeLoader``) recurses in C once per level of nesting: a document
 nested some 20,000 levels deep overflows an 8 MiB stack and kills the process with a segmentation
 fault, which no ``except`` can catch. So the text is parsed in a worker thread whose stack is sized
 from a cheap upper bound on the nesting depth; when that bound is too large to be affordable, the
 exact depth is measured first from the (iterative) event stream and deep documents are refused.
+yaml-rs recurses in Rust the same way and is run in the same kind of thread, sized for its own
+cost per level.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import yaml
 
+from gpufleet.adapters._yaml_fast import fast_available, fast_documents, fast_stack_bytes
 from gpufleet.adapters.errors import InputError
 
 __all__ = ["MAX_DEPTH", "parse_documents"]
@@ -28,19 +33,22 @@ _BYTES_PER_LEVEL = 768  # measured: about 260 (sequences) to 350 (mappings) byte
 _MIN_STACK = 16 * 1024 * 1024
 _MAX_STACK = 256 * 1024 * 1024
 _stack_lock = threading.Lock()
+T = TypeVar("T")
 
 
-def _depth_bound(text: str) -> int:
-    """An upper bound on the nesting depth of any node in ``text``, computed at C speed.
+def _longest_line_and_flow(text: str, lines: list[str]) -> tuple[int, int]:
+    """The longest of ``lines`` (``text`` split at line feeds) and the number of non-empty flow
+    collections, computed at C speed: an upper bound on the nesting depth of any node in ``text`` is
+    3 x the first + 2 x the second + 8.
 
     Block collections nest only by indentation or by compact indicators (``- - x``, ``? - x``) on
     one line, and a block sequence may sit at its parent key's indentation: 3 x the longest line
     bounds that. Flow collections nest by ``[``/``{`` (each may hold one implicit single-pair
     mapping): twice their number, empty ones aside, bounds that.
     """
-    longest = max(map(len, text.split("\n")), default=0)
+    longest = max(map(len, lines), default=0)
     flow = text.count("[") + text.count("{") - text.count("[]") - text.count("{}")
-    return 3 * longest + 2 * max(flow, 0) + 8
+    return longest, max(flow, 0)
 
 
 def _malformed(err: Exception, text: str, source: str) -> InputError:
@@ -83,27 +91,20 @@ def _load_all(text: str, source: str) -> list[Any]:
         raise _malformed(err, text, source) from None
 
 
-def parse_documents(text: str, source: str) -> list[Any]:
-    """All YAML documents of ``text`` (None for empty ones); InputError for malformed YAML."""
-    bound = _depth_bound(text)
-    if bound * _BYTES_PER_LEVEL > _MAX_STACK:
-        bound = _exact_depth(text, source)
-        if bound > MAX_DEPTH:
-            raise InputError(f"{source}: malformed YAML: nested more than {MAX_DEPTH} levels deep")
-        bound += 8
-    stack = max(_MIN_STACK, bound * _BYTES_PER_LEVEL)
+def _in_thread(work: Callable[[], T], stack: int) -> T:
+    """``work()`` in a thread with a stack of ``stack`` bytes; what it raises is raised here."""
     outcome: list[Any] = []
 
-    def work() -> None:
+    def run() -> None:
         try:
-            outcome.append(_load_all(text, source))
+            outcome.append(work())
         except BaseException as err:  # handed back to the calling thread below
             outcome.append(err)
 
     with _stack_lock:
         previous = threading.stack_size(stack)
         try:
-            worker = threading.Thread(target=work, name="gpufleet-yaml", daemon=True)
+            worker = threading.Thread(target=run, name="gpufleet-yaml", daemon=True)
             worker.start()
         finally:
             threading.stack_size(previous)
@@ -111,5 +112,23 @@ def parse_documents(text: str, source: str) -> list[Any]:
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
-    documents: list[Any] = result
-    return documents
+    done: T = result
+    return done
+
+
+def parse_documents(text: str, source: str) -> list[Any]:
+    """All YAML documents of ``text`` (None for empty ones); InputError for malformed YAML."""
+    lines = text.split("\n")
+    longest, flow = _longest_line_and_flow(text, lines)
+    fast_stack = fast_stack_bytes(longest, flow) if fast_available() else 0
+    if fast_stack:
+        documents = _in_thread(lambda: fast_documents(text, lines), max(_MIN_STACK, fast_stack))
+        if documents is not None:
+            return documents
+    bound = 3 * longest + 2 * flow + 8
+    if bound * _BYTES_PER_LEVEL > _MAX_STACK:
+        bound = _exact_depth(text, source)
+        if bound > MAX_DEPTH:
+            raise InputError(f"{source}: malformed YAML: nested more than {MAX_DEPTH} levels deep")
+        bound += 8
+    return _in_thread(lambda: _load_all(text, source), max(_MIN_STACK, bound * _BYTES_PER_LEVEL))

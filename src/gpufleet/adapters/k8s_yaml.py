@@ -1,7 +1,9 @@
-"""Read a cluster snapshot (Kubernetes YAML) into a :class:`~gpufleet.domain.Snapshot`.
+"""Read a cluster snapshot (Kubernetes YAML or JSON) into a :class:`~gpufleet.domain.Snapshot`.
 
-Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` prints: any
-number of YAML documents, each an object or a ``kind: List`` of ``items``. Objects read: v1 Node,
+Accepts what ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml`` (or ``-o json``)
+prints: any number of YAML documents, each an object or a ``kind: List`` of ``items``; or JSON, one
+object (often a ``List``), an array of objects or several JSON values one after another. JSON is
+read for a ``.json`` file, or one whose first character is ``{`` or ``[`` (:mod:`._input`). Objects read: v1 Node,
 v1 Pod, v1 Namespace, v1 PersistentVolumeClaim and PersistentVolume, storage.k8s.io/v1 StorageClass,
 scheduling.k8s.io PriorityClass, resource.k8s.io/v1 ResourceSlice, DeviceClass, ResourceClaim and
 ResourceClaimTemplate, gpufleet.dev/v1alpha1 Queue, PodGroup and SchedulerConfig;
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters._fields import FieldError
+from gpufleet.adapters._input import parse_input
 from gpufleet.adapters._k8s_core import (
     claim_from_dict,
     namespace_from_dict,
@@ -41,7 +44,6 @@ from gpufleet.adapters._k8s_models import (
     queue_from_dict,
     scheduler_config_from_dict,
 )
-from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain import API_GROUP as GPUFLEET_GROUP
 from gpufleet.domain import API_VERSION as GPUFLEET_VERSION
@@ -275,13 +277,16 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
 # --------------------------------------------------------------------------------- public API
 
 
-def load_snapshot_text(text: str, source: str, *, config: SchedulerConfig | None = None) -> Snapshot:
+def load_snapshot_text(text: str, source: str, *, config: SchedulerConfig | None = None,
+                       json: bool | None = None) -> Snapshot:
     """Parse and validate a snapshot. ``source`` names the input in error messages.
 
     ``config`` (from ``--config``) replaces a SchedulerConfig found in the snapshot; without
-    either, the defaults apply. Raises :class:`InputError` on any invalid input.
+    either, the defaults apply. ``json`` True or False says which format the text is in; None
+    (the default) tells by ``source``'s extension and the text's first character. Raises
+    :class:`InputError` on any invalid input.
     """
-    snapshot, locations = _snapshot(parse_documents(text, source), source)
+    snapshot, locations = _snapshot(parse_input(text, source, json=json), source)
     if config is not None:
         snapshot = dataclasses.replace(snapshot, config=config)
     validate_snapshot(snapshot, source, locations=locations)
@@ -312,8 +317,9 @@ def load_snapshot_file(path: str | Path, *, config: SchedulerConfig | None = Non
 
 
 def load_config_text(text: str, source: str) -> SchedulerConfig:
-    """The one SchedulerConfig among the documents of ``text`` (other kinds are read and ignored)."""
-    by_kind, locations = _read_objects(parse_documents(text, source), source)
+    """The one SchedulerConfig among the documents of ``text``, YAML or JSON (other kinds are read and
+    ignored)."""
+    by_kind, locations = _read_objects(parse_input(text, source), source)
     configs: list[SchedulerConfig] = by_kind["SchedulerConfig"]
     if not configs:
         raise InputError(f"{source}: no SchedulerConfig document found")

@@ -1,8 +1,9 @@
-"""Write a :class:`~gpufleet.domain.Snapshot` as multi-document Kubernetes YAML.
+"""Write a :class:`~gpufleet.domain.Snapshot` as multi-document Kubernetes YAML, or as JSON.
 
 The output has the shape ``kubectl get nodes,pods,priorityclasses,queues,podgroups -A -o yaml``
-prints (see ``api.md``), so that ``load_snapshot_text(dump_snapshot(s))`` gives back ``s`` for every
-field the loader reads. Quantities in milli-units are turned back into Kubernetes quantity strings
+(or ``-o json``: a ``List``) prints (see ``api.md``), so that ``load_snapshot_text(dump_snapshot(s))``
+and ``load_snapshot_text(dump_snapshot_json(s), "s.json")`` give back ``s`` for every field the loader
+reads. Quantities in milli-units are turned back into Kubernetes quantity strings
 ("64", "500m", "512Gi"); the typed fields of the domain objects (queue label, gpu-index, unhealthy
 GPUs, ...) win over whatever the raw ``labels``/``annotations`` mappings say about the same keys.
 """
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import yaml
 
 from gpufleet.domain import (
@@ -56,7 +58,15 @@ from gpufleet.domain import (
 from gpufleet.domain import API_GROUP_VERSION as GPUFLEET_API
 from gpufleet.domain.wire import ANNOTATION_DEFAULT_CLASS, ANNOTATION_SELECTED_NODE
 
-__all__ = ["device_config_document", "dump_snapshot", "format_quantity", "format_time", "snapshot_to_documents"]
+__all__ = [
+    "device_config_document",
+    "dump_documents_json",
+    "dump_snapshot",
+    "dump_snapshot_json",
+    "format_quantity",
+    "format_time",
+    "snapshot_to_documents",
+]
 
 CONTAINER_NAME = "main"
 CONTAINER_IMAGE = "trainer:1"
@@ -722,3 +732,20 @@ def dump_snapshot(snapshot: Snapshot) -> str:
         allow_unicode=True,
         width=1 << 16,
     )
+
+
+_JSON_ENCODER = msgspec.json.Encoder()
+
+
+def dump_documents_json(documents: Iterable[Mapping[str, Any]]) -> str:
+    """Kubernetes objects as one ``List`` with the objects as its ``items`` (the shape ``kubectl get
+    -o json`` prints for several), encoded by msgspec: compact, one object a line."""
+    encode = _JSON_ENCODER.encode
+    items = b",\n".join(encode(document) for document in documents)
+    head = b'{"apiVersion":"v1","kind":"List","metadata":{},"items":[\n'
+    return (head + items + b"\n]}\n" if items else head + b"]}\n").decode("utf-8")
+
+
+def dump_snapshot_json(snapshot: Snapshot) -> str:
+    """The snapshot as JSON: :func:`dump_documents_json` of :func:`snapshot_to_documents`."""
+    return dump_documents_json(snapshot_to_documents(snapshot))

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.adapters._fields import FieldError
+from gpufleet.adapters._input import parse_input
 from gpufleet.adapters._k8s_core import pod_from_dict
-from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.k8s_yaml import _read_text, _snapshot, validate_snapshot
 from gpufleet.adapters.rbac_objects import RBAC_API_VERSION, RBAC_KINDS, rbac_object_from_dict
@@ -57,7 +57,7 @@ def _read(reader: Callable[[dict[str, Any]], Any], doc: dict[str, Any], source: 
 
 
 def load_tenancy_snapshot_text(text: str, source: str) -> TenancySnapshot:
-    docs = parse_documents(text, source)
+    docs = parse_input(text, source)
     rest: list[Any] = []
     roles: list[Role] = []
     bindings: list[RoleBinding] = []
@@ -91,7 +91,7 @@ def load_tenancy_snapshot_file(path: str | Path) -> TenancySnapshot:
 def load_pod_file(path: str | Path) -> tuple[Pod, dict[str, Any]]:
     """The one Pod (``v1``) of a file, read (checked as replay reads pods) and as written."""
     source = str(path)
-    docs = [(i, doc) for i, doc in enumerate(parse_documents(_read_text(path), source), 1) if doc is not None]
+    docs = [(i, doc) for i, doc in enumerate(parse_input(_read_text(path), source), 1) if doc is not None]
     if len(docs) != 1:
         raise InputError(f"{source}: expected one Pod document, found {len(docs)} documents")
     index, doc = docs[0]

@@ -6,6 +6,7 @@ import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -62,47 +63,65 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1) -> dict[str, obje
 
 
 def replay_vs_parse(scale: float = 1.0, repeat: int = 3) -> dict[str, object]:
-    """Compare the whole replay path with merely parsing the same YAML.
+    """Compare the whole replay path, from YAML and from JSON, with merely parsing the YAML.
 
-    Writes the ``basic`` shape as YAML to a temporary file, then takes the median over ``repeat``
-    runs of (a) ``yaml.load_all`` with the C loader, fully materialised, and (b) loading the
-    snapshot file, scheduling it and rendering the decisions as JSON.
+    Writes the ``basic`` shape as YAML and as JSON (``dump_snapshot_json``) to temporary files, then
+    takes the median over ``repeat`` rounds, each timing in turn: (a) ``yaml.load_all`` with the C
+    loader, fully materialised (``parse_seconds``); loading the snapshot file alone (parse, convert,
+    validate) from YAML and from JSON (``yaml_load_seconds``, ``json_load_seconds``); and the replay
+    (load, schedule, render the decisions as JSON) from YAML and from JSON (``replay_seconds``,
+    ``json_replay_seconds``). ``ratio`` is replay_seconds / parse_seconds (target: at most 1);
+    ``json_speedup`` is parse_seconds / json_replay_seconds (target: at least 3).
     """
     # Imported here: the adapters are only needed for this comparison.
     from gpufleet.adapters.k8s_yaml import load_snapshot_file
-    from gpufleet.adapters.k8s_yaml_writer import dump_snapshot
+    from gpufleet.adapters.k8s_yaml_writer import dump_snapshot, dump_snapshot_json
     from gpufleet.adapters.output import render_json
 
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
-    text = dump_snapshot(make_shape("basic", scale))
+    snapshot = make_shape("basic", scale)
+    text = dump_snapshot(snapshot)
+    json_text = dump_snapshot_json(snapshot)
+    del snapshot
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    times: dict[str, list[float]] = {
+        "parse": [], "yaml_load": [], "json_load": [], "replay": [], "json_replay": []
+    }
+
+    def timed(key: str, work: Callable[[], object]) -> object:
+        start = time.perf_counter()
+        result = work()
+        times[key].append(time.perf_counter() - start)
+        return result
+
+    objects = 0
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
         path = Path(tmp) / "basic.yaml"
         path.write_text(text, encoding="utf-8")
-
-        parse_times: list[float] = []
-        objects = 0
+        json_path = Path(tmp) / "basic.json"
+        json_path.write_text(json_text, encoding="utf-8")
         for _ in range(repeat):
-            start = time.perf_counter()
-            documents = list(yaml.load_all(text, Loader=loader))
-            parse_times.append(time.perf_counter() - start)
+            documents = timed("parse", lambda: list(yaml.load_all(text, Loader=loader)))
+            assert isinstance(documents, list)
             objects = sum(1 for d in documents if d is not None)
             del documents
+            timed("yaml_load", lambda: load_snapshot_file(path))
+            timed("json_load", lambda: load_snapshot_file(json_path))
+            timed("replay", lambda: render_json(schedule(load_snapshot_file(path))))
+            timed("json_replay", lambda: render_json(schedule(load_snapshot_file(json_path))))
 
-        replay_times: list[float] = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            rendered = render_json(schedule(load_snapshot_file(path)))
-            replay_times.append(time.perf_counter() - start)
-            del rendered
-
-    parse_seconds = statistics.median(parse_times)
-    replay_seconds = statistics.median(replay_times)
+    median = {key: statistics.median(values) for key, values in times.items()}
+    parse_seconds = median["parse"]
     return {
         "objects": objects,
         "yaml_bytes": len(text.encode("utf-8")),
+        "json_bytes": len(json_text.encode("utf-8")),
         "parse_seconds": parse_seconds,
-        "replay_seconds": replay_seconds,
-        "ratio": replay_seconds / parse_seconds if parse_seconds > 0 else float("inf"),
+        "yaml_load_seconds": median["yaml_load"],
+        "json_load_seconds": median["json_load"],
+        "replay_seconds": median["replay"],
+        "json_replay_seconds": median["json_replay"],
+        "ratio": median["replay"] / parse_seconds if parse_seconds > 0 else float("inf"),
+        "json_speedup": parse_seconds / median["json_replay"] if median["json_replay"] > 0 else float("inf"),
     }

@@ -1,4 +1,5 @@
-"""``gpufleet replay``: scheduling cycles over a saved cluster state, decisions as JSON or a table."""
+"""``gpufleet replay``: scheduling cycles over a saved cluster state (YAML or JSON), decisions as JSON or a
+table."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ __all__ = ["replay"]
 @click.command(cls=Command)
 @click.argument("snapshot", type=click.Path(dir_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="A SchedulerConfig YAML document (wins over one inside the snapshot).")
+              help="A SchedulerConfig document, YAML or JSON (wins over one inside the snapshot).")
 @click.option("--format", "fmt", type=click.Choice(["json", "table"]), default="json", show_default=True)
 def replay(snapshot: str, config_path: str | None, fmt: str) -> None:
-    """Run scheduling cycles over a saved cluster state until nothing changes."""
+    """Run scheduling cycles over a saved cluster state until nothing changes.
+
+    SNAPSHOT is Kubernetes YAML or JSON (what `gpufleet snapshot` or `kubectl get -o yaml|json` writes):
+    JSON for a .json file or one that begins with { or [, else YAML."""
     config = load_config_file(config_path) if config_path else None
     snap = load_snapshot_file(snapshot, config=config)
     view = resolve_devices(snap)  # DRA: devices as GPUs, claims as requests (docs/semantics-notes.md)
