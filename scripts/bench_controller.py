@@ -80,14 +80,14 @@ def _serve(shape: str, scale: float, conn: Connection, profile_to: str | None = 
 
 async def _control(
     url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str,
-    scheduled_events: bool = True,
+    scheduled_events: bool = True, engine_in_thread: bool = True,
 ) -> dict[str, Any]:
     from gpufleet.kube import Controller, ControllerConfig, Kind, RealClock, connect
 
     api = connect(server=url, field_manager=manager, fast_http=http == "aiohttp", concurrency=concurrency,
                   timeout=60.0, list_chunk_size=None)
     config = ControllerConfig(identity="bench", min_interval=0.0, concurrency=concurrency, annotate_via=annotate,
-                              scheduled_events=scheduled_events)
+                              scheduled_events=scheduled_events, engine_in_thread=engine_in_thread)
     controller = Controller(api, RealClock(), config)
     bound = {"pods": 0}
     done = asyncio.Event()
@@ -151,9 +151,17 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: str
     snapshot = make_shape(shape, scale=scale)
     pending = sum(1 for p in snapshot.pods if p.ours and p.node_name is None)
     already = sum(1 for p in snapshot.pods if p.node_name is not None)
-    args = (concurrency, http, pending + already, manager, annotate, scheduled_events)
+    # Profiled: the engine on the event loop's thread, where cProfile sees it (and no GIL handover
+    # between the two threads is charged to whatever the loop was running).
+    args = (concurrency, http, pending + already, manager, annotate, scheduled_events, not profile)
     profiler: Any = None
-    if profile:
+    if profile and profile.endswith(".pyi"):  # sampled (pyinstrument): shares of CPU, not call counts
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005, async_mode="disabled")
+        profiler.enable = profiler.start
+        profiler.disable = profiler.stop
+    elif profile:
         import cProfile
 
         profiler = cProfile.Profile()
@@ -179,7 +187,10 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: str
             parent.send("stop")
             stats = parent.recv() if parent.poll(60) else {}
             server.join(10)
-    if profiler is not None and profile:
+    if profiler is not None and profile and profile.endswith(".pyi"):
+        with open(profile + ".controller.txt", "w") as out:
+            out.write(profiler.output_text(unicode=False, color=False, show_all=False))
+    elif profiler is not None and profile:
         profiler.dump_stats(profile + ".controller")
     ops = stats.get("ops", {})
     binds = ops.get("bind", 0)
@@ -213,7 +224,8 @@ def main() -> None:
     parser.add_argument("--field-manager", default="gpufleet", help="'' for none")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="cProfile stats of the controller (PREFIX.controller; with the emulator in-process, "
-                             "both) and of the emulator's process (PREFIX.emulator)")
+                             "both) and of the emulator's process (PREFIX.emulator); a PREFIX ending in .pyi: "
+                             "pyinstrument's samples of the controller instead (PREFIX.controller.txt)")
     parser.add_argument("--emulator", choices=["process", "inprocess"], default="process",
                         help="process: the emulator in a child process (default); inprocess: on the controller's "
                              "event loop, as the contract tests run it")
