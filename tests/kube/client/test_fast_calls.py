@@ -108,6 +108,12 @@ CALLS: dict[str, Call] = {
     "bind": lambda api: api.bind("ns", "p-1", "node-7"),
     "bind with annotations": lambda api: api.bind("ns", "p-1", "node-7", {"gpufleet.dev/gpu-index": "3"}),
     "evict": lambda api: api.evict("ns", "p-1"),
+    "create event": lambda api: api.create(Kind.EVENT, {
+        "metadata": {"generateName": "p-1.", "namespace": "ns"}, "reason": "Scheduled", "note": "é",
+        "regarding": {"kind": "Pod", "name": "p-1", "namespace": "ns"}, "type": "Normal"}),
+    "create event, default namespace": lambda api: api.create(Kind.EVENT, {"metadata": {"name": "e"}, "note": "x"}),
+    "create queue": lambda api: api.create(Kind.QUEUE, {"apiVersion": "gpufleet.dev/v1alpha1", "kind": "Queue",
+                                                        "metadata": {"name": "q"}, "spec": {}}),
     "patch pod status": lambda api: api.patch_status(Kind.POD, "ns", "p-1", {"conditions": [{"type": "PodScheduled"}]}),
     "patch queue status": lambda api: api.patch_status(Kind.QUEUE, "", "q", {"admitted": {"nvidia.com/gpu": "1"}}),
     "access review": lambda api: api.create_access_review({
@@ -161,7 +167,7 @@ ANSWERS = {
 
 
 @pytest.mark.parametrize("answer", sorted(ANSWERS))
-@pytest.mark.parametrize("name", ["patch pod", "bind", "evict", "patch queue status"])
+@pytest.mark.parametrize("name", ["patch pod", "bind", "evict", "patch queue status", "create event"])
 async def test_errors_map_as_lightkubes(server: tuple[Recorder, str], tmp_path: Path, name: str, answer: str) -> None:
     recorder, url = server
     fast, slow = both(kubeconfig(tmp_path, url, {"token": "secret"}))
@@ -174,7 +180,7 @@ async def test_errors_map_as_lightkubes(server: tuple[Recorder, str], tmp_path: 
         assert got[:3] == expected[:3] == ("error", 0, "ConnectError")
     else:
         assert got == expected
-    if answer.startswith(("4", "5")) or (answer == "200 Failure status" and not name.startswith("patch")):
+    if answer.startswith(("4", "5")) or (answer == "200 Failure status" and name in ("bind", "evict")):
         assert got[0] == "error"
 
 

@@ -10,7 +10,7 @@ PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpuf
 :class:`~gpufleet.kube.client.port.ClusterAccessError` with exit code 2.
 
 By default the bytes go through :class:`~gpufleet.kube.client.aiohttp_transport.AiohttpTransport`, and
-the writes made once per pod (merge patches, status patches, Bindings, Evictions) and the watches
+the writes made once per pod (merge patches, status patches, Bindings, Evictions, Events) and the watches
 skip lightkube's request and response models: :class:`~gpufleet.kube.client.fast_calls.FastCalls`
 sends the same requests over its own kept-alive connections (:mod:`gpufleet.kube.client.http1`)
 and reads the watches' lines through that transport's aiohttp session (see BENCHMARKS.md).
@@ -190,7 +190,23 @@ class LightkubeApi:
         return dict(obj)
 
     async def create(self, kind: Kind, obj: JsonDict) -> JsonDict:
-        return dict(await self._guard(lambda: self.client.create(_RESOURCES[kind](obj))))
+        meta = obj.get("metadata")
+        namespace = str(meta.get("namespace") or "") if kind.namespaced and isinstance(meta, dict) else ""
+
+        def fast(calls: FastCalls) -> Awaitable[Any]:
+            body = dict(obj)  # as lightkube completes it: apiVersion and kind when missing, at the end
+            if not body.get("apiVersion"):
+                body["apiVersion"] = kind.api_version
+            if not body.get("kind"):
+                body["kind"] = kind.kind
+            url = calls.url(kind.group, kind.version, kind.plural, namespace or None, "")
+            return calls.send("POST", url, body, JSON)
+
+        answer = await self._fast_or_slow(
+            fast, lambda: self.client.create(_RESOURCES[kind](obj)),
+            use_fast=bool(namespace) or not kind.namespaced,  # lightkube's default namespace: left to lightkube
+        )
+        return dict(answer)
 
     async def replace(self, kind: Kind, obj: JsonDict) -> JsonDict:
         return dict(await self._guard(lambda: self.client.replace(_RESOURCES[kind](obj))))
