@@ -43,6 +43,7 @@ class Recorder:
 
     answer: Answer = field(default_factory=Answer)
     by_token: dict[str, Answer] = field(default_factory=dict)
+    pages: dict[str, Answer] = field(default_factory=dict)  # by the request's continue token ("" for none)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     async def handle(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
@@ -54,6 +55,7 @@ class Recorder:
             "body": body,
         })
         answer = self.by_token.get(request.headers.get("Authorization", ""), self.answer)
+        answer = self.pages.get(request.query.get("continue", ""), answer)
         if answer.drop:
             assert request.transport is not None
             request.transport.close()
@@ -267,3 +269,52 @@ async def test_watches_equal_lightkubes(server: tuple[Recorder, str], tmp_path: 
     compared = [k for k in _COMPARED if k != "accept-encoding"]  # the fast watch asks for no compression
     assert {k: sent["headers"][k] for k in compared} == {k: wanted["headers"][k] for k in compared}
     assert sent["headers"]["authorization"] == "Bearer secret"
+
+
+def _page(names: list[str], rv: str, token: str | None) -> Answer:
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if token:
+        meta["continue"] = token
+    items = [{"metadata": {"name": n, "namespace": "ns", "resourceVersion": rv}, "spec": {"x": "é"}} for n in names]
+    return Answer(body=json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items}).encode())
+
+
+LISTS = {
+    "one page": ({"": _page(["a", "b"], "10", None)}, None),
+    "three pages": ({"": _page(["a"], "10", "t1"), "t1": _page(["b"], "10", "t2"), "t2": _page(["c"], "11", None)}, 1),
+    "empty": ({"": Answer(body=b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[]}')},
+              500),
+    "404 Status": ({"": Answer(404, _status(404, "NotFound", "the server could not find the requested resource"))},
+                   500),
+    "gzipped": ({"": Answer(body=_page(["a"], "4", None).body, gzip=True)}, 500),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LISTS))
+async def test_lists_equal_lightkubes(server: tuple[Recorder, str], tmp_path: Path, case: str) -> None:
+    recorder, url = server
+    pages, chunk = LISTS[case]
+    recorder.pages = pages
+    fast, _ = both(kubeconfig(tmp_path, url, {"token": "secret"}))
+    fast.list_chunk_size = chunk
+    slow = LightkubeApi(fast.client, chunk, fast=None)
+
+    async def listed(api: LightkubeApi) -> Any:
+        try:
+            got = await api.list(Kind.POD)
+        except ApiError as err:
+            return ("error", err.status, err.reason, err.message)
+        return ("ok", got.items, got.resource_version)
+
+    try:
+        got, expected = await listed(fast), await listed(slow)
+    finally:
+        await fast.close()
+    assert got == expected
+    if case == "three pages":
+        assert got == ("ok", [{"metadata": {"name": n, "namespace": "ns", "resourceVersion": rv}, "spec": {"x": "é"}}
+                              for n, rv in (("a", "10"), ("b", "10"), ("c", "11"))], "11")
+    half = len(recorder.requests) // 2
+    sent, wanted = recorder.requests[:half], recorder.requests[half:]
+    assert [(r["method"], r["path_qs"], r["headers"], r["body"]) for r in sent] == [
+        (r["method"], r["path_qs"], r["headers"], r["body"]) for r in wanted]

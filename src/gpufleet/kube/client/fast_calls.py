@@ -90,7 +90,18 @@ class _WatchLine(msgspec.Struct):
     object: msgspec.Raw
 
 
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str | None = None
+    continue_: str | None = msgspec.field(name="continue", default=None)
+
+
+class _ListPage(msgspec.Struct):
+    items: list[dict[str, Any]] | None = None
+    metadata: _ListMeta | None = None
+
+
 _decode_line = msgspec.json.Decoder(_WatchLine).decode
+_decode_page = msgspec.json.Decoder(_ListPage).decode
 _decode_object = msgspec.json.Decoder(dict[str, Any]).decode
 
 
@@ -233,13 +244,16 @@ class FastCalls:
             self._heads[content_type] = head
         return head
 
-    async def _send_http1(self, pool: Http1Pool, method: str, url: str, data: bytes, content_type: str) -> Any:
+    async def _send_http1(self, pool: Http1Pool, method: str, url: str, data: bytes | None, content_type: str,
+                          decode: Callable[[bytes], Any] = _decode) -> Any:
+        """One request over ``pool`` (``data`` None: no body, as a GET); the answer of a 2xx read
+        with ``decode`` (None when empty)."""
         path = url[len(pool.origin):] if url.startswith(pool.origin) else url
         if not path.isascii():
             path = quote(path, safe="/?&=%:@!$'()*+,;~")
-        request = b"%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\n\r\n%s" % (
-            method.encode("ascii"), path.encode("ascii"), pool.netloc.encode("idna"), await self._head(content_type),
-            len(data), data)
+        head = b"%s %s HTTP/1.1\r\nHost: %s\r\n%s" % (
+            method.encode("ascii"), path.encode("ascii"), pool.netloc.encode("idna"), await self._head(content_type))
+        request = head + b"\r\n" if data is None else head + b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
         try:
             answer = await pool.request(request)
         except NoAnswer as err:
@@ -249,10 +263,37 @@ class FastCalls:
         if encoding and encoding.lower() != "identity":  # decoded as httpx2 decodes it
             body = httpx2.Response(status, headers=list(answer.headers.items()), content=body).content
         if 200 <= status < 300:
-            return _decode(body) if body else None
+            return decode(body) if body else None
         if status == 401:
             raise Unauthorized()
         raise error_from_answer(status, answer.headers.get("content-type"), body)
+
+    @property
+    def can_list(self) -> bool:
+        """Whether lists go this way (over the HTTP/1.1 pool)."""
+        return self._pool is not None
+
+    async def list(self, group: str, version: str, plural: str, chunk_size: int | None) -> tuple[list[JsonDict], str]:
+        """Every object of a kind (all namespaces) and the list's resourceVersion, asked page by page
+        as lightkube asks (``limit``, then ``continue``); the pages decoded straight into dicts."""
+        assert self._pool is not None
+        parts = ["api", version] if not group else ["apis", group, version]
+        url = self._base + "/".join([*parts, plural])
+        items: list[JsonDict] = []
+        version_seen = ""
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": chunk_size} if chunk_size else {}
+            if token:
+                params["continue"] = token
+            page = await self._send_http1(self._pool, "GET", url + ("?" + urlencode(params) if params else ""),
+                                          None, "", _decode_page)
+            meta = page.metadata if page is not None else None
+            items.extend(page.items or () if page is not None else ())
+            version_seen = (meta.resourceVersion if meta is not None else None) or ""
+            token = meta.continue_ if meta is not None else None
+            if not token:
+                return items, version_seen
 
     async def send(self, method: str, url: str, body: JsonDict, content_type: str) -> Any:
         """Send ``body`` as JSON; the decoded answer of a 2xx (None when empty). Raises ApiError,

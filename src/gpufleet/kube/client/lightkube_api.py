@@ -10,7 +10,7 @@ PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpuf
 :class:`~gpufleet.kube.client.port.ClusterAccessError` with exit code 2.
 
 By default the bytes go through :class:`~gpufleet.kube.client.aiohttp_transport.AiohttpTransport`, and
-the writes made once per pod (merge patches, status patches, Bindings, Evictions, Events) and the watches
+the writes made once per pod (merge patches, status patches, Bindings, Evictions, Events), the lists and the watches
 skip lightkube's request and response models: :class:`~gpufleet.kube.client.fast_calls.FastCalls`
 sends the same requests over its own kept-alive connections (:mod:`gpufleet.kube.client.http1`)
 and reads the watches' lines through that transport's aiohttp session (see BENCHMARKS.md).
@@ -136,6 +136,13 @@ class LightkubeApi:
         return str(self.client.namespace or "default")
 
     async def list(self, kind: Kind) -> ObjectList:
+        if self.fast is not None and self.fast.can_list:
+            try:
+                items, version = await self.fast.list(kind.group, kind.version, kind.plural, self.list_chunk_size)
+                return ObjectList(items, version)
+            except Unauthorized:  # through lightkube, whose auth flow refreshes
+                self.fast.forget_credentials()
+
         async def run() -> ObjectList:
             iterable = self.client.list(
                 _RESOURCES[kind], namespace="*" if kind.namespaced else None, chunk_size=self.list_chunk_size
