@@ -158,3 +158,52 @@ async def test_the_default_engine_is_one_incremental_engine_for_the_controllers_
     async with running(controller):
         await until(lambda: len(bound_pods(cluster)) == 2, what="2 pods bound")
     assert controller.engine is engine
+
+
+def test_the_collector_waits_while_many_objects_are_converted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    seen: list[bool] = []
+    real_convert = informers.convert_object
+
+    def convert(kind: Kind, obj: dict[str, Any]) -> Any:
+        seen.append(gc.isenabled())
+        return real_convert(kind, obj)
+
+    monkeypatch.setattr(informers, "convert_object", convert)
+    assert gc.isenabled()
+    many = _cache(*(_versioned(pod(f"p{i}"), i + 1) for i in range(informers.PAUSE_GC_FROM)))
+    assert len(many.converted(Kind.POD)[0]) == informers.PAUSE_GC_FROM
+    assert not any(seen) and gc.isenabled()  # paused for the burst, then back on
+    seen.clear()
+    few = _cache(_versioned(pod("a"), 1))
+    few.converted(Kind.POD)
+    assert seen == [True]  # a few objects: nothing to gain
+
+
+@pytest.mark.asyncio
+async def test_the_collector_waits_during_a_burst_of_bindings_and_comes_back() -> None:
+    import gc
+
+    from gpufleet.kube.controller import loop
+
+    cluster = FakeCluster()
+    small_cluster(cluster, nodes=2, pending=3)
+    controller = make_controller(cluster)
+    states: list[bool] = []
+    real_bind = controller.binder.bind_gangs
+
+    async def bind_gangs(*args: Any) -> Any:
+        states.append(gc.isenabled())
+        return await real_bind(*args)
+
+    controller.binder.bind_gangs = bind_gangs  # type: ignore[method-assign]
+    loop_threshold = loop.PAUSE_GC_FROM
+    try:
+        loop.PAUSE_GC_FROM = 2  # three pods: a "burst"
+        async with informing(controller):
+            await controller.cycle()
+    finally:
+        loop.PAUSE_GC_FROM = loop_threshold
+    assert states == [False] and gc.isenabled()
+    assert len(bound_pods(cluster)) == 3

@@ -16,8 +16,10 @@ what changed by identity; a deleted one leaves the next snapshot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from gpufleet.domain import API_GROUP
@@ -26,7 +28,7 @@ from gpufleet.kube.controller.convert import CONVERTED_KINDS, DRA_KINDS, Convers
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import wanted_pod
 
-__all__ = ["INFORMED_KINDS", "OPTIONAL_KINDS", "Informer", "ObjectCache"]
+__all__ = ["INFORMED_KINDS", "OPTIONAL_KINDS", "Informer", "ObjectCache", "collector_paused"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,27 @@ OPTIONAL_KINDS = (Kind.PROJECT, *DRA_KINDS)  # DRA: a cluster without resource.k
 def _rv(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+@contextlib.contextmanager
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """The cyclic garbage collector paused during a burst that makes objects which live on in the
+    cache (a list, its conversion, a burst of bindings whose answers and watch events replace the
+    cached pods): JSON and frozen dataclasses hold no cycles, and the collector's repeated passes
+    over them took a fifth of the controller's CPU at 10,000 bindings (BENCHMARKS.md, "Issue 13:
+    the controller"); reference counting still frees what dies."""
+    paused = pause and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+# Objects to convert at once from which the collector waits until they are done.
+PAUSE_GC_FROM = 1000
 
 
 class _Stale:
@@ -150,8 +173,17 @@ class ObjectCache:
         not be read, each described in one line; only objects changed since the last call are
         converted again."""
         converted = self._converted[kind]
-        objects = self._objects[kind]
         stale, bad = self._stale[kind], self._bad[kind]
+        with collector_paused(len(stale) >= PAUSE_GC_FROM):
+            self._convert(kind, stale, bad)
+        stale.clear()
+        if not bad:
+            return [v for v in converted.values() if v is not _SKIPPED], []
+        values = [v for v in converted.values() if v is not _SKIPPED and not isinstance(v, ConversionError)]
+        return values, [str(v) for v in converted.values() if isinstance(v, ConversionError)]
+
+    def _convert(self, kind: Kind, stale: list[Key], bad: set[Key]) -> None:
+        converted, objects = self._converted[kind], self._objects[kind]
         for key in stale:
             if converted.get(key) is not _STALE:
                 continue  # converted already (changed twice), or deleted since
@@ -165,11 +197,6 @@ class ObjectCache:
             except ConversionError as err:
                 converted[key] = err
                 bad.add(key)
-        stale.clear()
-        if not bad:
-            return [v for v in converted.values() if v is not _SKIPPED], []
-        values = [v for v in converted.values() if v is not _SKIPPED and not isinstance(v, ConversionError)]
-        return values, [str(v) for v in converted.values() if isinstance(v, ConversionError)]
 
 
 class Informer:
@@ -227,8 +254,9 @@ class Informer:
                 delay = min(delay * 2, self.backoff[1])
 
     async def _relist(self) -> None:
-        listing = await self.api.list(self.kind)
-        self.cache.replace(self.kind, listing.items)
+        with collector_paused():  # every object of a kind, made at once, kept in the cache
+            listing = await self.api.list(self.kind)
+            self.cache.replace(self.kind, listing.items)
         self.resource_version = listing.resource_version
         if self.metrics is not None:
             self.metrics.relists.labels(self.kind.plural).inc()

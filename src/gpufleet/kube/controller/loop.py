@@ -65,7 +65,7 @@ from gpufleet.kube.controller.convert import (
     relevant_change,
 )
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
-from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache
+from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
@@ -110,6 +110,10 @@ class ControllerConfig:
     scheduled_events: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
+
+
+# Bindings at once from which the cyclic garbage collector waits until they are done.
+PAUSE_GC_FROM = 1000
 
 
 @dataclass
@@ -463,7 +467,8 @@ class Controller:
         await self._victim_events(evicted)
 
         ready.extend(self._ready_plans())
-        outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
+        with collector_paused(len(ready) >= PAUSE_GC_FROM):
+            outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
         bound: list[PodKey] = []
         failed: dict[PodKey, str] = {}
         for outcome in outcomes:
