@@ -54,6 +54,52 @@ def namespaces_rewritten(raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.Ba
     path = "/".join(["", "api", "v1", NAMESPACES_ALIAS, *parts[3:]])
     return raw_request.clone(rel_url=raw_request.rel_url.with_path(path).with_query(raw_request.query))
 _encode = msgspec.json.encode
+_decode = msgspec.json.decode
+
+
+@attrs.frozen
+class _Call:
+    """One request for a resource of the store, as :meth:`ApiServerEmulator._serve` reads it."""
+
+    kind: Kind
+    method: str  # upper case
+    namespace: str  # "" when none
+    name: str | None
+    subresource: str | None
+    params: dict[str, str]
+    data: Any  # the JSON body, None when there is none (or it is not JSON)
+    raw: aiohttp.web.BaseRequest
+
+
+async def _direct_call(raw: aiohttp.web.BaseRequest) -> _Call | None:
+    """The request when its path names a resource of the store, read as kmock reads it (path parts,
+    query, JSON body) without kmock's request model, whose parsing cost more than serving the request;
+    None for anything else (discovery, unknown URLs: kmock's)."""
+    parts = raw.path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if rest[0] == "namespaces":
+        if len(rest) <= 2:  # the Namespace kind itself (see namespaces_rewritten)
+            if group or version != "v1":
+                return None
+            rest = [NAMESPACES_ALIAS, *rest[1:]]
+        else:
+            namespace, rest = rest[1], rest[2:]
+    kind = _BY_PATH.get((group, version, rest[0]))
+    if kind is None or not all(rest):
+        return None
+    body = await raw.read()
+    try:
+        data = _decode(body) if body else None
+    except msgspec.DecodeError:
+        data = None
+    return _Call(kind, raw.method.upper(), namespace, rest[1] if len(rest) > 1 else None,
+                 "/".join(rest[2:]) or None, dict(raw.query), data, raw)
 
 
 def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
@@ -105,6 +151,15 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
     # --------------------------------------------------------------------------- routing
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        call = await _direct_call(raw_request)
+        if call is not None:  # the store's resources, without kmock's parsing (see _direct_call)
+            try:
+                return await self._route(call)
+            except Exception as err:  # as kmock answers a failure of its own handlers
+                if not self._errors:
+                    raise
+                self._errors[-1].append(err)
+                return await self._render_error(err)
         response: aiohttp.web.StreamResponse = await super().__call__(namespaces_rewritten(raw_request))
         return response
 
@@ -113,25 +168,31 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
         kind = _BY_PATH.get((resource.group, resource.version, resource.plural)) if resource is not None else None
         if kind is None:
             return await super()._handle(request)
-        caller = request.params.get("fieldManager") or "anonymous"
+        raw = request._raw_request
+        assert raw is not None
+        return await self._route(_Call(kind, str(request.method.value).upper(), request.namespace or "",
+                                       request.name, request.subresource, dict(request.params), request.data, raw))
+
+    async def _route(self, call: _Call) -> aiohttp.web.StreamResponse:
+        kind = call.kind
+        caller = call.params.get("fieldManager") or "anonymous"
         try:
-            return await self._serve(kind, request, caller)
+            return await self._serve(kind, call, caller)
         except ApiError as err:
             if err.status == 0:  # an injected "no answer": drop the connection
-                raw = request._raw_request
-                if raw is not None and raw.transport is not None:
-                    raw.transport.close()
+                if call.raw.transport is not None:
+                    call.raw.transport.close()
                 return aiohttp.web.Response(status=500)
-            details: dict[str, Any] = {"name": request.name or "", "kind": kind.plural}
+            details: dict[str, Any] = {"name": call.name or "", "kind": kind.plural}
             if err.status == 429 and err.message.startswith(PDB_MESSAGE):
                 details["causes"] = [{"reason": "DisruptionBudget", "message": err.message[len(PDB_MESSAGE):].strip()}]
                 return _json(_status(429, "TooManyRequests", PDB_MESSAGE, details), 429)
             return _json(_status(err.status, err.reason, err.message, details), err.status)
 
-    async def _serve(self, kind: Kind, request: kmock.Request, caller: str) -> aiohttp.web.StreamResponse:
+    async def _serve(self, kind: Kind, request: _Call, caller: str) -> aiohttp.web.StreamResponse:
         store = self.store
-        method = str(request.method.value).upper()
-        namespace = request.namespace or ""
+        method = request.method
+        namespace = request.namespace
         name = request.name
         sub = request.subresource
         body = request.data if isinstance(request.data, dict) else {}
@@ -182,9 +243,8 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
             return _json(_status(200, "", ""))
         raise ApiError(405, "MethodNotAllowed", f"{method} {kind.plural}/{sub or ''}")
 
-    async def _watch(self, kind: Kind, request: kmock.Request, namespace: str) -> aiohttp.web.StreamResponse:
-        raw = request._raw_request
-        assert raw is not None
+    async def _watch(self, kind: Kind, request: _Call, namespace: str) -> aiohttp.web.StreamResponse:
+        raw = request.raw
         response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await response.prepare(raw)
         stream: AsyncIterator[tuple[str, dict[str, Any]]] = self.store._watch(

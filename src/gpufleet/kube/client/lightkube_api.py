@@ -10,14 +10,16 @@ PodGroups. lightkube's errors and httpx2's transport errors become :class:`~gpuf
 :class:`~gpufleet.kube.client.port.ClusterAccessError` with exit code 2.
 
 By default the bytes go through :class:`~gpufleet.kube.client.aiohttp_transport.AiohttpTransport`, and
-the writes made once per pod (merge patches, Bindings, Evictions) skip lightkube's request and
-response models: :class:`~gpufleet.kube.client.fast_calls.FastCalls` sends the same requests straight
-through that transport's aiohttp session (half the client CPU per binding; see BENCHMARKS.md).
+the writes made once per pod (merge patches, status patches, Bindings, Evictions, Events), the lists and the watches
+skip lightkube's request and response models: :class:`~gpufleet.kube.client.fast_calls.FastCalls`
+sends the same requests over its own kept-alive connections (:mod:`gpufleet.kube.client.http1`)
+and reads the watches' lines through that transport's aiohttp session (see BENCHMARKS.md).
 ``fast_http=False`` keeps lightkube's own httpx2 transport for everything (use it behind an HTTP proxy).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -35,7 +37,14 @@ from lightkube.generic_resource import Generic
 from lightkube.types import PatchType
 
 from gpufleet.kube.client.aiohttp_transport import AiohttpTransport
-from gpufleet.kube.client.fast_calls import JSON, MERGE_PATCH, FastCalls, Unauthorized, body_message
+from gpufleet.kube.client.fast_calls import (
+    JSON,
+    MERGE_PATCH,
+    FastCalls,
+    Unauthorized,
+    body_message,
+    error_from_answer,
+)
 from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, ObjectList, WatchEvent
 
 __all__ = ["LightkubeApi", "connect"]
@@ -127,6 +136,13 @@ class LightkubeApi:
         return str(self.client.namespace or "default")
 
     async def list(self, kind: Kind) -> ObjectList:
+        if self.fast is not None and self.fast.can_list:
+            try:
+                items, version = await self.fast.list(kind.group, kind.version, kind.plural, self.list_chunk_size)
+                return ObjectList(items, version)
+            except Unauthorized:  # through lightkube, whose auth flow refreshes
+                self.fast.forget_credentials()
+
         async def run() -> ObjectList:
             iterable = self.client.list(
                 _RESOURCES[kind], namespace="*" if kind.namespaced else None, chunk_size=self.list_chunk_size
@@ -141,13 +157,29 @@ class LightkubeApi:
         return await self._guard(run)
 
     async def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
+        if self.fast is not None:
+            url = self.fast.watch_url(kind.group, kind.version, kind.plural, resource_version)
+            try:
+                async for event_type, obj in self.fast.watch(url):
+                    yield WatchEvent(event_type, obj)
+                return  # ended by the server: the caller resumes from the last version it saw
+            except Unauthorized:  # nothing was yielded: through lightkube, whose auth flow refreshes
+                self.fast.forget_credentials()
         stream = self.client.watch(
             _RESOURCES[kind], namespace="*" if kind.namespaced else None, resource_version=resource_version or None
         )
         try:
             async for event_type, obj in stream:
                 yield WatchEvent(str(event_type), dict(obj))
-        except (LightkubeApiError, httpx2.HTTPError) as err:
+        except LightkubeApiError as err:  # an ERROR event (lightkube's ApiError is an HTTPStatusError too)
+            raise _api_error(err) from None
+        except httpx2.HTTPStatusError as err:  # refused (its streamed body is closed by lightkube by now)
+            response = err.response
+            body = b""
+            with contextlib.suppress(httpx2.HTTPError, httpx2.StreamError):
+                body = await response.aread()
+            raise error_from_answer(response.status_code, response.headers.get("Content-Type"), body) from None
+        except httpx2.HTTPError as err:
             raise _api_error(err) from None
         finally:
             close = getattr(stream, "aclose", None)
@@ -165,7 +197,23 @@ class LightkubeApi:
         return dict(obj)
 
     async def create(self, kind: Kind, obj: JsonDict) -> JsonDict:
-        return dict(await self._guard(lambda: self.client.create(_RESOURCES[kind](obj))))
+        meta = obj.get("metadata")
+        namespace = str(meta.get("namespace") or "") if kind.namespaced and isinstance(meta, dict) else ""
+
+        def fast(calls: FastCalls) -> Awaitable[Any]:
+            body = dict(obj)  # as lightkube completes it: apiVersion and kind when missing, at the end
+            if not body.get("apiVersion"):
+                body["apiVersion"] = kind.api_version
+            if not body.get("kind"):
+                body["kind"] = kind.kind
+            url = calls.url(kind.group, kind.version, kind.plural, namespace or None, "")
+            return calls.send("POST", url, body, JSON)
+
+        answer = await self._fast_or_slow(
+            fast, lambda: self.client.create(_RESOURCES[kind](obj)),
+            use_fast=bool(namespace) or not kind.namespaced,  # lightkube's default namespace: left to lightkube
+        )
+        return dict(answer)
 
     async def replace(self, kind: Kind, obj: JsonDict) -> JsonDict:
         return dict(await self._guard(lambda: self.client.replace(_RESOURCES[kind](obj))))
@@ -185,9 +233,18 @@ class LightkubeApi:
         return dict(answer)
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: JsonDict) -> None:
-        await self._guard(lambda: self.client.patch(
-            _STATUS[kind], name, {"status": status}, namespace=namespace or None, patch_type=PatchType.MERGE
-        ))
+        def slow() -> Awaitable[Any]:
+            return self.client.patch(
+                _STATUS[kind], name, {"status": status}, namespace=namespace or None, patch_type=PatchType.MERGE
+            )
+
+        await self._fast_or_slow(
+            lambda fast: fast.send("PATCH", fast.url(kind.group, kind.version, kind.plural,
+                                                     namespace if kind.namespaced else None, name, "status"),
+                                   {"status": status}, MERGE_PATCH),
+            slow,
+            use_fast=bool(namespace) or not kind.namespaced,  # lightkube's default namespace: left to lightkube
+        )
 
     async def bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
         meta: JsonDict = {"name": name, "namespace": namespace}
@@ -218,6 +275,8 @@ class LightkubeApi:
         _check_status(answer)
 
     async def close(self) -> None:
+        if self.fast is not None:
+            self.fast.close()
         await self.client.close()
 
     async def create_access_review(self, review: JsonDict) -> JsonDict:
@@ -317,8 +376,8 @@ def connect(
         if single is None:  # pragma: no cover - KubeConfig.get raises instead
             raise ConfigError("no usable context in the kubeconfig")
         transport = None
+        ssl_context: Any = True
         if fast_http:
-            ssl_context: Any = True
             if single.cluster.server.startswith("https") and single.user is not None:
                 ssl_context = verify_cluster(single.cluster, single.user, single.abs_file)
             transport = AiohttpTransport(ssl_context, limit=concurrency)
@@ -330,7 +389,8 @@ def connect(
         raise ClusterAccessError(f"{where}: {err}", exit_code=2) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise ClusterAccessError(f"{where}: not usable: {type(err).__name__}: {err}", exit_code=2) from None
-    fast = FastCalls.of_client(client, transport.session) if transport is not None else None
+    fast = (FastCalls.of_client(client, transport.session, ssl_context, limit=concurrency)
+            if transport is not None else None)
     return LightkubeApi(client, list_chunk_size, fast, server=str(single.cluster.server))
 
 

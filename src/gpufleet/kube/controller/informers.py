@@ -6,15 +6,20 @@ whose differences from the cache are applied as changes, so nothing deleted duri
 kept. Other failures (the API server restarting, a dropped connection) are retried with
 exponential backoff on the injected clock.
 
-The cache converts objects to domain objects lazily, once per resourceVersion, when a cycle asks
-for them: during a burst of bindings a pod changes twice (annotations, node) and is converted once.
+The cache keeps each object's domain object between cycles: a change (an informer event, a relist
+that differs) marks the object stale, and a cycle converts the stale ones only, when it asks for
+them (during a burst of bindings a pod changes twice, annotations then node, and is converted once).
+An unchanged object keeps the same domain object from cycle to cycle, which lets the engine tell
+what changed by identity; a deleted one leaves the next snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from gpufleet.domain import API_GROUP
@@ -23,7 +28,7 @@ from gpufleet.kube.controller.convert import CONVERTED_KINDS, DRA_KINDS, Convers
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import wanted_pod
 
-__all__ = ["INFORMED_KINDS", "OPTIONAL_KINDS", "Informer", "ObjectCache"]
+__all__ = ["INFORMED_KINDS", "OPTIONAL_KINDS", "Informer", "ObjectCache", "collector_paused"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,35 @@ def _rv(obj: Mapping[str, Any]) -> str:
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
 
 
+@contextlib.contextmanager
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """The cyclic garbage collector paused during a burst that makes objects which live on in the
+    cache (a list, its conversion, a burst of bindings whose answers and watch events replace the
+    cached pods): JSON and frozen dataclasses hold no cycles, and the collector's repeated passes
+    over them took a fifth of the controller's CPU at 10,000 bindings (BENCHMARKS.md, "Issue 13:
+    the controller"); reference counting still frees what dies."""
+    paused = pause and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+# Objects to convert at once from which the collector waits until they are done.
+PAUSE_GC_FROM = 1000
+
+
+class _Stale:
+    """The mark of an object changed since its last conversion."""
+
+
+_STALE = _Stale()
+_SKIPPED = None  # a pod no snapshot holds (another scheduler's, not on a node; deleted before bound)
+
+
 def _deleted_unbound(pod: Mapping[str, Any]) -> bool:
     """A pod being deleted before it was ever bound: nothing to schedule (the API server would
     refuse its Binding)."""
@@ -58,7 +92,11 @@ class ObjectCache:
     def __init__(self, kinds: Iterable[Kind] = INFORMED_KINDS) -> None:
         self.kinds = tuple(kinds)
         self._objects: dict[Kind, dict[Key, JsonDict]] = {kind: {} for kind in self.kinds}
-        self._converted: dict[Kind, dict[Key, tuple[str, Any]]] = {kind: {} for kind in self.kinds}
+        # Each object's conversion (a domain object, a ConversionError, _SKIPPED or _STALE), with
+        # the same keys in the same order as _objects, and the keys converted next.
+        self._converted: dict[Kind, dict[Key, Any]] = {kind: {} for kind in self.kinds}
+        self._stale: dict[Kind, list[Key]] = {kind: [] for kind in self.kinds}
+        self._bad: dict[Kind, set[Key]] = {kind: set() for kind in self.kinds}  # keys of ConversionErrors
         self._synced: set[Kind] = set()
         self.hooks: list[ChangeHook] = []
         self.all_synced = asyncio.Event()
@@ -74,13 +112,23 @@ class ObjectCache:
         old = self._objects[kind]
         new = {object_key(obj): obj for obj in items}
         self._objects[kind] = new
+        converted = self._converted[kind]
+        kept: dict[Key, Any] = {}
+        stale = self._stale[kind]
         for key, obj in new.items():
             before = old.get(key)
-            if before is None or _rv(before) != _rv(obj):
+            if before is None or _rv(before) != _rv(obj) or not _rv(obj):
+                kept[key] = _STALE
+                stale.append(key)
                 self._changed(kind, before, obj)
+            else:
+                kept[key] = converted.get(key, _STALE)
+                if kept[key] is _STALE:
+                    stale.append(key)
+        self._converted[kind] = kept
+        self._bad[kind] = {key for key, value in kept.items() if isinstance(value, ConversionError)}
         for key, obj in old.items():
             if key not in new:
-                self._converted[kind].pop(key, None)
                 self._changed(kind, obj, None)
         self._synced.add(kind)
         if all(k in self._synced for k in self.kinds):
@@ -93,10 +141,13 @@ class ObjectCache:
         if event.type == "DELETED":
             if before is not None:
                 del store[key]
-                self._converted[kind].pop(key, None)
+                del self._converted[kind][key]
+                self._bad[kind].discard(key)
                 self._changed(kind, before, None)
         elif event.type in ("ADDED", "MODIFIED"):
             store[key] = event.object
+            self._converted[kind][key] = _STALE
+            self._stale[kind].append(key)
             self._changed(kind, before, event.object)
 
     # -------------------------------------------------------------------------- reader side
@@ -119,26 +170,33 @@ class ObjectCache:
 
     def converted(self, kind: Kind) -> tuple[list[Any], list[str]]:
         """Domain objects of ``kind`` (pods: those a snapshot holds) and the objects that could
-        not be read, each described in one line."""
-        cache = self._converted[kind]
-        values: list[Any] = []
-        problems: list[str] = []
-        for key, obj in self._objects[kind].items():
+        not be read, each described in one line; only objects changed since the last call are
+        converted again."""
+        converted = self._converted[kind]
+        stale, bad = self._stale[kind], self._bad[kind]
+        with collector_paused(len(stale) >= PAUSE_GC_FROM):
+            self._convert(kind, stale, bad)
+        stale.clear()
+        if not bad:
+            return [v for v in converted.values() if v is not _SKIPPED], []
+        values = [v for v in converted.values() if v is not _SKIPPED and not isinstance(v, ConversionError)]
+        return values, [str(v) for v in converted.values() if isinstance(v, ConversionError)]
+
+    def _convert(self, kind: Kind, stale: list[Key], bad: set[Key]) -> None:
+        converted, objects = self._converted[kind], self._objects[kind]
+        for key in stale:
+            if converted.get(key) is not _STALE:
+                continue  # converted already (changed twice), or deleted since
+            obj = objects[key]
+            bad.discard(key)
             if kind is Kind.POD and (not wanted_pod(obj) or _deleted_unbound(obj)):
+                converted[key] = _SKIPPED
                 continue
-            rv = _rv(obj)
-            hit = cache.get(key)
-            if hit is None or hit[0] != rv or not rv:
-                try:
-                    hit = (rv, convert_object(kind, obj))
-                except ConversionError as err:
-                    hit = (rv, err)
-                cache[key] = hit
-            if isinstance(hit[1], ConversionError):
-                problems.append(str(hit[1]))
-            else:
-                values.append(hit[1])
-        return values, problems
+            try:
+                converted[key] = convert_object(kind, obj)
+            except ConversionError as err:
+                converted[key] = err
+                bad.add(key)
 
 
 class Informer:
@@ -196,8 +254,9 @@ class Informer:
                 delay = min(delay * 2, self.backoff[1])
 
     async def _relist(self) -> None:
-        listing = await self.api.list(self.kind)
-        self.cache.replace(self.kind, listing.items)
+        with collector_paused():  # every object of a kind, made at once, kept in the cache
+            listing = await self.api.list(self.kind)
+            self.cache.replace(self.kind, listing.items)
         self.resource_version = listing.resource_version
         if self.metrics is not None:
             self.metrics.relists.labels(self.kind.plural).inc()

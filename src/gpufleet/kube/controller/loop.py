@@ -1,8 +1,10 @@
 """The scheduler controller: informers feed the engine, the engine's decisions go back to the API.
 
 One **cycle** takes a snapshot of the informers' cache (converted as ``gpufleet replay`` converts a
-file, see :mod:`gpufleet.kube.controller.convert`), calls the one engine (:func:`gpufleet.engine.schedule`)
-and carries its decisions out (:mod:`gpufleet.kube.controller.binder`). Cycles run when something that can
+file, see :mod:`gpufleet.kube.controller.convert`; each object once per change, unchanged ones keep
+their domain objects between cycles), calls the one engine (:func:`gpufleet.engine.schedule`,
+through one :class:`~gpufleet.engine.IncrementalEngine` kept for the controller's life) and carries
+its decisions out (:mod:`gpufleet.kube.controller.binder`). Cycles run when something that can
 change a decision changed (batched: at most one per ``min_interval``), when a timer is due, and
 every ``resync`` seconds. Only the leader (:mod:`gpufleet.kube.controller.leader`) runs them.
 
@@ -28,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,10 +46,11 @@ from gpufleet.domain import (
     PendingPod,
     PodKey,
     ResourceClaim,
+    Snapshot,
 )
 from gpufleet.domain.nodes import TooManyGpus
 from gpufleet.domain.selectors import namespace_labels
-from gpufleet.engine import Screened, schedule, screen
+from gpufleet.engine import IncrementalEngine, Screened, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
@@ -62,7 +65,7 @@ from gpufleet.kube.controller.convert import (
     relevant_change,
 )
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
-from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache
+from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
@@ -107,6 +110,10 @@ class ControllerConfig:
     scheduled_events: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
+
+
+# Bindings at once from which the cyclic garbage collector waits until they are done.
+PAUSE_GC_FROM = 1000
 
 
 @dataclass
@@ -156,8 +163,12 @@ class Controller:
         clock: Clock,
         config: ControllerConfig,
         metrics: ControllerMetrics | None = None,
+        engine: Callable[[Snapshot], Decisions] | None = None,
     ) -> None:
         self.api = api
+        # The engine: called like schedule(snapshot), once per cycle, with this cluster's successive
+        # snapshots (an IncrementalEngine keeps what it can between them).
+        self.engine: Callable[[Snapshot], Decisions] = engine if engine is not None else IncrementalEngine()
         self.clock = clock
         self.config = config
         self.metrics = metrics if metrics is not None else ControllerMetrics()
@@ -314,9 +325,9 @@ class Controller:
             return Decisions()
         started = time.perf_counter()
         if self.config.engine_in_thread:
-            decisions = await asyncio.to_thread(schedule, view.snapshot)
+            decisions = await asyncio.to_thread(self.engine, view.snapshot)
         else:
-            decisions = schedule(view.snapshot)
+            decisions = self.engine(view.snapshot)
         self.metrics.engine_duration.observe(time.perf_counter() - started)
         return decisions
 
@@ -456,7 +467,8 @@ class Controller:
         await self._victim_events(evicted)
 
         ready.extend(self._ready_plans())
-        outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
+        with collector_paused(len(ready) >= PAUSE_GC_FROM):
+            outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
         bound: list[PodKey] = []
         failed: dict[PodKey, str] = {}
         for outcome in outcomes:
