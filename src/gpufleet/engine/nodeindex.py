@@ -183,36 +183,37 @@ class DomainSums:
     """The sum over each topology domain of a per-node value (free GPUs, copies of a pod) that
     depends only on the node's own state, kept up to date from ``ClusterState.dirty``: a gang's
     domain pre-filter reads it without a pass over every node. ``value(nodes)`` gives the value
-    of the nodes ``nodes`` now (0 where a node does not count)."""
+    of the nodes ``nodes`` now (0 where a node does not count). It is handed in on each call, not
+    kept: a kept closure over the Placer that keeps this object would be a reference cycle, which
+    ``schedule()`` (the cyclic collector paused) would leave behind."""
 
     def __init__(self, cluster: ClusterState, codes: IntArray, n_domains: int,
                  value: Callable[[IntArray], IntArray]) -> None:
         self.cluster = cluster
         self.codes = codes
         self.n_domains = n_domains
-        self.value = value
         self._seen = 0
         self.values: IntArray = np.zeros(len(codes), dtype=np.int64)
         self.sums: IntArray = np.zeros(n_domains, dtype=np.int64)
-        self._rebuild()
+        self._rebuild(value)
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, value: Callable[[IntArray], IntArray]) -> None:
         self._seen = len(self.cluster.dirty)
         everything = np.arange(len(self.codes), dtype=np.int64)
-        self.values = np.where(self.codes >= 0, self.value(everything), 0).astype(np.int64)
+        self.values = np.where(self.codes >= 0, value(everything), 0).astype(np.int64)
         ok = self.codes >= 0
         self.sums = np.bincount(self.codes[ok], weights=self.values[ok], minlength=self.n_domains).astype(np.int64)
 
-    def get(self) -> IntArray:
-        """The sums now (a fresh array)."""
+    def get(self, value: Callable[[IntArray], IntArray]) -> IntArray:
+        """The sums now (a fresh array); ``value`` as given when this was made."""
         dirty = self.cluster.dirty
         if len(dirty) - self._seen > len(self.codes) // 8:
-            self._rebuild()
+            self._rebuild(value)
         elif len(dirty) > self._seen:
             nodes = np.unique(np.array(dirty[self._seen:], dtype=np.int64))
             self._seen = len(dirty)
             nodes = nodes[self.codes[nodes] >= 0]
-            new = self.value(nodes).astype(np.int64)
+            new = value(nodes).astype(np.int64)
             np.add.at(self.sums, self.codes[nodes], new - self.values[nodes])
             self.values[nodes] = new
         out: IntArray = self.sums.copy()

@@ -476,7 +476,7 @@ class Placer:
                 everything = np.flatnonzero(ok)
                 return np.bincount(codes[ok], weights=value(everything), minlength=n_domains).astype(np.int64)
             got = self._sums[key] = DomainSums(self.cluster, codes, n_domains, value)
-        return got.get()
+        return got.get(value)
 
     def _domain_free(self, codes: IntArray, n_domains: int, members: Sequence[int]) -> IntArray:
         """Free whole GPUs per domain on the nodes the first member may use."""
