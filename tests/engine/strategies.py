@@ -523,15 +523,16 @@ def snapshots(
 
 
 @st.composite
-def gang_snapshots(draw: Draw) -> Snapshot:
+def gang_snapshots(draw: Draw, *, min_nodes: int = 2, max_nodes: int = 6, max_running: int = 4,
+                   max_pending: int = 3) -> Snapshot:
     """Pending PodGroups of 2..4 pods, often with fewer ``minMember`` (room for elastic scale-up)
     and a required rack, on up to 6 nodes in up to 3 racks with some running work."""
-    cluster = draw(nodes(2, 6))
+    cluster = draw(nodes(min_nodes, max_nodes))
     queues = draw(queue_forests(1, 3))
     b = _Builder(draw, cluster, leaves(queues))
-    for i in range(draw(st.integers(0, 4))):
+    for i in range(draw(st.integers(0, max_running))):
         b.running_gang(i)
-    for i in range(draw(st.integers(1, 3))):
+    for i in range(draw(st.integers(1, max_pending))):
         b.pending_gang(i, gang=True)
     return Snapshot(
         nodes=cluster,

@@ -39,7 +39,7 @@ from gpufleet.engine.nodeindex import FALLBACK, FreeGpuIndex
 from gpufleet.engine.placement import Placer
 from gpufleet.engine.session import PlacementSession
 
-from .strategies import PRIORITY_CLASSES, Draw, _Builder, _config, leaves, nodes, queue_forests, snapshots
+from .strategies import gang_snapshots, snapshots
 
 GIB = 1024**3 * MILLI
 NS = "ml"
@@ -155,23 +155,8 @@ def test_bulk_changes_rebuild_the_buckets() -> None:
     assert index.choose("k", mask, 7, res, True) == 0
 
 
-@st.composite
-def rack_snapshots(draw: Draw) -> Snapshot:
-    """Up to 16 nodes in up to 3 racks, some running work, and up to 8 pending PodGroups (often
-    with a required rack or a preferred rack or host) placed one after another."""
-    cluster = draw(nodes(4, 16))
-    queues = draw(queue_forests(1, 3))
-    b = _Builder(draw, cluster, leaves(queues))
-    for i in range(draw(st.integers(0, 8))):
-        b.running_gang(i)
-    for i in range(draw(st.integers(2, 8))):
-        b.pending_gang(i, gang=True)
-    return Snapshot(nodes=cluster, pods=tuple(b.pods), priority_classes=PRIORITY_CLASSES, queues=queues,
-                    pod_groups=tuple(b.groups), config=_config(draw))
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(snapshots(), rack_snapshots()))
+@given(st.one_of(snapshots(), gang_snapshots(min_nodes=4, max_nodes=16, max_running=8, max_pending=8)))
 def test_schedule_decides_the_same_without_the_index(snapshot: Snapshot) -> None:
     with_index = schedule(snapshot)
     with mock.patch.object(Placer, "USE_INDEX", False):
