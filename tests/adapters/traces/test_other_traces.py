@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -42,15 +41,6 @@ def test_philly_matches_the_readme(traces: Path) -> None:
     assert first.submit_s == _seconds_between("2017-09-04 10:30:41", "2017-10-09 07:01:55")
     assert first.attrs == {"vc": "11cb48", "submitted": "2017-10-09 07:01:55"}
     assert all(j.gpu_milli == 1000 and j.cpu_milli == 0 and j.gpu_models == () for j in jobs)
-
-
-def test_philly_loads_well_under_two_seconds(traces: Path) -> None:
-    best = float("inf")
-    for _ in range(2):  # best of two: the CI machine is shared and noisy
-        start = time.perf_counter()
-        load_trace(traces / PHILLY)
-        best = min(best, time.perf_counter() - start)
-    assert best < 2.0, f"Philly took {best:.2f} s to load"
 
 
 def test_dlrm_instances(traces: Path) -> None:
