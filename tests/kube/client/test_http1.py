@@ -1,21 +1,26 @@
-"""The small HTTP/1.1 client of the controller's writes (:mod:`gpufleet.kube.client.http1`) against
+"""The small HTTP/1.1 client (on h11) of the controller's writes (:mod:`gpufleet.kube.client.http1`) against
 a raw TCP server that answers exactly as told: framing by Content-Length, chunks and the end of
 the connection, kept-alive connections reused (and not after ``Connection: close``), at most
-``limit`` connections, and every way of not answering (closed, cut short, too slow)."""
+``limit`` connections, the request as h11 writes it, and every way of not answering (closed, cut short,
+too slow, unreadable)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import pytest_asyncio
 
-from gpufleet.kube.client.http1 import Http1Pool, NoAnswer
+from gpufleet.kube.client.http1 import Answer, Http1Pool, NoAnswer
 
 pytestmark = pytest.mark.asyncio
 
-REQUEST = b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+
+def ask(pool: Http1Pool) -> Awaitable[Answer]:
+    """A small POST, as the controller's writes are."""
+    return pool.request(b"POST", b"/x", [(b"Content-Type", b"application/json")], b"{}")
+
 
 # An answer as the server writes it for each request it reads; None: close without answering.
 Script = Callable[[int], bytes | None]
@@ -25,6 +30,7 @@ class RawServer:
     def __init__(self) -> None:
         self.script: Script = lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
         self.requests = 0
+        self.heads: list[bytes] = []  # every request's head, as read
         self.connections = 0
         self.open = 0
         self.most_open = 0
@@ -43,6 +49,7 @@ class RawServer:
                 length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                                if line.lower().startswith(b"content-length")), 0)
                 await reader.readexactly(length)
+                self.heads.append(head)
                 self.requests += 1
                 answer = self.script(self.requests)
                 if self.delay:
@@ -73,7 +80,7 @@ async def server() -> AsyncIterator[tuple[RawServer, str]]:
 async def test_content_length_answers_reuse_one_connection(server: tuple[RawServer, str]) -> None:
     raw, url = server
     pool = Http1Pool(url, limit=4)
-    answers = [await pool.request(REQUEST) for _ in range(5)]
+    answers = [await ask(pool) for _ in range(5)]
     assert [(a.status, a.body) for a in answers] == [(200, b"{}")] * 5
     assert raw.connections == 1 and raw.requests == 5
     pool.close()
@@ -85,7 +92,7 @@ async def test_chunked_answers_with_extensions_and_trailers(server: tuple[RawSer
                             b"5;x=y\r\n{\"a\":\r\n2\r\n1}\r\n0\r\nX-Trailer: t\r\n\r\n")
     pool = Http1Pool(url)
     for _ in range(2):
-        answer = await pool.request(REQUEST)
+        answer = await ask(pool)
         assert (answer.status, answer.body, answer.headers["content-type"]) == (201, b'{"a":1}', "application/json")
     assert raw.connections == 1
     pool.close()
@@ -96,9 +103,9 @@ async def test_an_answer_ended_by_the_connection_and_connection_close(server: tu
     raw.script = lambda n: (b"HTTP/1.1 200 OK\r\n\r\nuntil the end" if n == 1
                             else b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx")
     pool = Http1Pool(url)
-    assert (await pool.request(REQUEST)).body == b"until the end"
-    assert (await pool.request(REQUEST)).body == b"x"
-    assert (await pool.request(REQUEST)).body == b"x"
+    assert (await ask(pool)).body == b"until the end"
+    assert (await ask(pool)).body == b"x"
+    assert (await ask(pool)).body == b"x"
     assert raw.connections == 3  # none of them kept
     pool.close()
 
@@ -107,7 +114,7 @@ async def test_204_has_no_body(server: tuple[RawServer, str]) -> None:
     raw, url = server
     raw.script = lambda n: b"HTTP/1.1 204 No Content\r\n\r\n"
     pool = Http1Pool(url)
-    assert [(a.status, a.body) for a in [await pool.request(REQUEST) for _ in range(2)]] == [(204, b"")] * 2
+    assert [(a.status, a.body) for a in [await ask(pool) for _ in range(2)]] == [(204, b"")] * 2
     assert raw.connections == 1
     pool.close()
 
@@ -118,13 +125,13 @@ async def test_no_answer_before_the_head_is_a_connect_error_after_it_a_read_erro
     raw.script = lambda n: None if n == 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"
     pool = Http1Pool(url)
     with pytest.raises(NoAnswer) as closed:
-        await pool.request(REQUEST)
+        await ask(pool)
     assert closed.value.stage == "ConnectError"
     with pytest.raises(NoAnswer) as cut:
-        await pool.request(REQUEST)  # the server closes after 5 of 10 bytes (no Content-Length match)
+        await ask(pool)  # the server closes after 5 of 10 bytes (no Content-Length match)
     assert cut.value.stage == "ReadError"
     raw.script = lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-    assert (await pool.request(REQUEST)).body == b"ok"  # a fresh connection
+    assert (await ask(pool)).body == b"ok"  # a fresh connection
     pool.close()
 
 
@@ -135,7 +142,7 @@ async def test_a_server_that_is_not_there_is_a_connect_error() -> None:
     await probe.wait_closed()
     pool = Http1Pool(f"http://127.0.0.1:{port}")
     with pytest.raises(NoAnswer) as err:
-        await pool.request(REQUEST)
+        await ask(pool)
     assert err.value.stage == "ConnectError"
 
 
@@ -144,10 +151,10 @@ async def test_a_slow_answer_times_out_and_its_connection_is_dropped(server: tup
     raw.delay = 2.0
     pool = Http1Pool(url, read_timeout=0.2)
     with pytest.raises(NoAnswer) as err:
-        await pool.request(REQUEST)
+        await ask(pool)
     assert err.value.stage == "ConnectError" and "TimeoutError" in str(err.value)
     raw.delay = 0.0
-    assert (await pool.request(REQUEST)).status == 200
+    assert (await ask(pool)).status == 200
     assert raw.connections == 2
     pool.close()
 
@@ -156,7 +163,7 @@ async def test_at_most_limit_connections(server: tuple[RawServer, str]) -> None:
     raw, url = server
     raw.delay = 0.02
     pool = Http1Pool(url, limit=3)
-    answers = await asyncio.gather(*(pool.request(REQUEST) for _ in range(20)))
+    answers = await asyncio.gather(*(ask(pool) for _ in range(20)))
     assert all(a.status == 200 for a in answers)
     assert raw.most_open <= 3 and raw.connections == 3 and raw.requests == 20
     pool.close()
@@ -166,11 +173,92 @@ async def test_a_cancelled_request_does_not_leave_its_connection_for_the_next(se
     raw, url = server
     raw.delay = 0.3
     pool = Http1Pool(url, limit=1)
-    task = asyncio.create_task(pool.request(REQUEST))
+    task = asyncio.create_task(ask(pool))
     await asyncio.sleep(0.05)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     raw.delay = 0.0
     raw.script = lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nmine"
-    assert (await pool.request(REQUEST)).body == b"mine"  # not the late answer of the cancelled one
+    assert (await ask(pool)).body == b"mine"  # not the late answer of the cancelled one
+    pool.close()
+
+
+async def test_the_request_is_written_host_first_then_the_headers_in_order_then_the_length(
+        server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    pool = Http1Pool(url)
+    await ask(pool)
+    await pool.request(b"GET", b"/api/v1/pods?limit=500", [(b"Accept", b"application/json")], None)
+    netloc = url.removeprefix("http://").encode()
+    assert raw.heads == [
+        b"POST /x HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n" % netloc,
+        b"GET /api/v1/pods?limit=500 HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n\r\n" % netloc,
+    ]
+    pool.close()
+
+
+async def test_a_header_http_cannot_carry_is_a_connect_error_before_any_connection(
+        server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    pool = Http1Pool(url)
+    with pytest.raises(NoAnswer) as err:
+        await pool.request(b"POST", b"/x", [(b"Authorization", b"Bearer a\r\nX-Injected: 1")], b"{}")
+    assert err.value.stage == "ConnectError" and "LocalProtocolError" in str(err.value)
+    assert raw.connections == 0
+    assert (await ask(pool)).status == 200
+    pool.close()
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",  # not a status line
+    b"HTTP/1.1 200 OK\r\nContent-Length: two\r\n\r\n{}",  # a bad length
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",  # a bad chunk size
+    b"HTTP/1.1 200 OK\r\nBad Header\r\nContent-Length: 2\r\n\r\n{}",  # a header line without a colon
+])
+async def test_an_unreadable_answer_is_one_read_error_and_its_connection_is_dropped(
+        server: tuple[RawServer, str], answer: bytes) -> None:
+    raw, url = server
+    raw.script = lambda n: answer if n == 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    pool = Http1Pool(url)
+    with pytest.raises(NoAnswer) as err:
+        await ask(pool)
+    assert err.value.stage == "ReadError" and str(err.value).startswith("RemoteProtocolError: ")
+    assert "\n" not in str(err.value)
+    assert (await ask(pool)).body == b"ok"
+    assert raw.connections == 2
+    pool.close()
+
+
+async def test_bytes_beyond_the_answer_keep_its_connection_from_being_used_again(
+        server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    raw.script = lambda n: (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirstHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
+                            if n == 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
+    pool = Http1Pool(url)
+    assert (await ask(pool)).body == b"first"
+    assert (await ask(pool)).body == b"fresh"
+    assert raw.connections == 2
+    pool.close()
+
+
+async def test_bytes_on_an_idle_connection_close_it(server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    pool = Http1Pool(url)
+    assert (await ask(pool)).status == 200
+    (idle,) = pool._idle
+    idle.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")  # as the loop would hand them over
+    raw.script = lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh"
+    assert (await ask(pool)).body == b"fresh"
+    assert raw.connections == 2
+    pool.close()
+
+
+async def test_an_informational_answer_is_followed_by_the_answer(server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    raw.script = lambda n: b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+    pool = Http1Pool(url)
+    for _ in range(2):
+        answer = await ask(pool)
+        assert (answer.status, answer.body) == (201, b"{}")
+    assert raw.connections == 1
     pool.close()

@@ -131,7 +131,8 @@ class FastCalls:
     ) -> None:
         self._session = session
         self._pool = pool  # the writes go through it when given (else through the aiohttp session)
-        self._heads: dict[str, bytes] = {}  # content type -> the header lines of a write, credentials included
+        # content type -> the headers of a write, credentials included
+        self._heads: dict[str, list[tuple[bytes, bytes]]] = {}
         self._base = base_url.rstrip("/") + "/"
         self._headers = {k: v for k, v in headers.items() if k.lower() not in _OWN_HEADERS}
         self._auth = auth
@@ -236,11 +237,11 @@ class FastCalls:
         self._credentials = None
         self._heads.clear()
 
-    async def _head(self, content_type: str) -> bytes:
+    async def _head(self, content_type: str) -> list[tuple[bytes, bytes]]:
         head = self._heads.get(content_type)
         if head is None:
             headers = await self.headers(content_type)
-            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+            head = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
             self._heads[content_type] = head
         return head
 
@@ -251,11 +252,9 @@ class FastCalls:
         path = url[len(pool.origin):] if url.startswith(pool.origin) else url
         if not path.isascii():
             path = quote(path, safe="/?&=%:@!$'()*+,;~")
-        head = b"%s %s HTTP/1.1\r\nHost: %s\r\n%s" % (
-            method.encode("ascii"), path.encode("ascii"), pool.netloc.encode("idna"), await self._head(content_type))
-        request = head + b"\r\n" if data is None else head + b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
         try:
-            answer = await pool.request(request)
+            head = await self._head(content_type)
+            answer = await pool.request(method.encode("ascii"), path.encode("ascii"), head, data)
         except NoAnswer as err:
             raise ApiError(0, err.stage, str(err)) from None
         status, body = answer.status, answer.body

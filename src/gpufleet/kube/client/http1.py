@@ -1,20 +1,25 @@
-"""A small HTTP/1.1 client for the controller's hot-path writes: kept-alive connections, one
-request at a time on each, nothing else.
+"""A small HTTP/1.1 client for the controller's hot-path writes and lists: kept-alive
+connections, one request at a time on each, nothing else.
 
 :class:`~gpufleet.kube.client.fast_calls.FastCalls` sends one merge patch and one Binding per pod.
 Through aiohttp's client each costs about as much CPU again as the rest of the controller's work
 for that pod (its request and response objects, URL handling, cookie jar, timers, connector; see
 BENCHMARKS.md, "Issue 13: the controller through the HTTP emulator"). Those requests are all
 alike: a method, a path, a few headers fixed for the client's life, a small JSON body, a small
-answer. :class:`Http1Pool` writes such a request as bytes on a pooled connection
-(:class:`asyncio.Protocol`, TLS through the same :class:`ssl.SSLContext` as the rest of the client)
-and reads the answer: the status line, the headers, a body framed by ``Content-Length``,
-``Transfer-Encoding: chunked`` or the end of the connection. A connection the server closes, or
-an answer that says ``Connection: close``, is not reused.
+answer. :class:`Http1Pool` sends such a request on a pooled connection (:class:`asyncio.Protocol`,
+TLS through the same :class:`ssl.SSLContext` as the rest of the client) and reads its answer.
+
+The protocol is `h11 <https://h11.readthedocs.io>`_'s (python-hyper's HTTP/1.1 state machine, no
+I/O of its own): it writes the request (``Host`` first, ``Content-Length`` of the body) and reads
+the answer: the status line, the headers, a body framed by ``Content-Length``, ``Transfer-Encoding:
+chunked`` (extensions, trailers) or the end of the connection, informational (1xx) answers skipped.
+A connection is used again only when both sides are done with the exchange as h11 sees it (not
+after ``Connection: close``, an answer read to the connection's end, or an error), nothing more
+has arrived and the server has not closed it; bytes that arrive on an idle connection close it.
 
 Failures without an answer are raised as :class:`NoAnswer` with the stage they happened in
 (``ConnectError`` until the answer's head has arrived, ``ReadError`` after), the words the
-callers' errors use.
+callers' errors use; an answer h11 cannot read (``RemoteProtocolError``) is a ``ReadError``.
 """
 
 from __future__ import annotations
@@ -22,13 +27,18 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Sequence
 from urllib.parse import urlsplit
+
+import h11
 
 __all__ = ["Answer", "Http1Pool", "NoAnswer"]
 
+Header = tuple[bytes, bytes]
+
 
 class NoAnswer(Exception):
-    """No (complete) answer: the connection failed, closed or timed out."""
+    """No (complete) answer: the connection failed, closed or timed out, or the answer was unreadable."""
 
     def __init__(self, stage: str, message: str) -> None:
         super().__init__(message)
@@ -47,12 +57,13 @@ class Answer:
 
 
 class _Connection(asyncio.Protocol):
-    """One kept-alive connection; :meth:`exchange` sends a request and reads its answer."""
+    """One kept-alive connection and its h11 state; :meth:`exchange` sends a request and reads its answer."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._buffer = bytearray()
+        self.h11 = h11.Connection(h11.CLIENT)
+        self._exchanging = False
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self.deadline: float | None = None  # when the wait in progress times out
@@ -64,10 +75,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if not self._exchanging:  # nobody asked: the connection can't be trusted with the next answer
+            self.close()
+            return
+        self.h11.receive_data(data)
+        self._wake()
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -75,6 +87,10 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._error = exc or ConnectionResetError("the server closed the connection")
+        self.h11.receive_data(b"")  # the end of the stream, as h11 is told it
+        self._wake()
+
+    def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -86,14 +102,11 @@ class _Connection(asyncio.Protocol):
 
     # --------------------------------------------------------------------- client side
 
-    def _lost(self, stage: str) -> NoAnswer:
-        return NoAnswer(stage, f"{type(self._error).__name__}: {self._error}")
-
     async def _wait(self, stage: str, timeout: float | None) -> None:
         """Wait until more bytes arrive or the connection ends; NoAnswer when ``timeout`` passes
         first (checked by the pool's watchdog: a timer per wait costs more than the rest of it)."""
         if self.closed:
-            return
+            return  # h11 has been told: its next event says how the answer ended
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
         self.deadline = loop.time() + timeout if timeout is not None else None
@@ -112,81 +125,54 @@ class _Connection(asyncio.Protocol):
         if self.deadline is not None and now >= self.deadline and waiter is not None and not waiter.done():
             waiter.set_exception(TimeoutError())
 
-    async def _at_least(self, size: int, stage: str, timeout: float | None) -> None:
-        while len(self._buffer) < size:
-            if self.closed:
-                raise self._lost(stage)
-            await self._wait(stage, timeout)
-
-    async def _line(self, timeout: float | None) -> int:
-        """The position of the next CRLF in the buffer (waiting for it)."""
-        while (eol := self._buffer.find(b"\r\n")) < 0:
-            if self.closed:
-                raise self._lost("ReadError")
-            await self._wait("ReadError", timeout)
-        return eol
-
-    async def exchange(self, request: bytes, timeout: float | None) -> tuple[Answer, bool]:
-        """Send ``request``; the answer and whether the connection may be used again."""
+    async def exchange(self, request: h11.Request, body: bytes | None, timeout: float | None) -> tuple[Answer, bool]:
+        """Send ``request`` (and ``body``); the answer and whether the connection may be used again."""
         assert self.transport is not None
-        buffer = self._buffer
-        buffer.clear()
-        self.transport.write(request)
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            if self.closed:
-                raise self._lost("ConnectError")
-            await self._wait("ConnectError", timeout)
-        head = bytes(buffer[:end]).decode("latin-1").split("\r\n")
-        del buffer[: end + 4]
+        conn = self.h11
+        stage = "ConnectError"
+        self._exchanging = True
         try:
-            status = int(head[0].split(" ", 2)[1])
-        except (IndexError, ValueError):
-            self.close()
-            raise NoAnswer("ReadError", f"ProtocolError: not an HTTP status line: {head[0][:80]!r}") from None
-        headers: dict[str, str] = {}
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        reusable = headers.get("connection", "").lower() != "close"
-        if status in (204, 304) or 100 <= status < 200:
-            body = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            body = await self._chunked(timeout)
-        elif "content-length" in headers:
             try:
-                length = int(headers["content-length"])
-            except ValueError:
+                data = conn.send(request)
+                if body:
+                    data += conn.send(h11.Data(data=body))
+                data += conn.send(h11.EndOfMessage())
+            except h11.LocalProtocolError as err:  # a header or target h11 will not write
                 self.close()
-                raise NoAnswer("ReadError", "ProtocolError: bad Content-Length") from None
-            await self._at_least(length, "ReadError", timeout)
-            body = bytes(buffer[:length])
-            del buffer[:length]
-        else:  # delimited by the end of the connection
-            while not self.closed:
-                await self._wait("ReadError", timeout)
-            body, reusable = bytes(buffer), False
-            buffer.clear()
-        return Answer(status, headers, body), reusable and not buffer and not self.closed
-
-    async def _chunked(self, timeout: float | None) -> bytes:
-        buffer = self._buffer
-        body = bytearray()
-        while True:
-            eol = await self._line(timeout)
-            try:
-                size = int(bytes(buffer[:eol]).split(b";", 1)[0].strip() or b"x", 16)
-            except ValueError:
-                self.close()
-                raise NoAnswer("ReadError", "ProtocolError: bad chunk size") from None
-            del buffer[: eol + 2]
-            if size == 0:  # the last chunk, then trailers up to an empty line
-                while (eol := await self._line(timeout)) > 0:
-                    del buffer[: eol + 2]
-                del buffer[:2]
-                return bytes(body)
-            await self._at_least(size + 2, "ReadError", timeout)
-            body += buffer[:size]
-            del buffer[: size + 2]
+                raise NoAnswer(stage, f"LocalProtocolError: {err}") from None
+            self.transport.write(data)
+            head: h11.Response | None = None
+            parts: list[bytes] = []
+            await self._wait(stage, timeout)  # nothing can have come yet: h11 would only say NEED_DATA
+            while True:
+                try:
+                    event = conn.next_event()
+                except h11.RemoteProtocolError as err:
+                    if self.closed and head is None:  # closed before (all of) the head: no answer at all
+                        raise NoAnswer(stage, f"{type(self._error).__name__}: {self._error}") from None
+                    self.close()  # an answer h11 can't read, or cut short
+                    raise NoAnswer("ReadError", f"RemoteProtocolError: {err}") from None
+                if event is h11.NEED_DATA:
+                    await self._wait(stage, timeout)
+                elif isinstance(event, h11.Data):
+                    parts.append(event.data)
+                elif isinstance(event, h11.Response):
+                    head, stage = event, "ReadError"
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+                elif isinstance(event, h11.ConnectionClosed):
+                    raise NoAnswer(stage, f"{type(self._error).__name__}: {self._error}")
+                # InformationalResponse (1xx): the answer follows
+        finally:
+            self._exchanging = False
+        assert head is not None
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
+        answer = Answer(head.status_code, headers, b"".join(parts))  # bytes (h11 hands out bytearrays)
+        reusable = (conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.closed
+                    and not conn.trailing_data[0])
+        if reusable:
+            conn.start_next_cycle()
+        return answer, reusable
 
 
 class Http1Pool:
@@ -200,6 +186,7 @@ class Http1Pool:
         self.port = parts.port or (443 if self.secure else 80)
         self.origin = f"{parts.scheme}://{parts.netloc}"  # what a full URL starts with
         self.netloc = parts.netloc  # the Host header, as httpx2 and aiohttp write it
+        self._host_header: Header = (b"Host", parts.netloc.encode("idna"))
         if self.secure:
             self._ssl: ssl.SSLContext | None = (ssl_context if isinstance(ssl_context, ssl.SSLContext)
                                                 else ssl.create_default_context())
@@ -273,15 +260,24 @@ class Http1Pool:
             raise NoAnswer("ConnectError", f"{type(err).__name__}: {err}") from None
         return conn
 
-    async def request(self, request: bytes) -> Answer:
-        """Send one complete request (head and body) and return its answer."""
+    async def request(self, method: bytes, target: bytes, headers: Sequence[Header], body: bytes | None) -> Answer:
+        """Send one request to the pool's origin and return its answer: ``Host`` first, then
+        ``headers`` in their order, then ``Content-Length`` when there is a ``body`` (None: none,
+        as a GET)."""
+        fields = [self._host_header, *headers]
+        if body is not None:
+            fields.append((b"Content-Length", b"%d" % len(body)))
+        try:
+            event = h11.Request(method=method, target=target, headers=fields)
+        except h11.LocalProtocolError as err:  # a header or target HTTP/1.1 can't carry
+            raise NoAnswer("ConnectError", f"LocalProtocolError: {err}") from None
         conn = await self._acquire()
         reusable = False
         self._busy.add(conn)
         if self._watchdog is None and self.read_timeout is not None:
             self._watchdog = asyncio.get_running_loop().call_later(0.5, self._check_deadlines)
         try:
-            answer, reusable = await conn.exchange(request, self.read_timeout)
+            answer, reusable = await conn.exchange(event, body, self.read_timeout)
         finally:
             self._busy.discard(conn)
             self._release(conn, reusable)
