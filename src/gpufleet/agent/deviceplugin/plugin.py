@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 # resource -> the socket the plugin serves it on, in the kubelet's device plugins directory
 RESOURCES: Mapping[str, str] = {GPU: "gpufleet-gpu.sock", RESOURCE_MPS_SHARE: "gpufleet-mps-share.sock"}
 REGISTER_TIMEOUT_S = 10.0
+# Each registration dials the kubelet afresh: gRPC shares subchannels between channels of the same target by
+# default, and a new channel would take over the failed one of the previous attempt, still backing off in
+# real time, and fail at once with its old error although the kubelet listens again.
+REGISTER_CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -146,7 +150,8 @@ class DevicePlugin:
             options=pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True))
         while True:
             try:
-                async with grpc.aio.insecure_channel(f"unix://{self.kubelet_dir / KUBELET_SOCKET}") as channel:
+                async with grpc.aio.insecure_channel(f"unix://{self.kubelet_dir / KUBELET_SOCKET}",
+                                                     options=REGISTER_CHANNEL_OPTIONS) as channel:
                     await pb_grpc.RegistrationStub(channel).Register(request, timeout=REGISTER_TIMEOUT_S)
             except grpc.aio.AioRpcError as err:
                 self.failed_registrations += 1
