@@ -74,3 +74,24 @@ def test_a_reason_naming_the_gang_is_not_reused_for_another() -> None:
     by_pod = {p.pod: p.reason for p in with_memo.pending}
     named = [(key, reason) for key, reason in by_pod.items() if str(key).endswith("-2")]
     assert named and all(reason.count(str(key)) == 1 for key, reason in named)
+
+
+def test_signatures_are_computed_only_where_a_memo_can_answer() -> None:
+    # Every pod of `basic` fits: no failure is remembered, so no attempt needs its signature
+    # (issue 13: the signature is taken before an attempt only while a failure of the current
+    # state is remembered, else after a failed attempt, to remember it).
+    snap = make_shape("basic", 0.01)
+    engine = Engine(snap)
+    calls = 0
+    original = engine.failure_signature
+
+    def counting(gang, request):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return original(gang, request)
+
+    engine.failure_signature = counting  # type: ignore[method-assign]
+    decisions = engine.run()
+    assert decisions.bindings and not decisions.pending
+    assert calls == 0
+    assert decisions == Engine(snap).run()
