@@ -6,19 +6,24 @@ from gpufleet.bench.shapes import make_shape
 from gpufleet.engine.scheduler import Engine
 
 
+def _count_calls(engine: Engine, method: str) -> list[int]:
+    """Wrap ``engine``'s method (of a gang and its request) to count its calls in the list's item."""
+    calls = [0]
+    original = getattr(engine, method)
+
+    def counting(gang, request):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return original(gang, request)
+
+    setattr(engine, method, counting)
+    return calls
+
+
 def _counting_run(snap, memo: bool = True):  # type: ignore[no-untyped-def]
     engine = Engine(snap)
     engine.MEMO_FAILURES = memo
-    attempts = 0
-    original = engine.attempt
-
-    def counting(gang, request):  # type: ignore[no-untyped-def]
-        nonlocal attempts
-        attempts += 1
-        return original(gang, request)
-
-    engine.attempt = counting  # type: ignore[method-assign]
-    return engine.run(), attempts
+    attempts = _count_calls(engine, "attempt")
+    return engine.run(), attempts[0]
 
 
 def test_identical_backlog_reuses_one_failure_and_decides_the_same() -> None:
@@ -74,3 +79,16 @@ def test_a_reason_naming_the_gang_is_not_reused_for_another() -> None:
     by_pod = {p.pod: p.reason for p in with_memo.pending}
     named = [(key, reason) for key, reason in by_pod.items() if str(key).endswith("-2")]
     assert named and all(reason.count(str(key)) == 1 for key, reason in named)
+
+
+def test_signatures_are_computed_only_where_a_memo_can_answer() -> None:
+    # Every pod of `basic` fits: no failure is remembered, so no attempt needs its signature
+    # (issue 13: the signature is taken before an attempt only while a failure of the current
+    # state is remembered, else after a failed attempt, to remember it).
+    snap = make_shape("basic", 0.01)
+    engine = Engine(snap)
+    calls = _count_calls(engine, "failure_signature")
+    decisions = engine.run()
+    assert decisions.bindings and not decisions.pending
+    assert calls == [0]
+    assert decisions == Engine(snap).run()

@@ -173,14 +173,15 @@ class Turn:
             else:
                 for q in self.forest.paths[leaf]:
                     self.outside[q] -= 1
+        at = self.ptr[leaf] = self.ptr[leaf] + 1
+        gangs = self.per_leaf[leaf]
+        if at < len(gangs):
+            self._set_head(leaf, gangs[at])  # marks the leaf dirty for both tournaments
+            return
         self.head[leaf] = -1
         self.inq[leaf] = False  # its bound in ``ub`` stays: still an upper bound
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
-        at = self.ptr[leaf] = self.ptr[leaf] + 1
-        gangs = self.per_leaf[leaf]
-        if at < len(gangs):
-            self._set_head(leaf, gangs[at])
 
     def _set_head(self, leaf: int, g: int) -> None:
         f = self.forest

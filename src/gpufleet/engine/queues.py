@@ -123,17 +123,20 @@ class QueueForest:
         if leaf < 0 or not self.m:
             return
         path = self.paths[leaf]
-        m = range(self.m)
         self.touched.add(leaf)
+        # Only the nonzero amounts move usage (a pod asks one or two of the managed resources).
+        moves = [(j, sign * int(a)) for j, a in enumerate(amount) if a]
+        usage = self.usage
         for q in path:
-            row = self.usage[q]
-            for j in m:
-                row[j] += sign * int(amount[j])
+            row = usage[q]
+            for j, d in moves:
+                row[j] += d
         gu, quota = self.guaranteed, self.quota
         old = gu[leaf]
-        new = gu[leaf] = list(self.usage[leaf])
+        new = gu[leaf] = list(usage[leaf])
         if len(path) == 1:
             return
+        m = range(self.m)
         child = leaf
         for q in path[1:]:
             limit = quota[child]

@@ -162,23 +162,38 @@ class Engine:
     def cycle(self) -> bool:
         turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
         changed = False
-        while (chosen := turn.pick()) >= 0:
-            gang = self.gangs[chosen]
-            request = turn.request(gang.queue)
-            sig = self.failure_signature(gang, request)
-            known = self.failed.get(sig) if sig is not None else None
-            if known is not None and known[0] == self.version:
-                result = Attempt(False, known[1])  # same pod, same state: the same failure
-            else:
-                result = self.attempt(gang, request)
-                if not result.ok and sig is not None and self.keeps_failure(gang, result.reason):
-                    self.failed[sig] = (self.version, result.reason)
+        # The hot loop (one pass per decision): bound methods and containers looked up once.
+        gangs, failed, heads = self.gangs, self.failed, turn.req
+        pick, advance, signature, attempt = turn.pick, turn.advance, self.failure_signature, self.attempt
+        # The version of the last failure remembered (or, at the start, the version now if any is
+        # remembered): while it is not the current one no memo can answer, and a gang's signature
+        # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
+        # so the signature is the same either way).
+        memo_at = self.version if failed else -1
+        while (chosen := pick()) >= 0:
+            gang = gangs[chosen]
+            leaf = gang.queue
+            request = heads[leaf]  # turn.request(leaf)
+            sig: tuple[object, ...] | None = None
+            if memo_at == self.version:
+                sig = signature(gang, request)
+                known = failed.get(sig) if sig is not None else None
+                if known is not None and known[0] == memo_at:
+                    gang.pending_reason = known[1]  # same pod, same state: the same failure
+                    advance(leaf)
+                    continue
+            result = attempt(gang, request)
             if result.ok:
                 changed = True
                 gang.pending_reason = ""
             else:
                 gang.pending_reason = result.reason
-            turn.advance(gang.queue)
+                if memo_at != self.version:
+                    sig = signature(gang, request)
+                if sig is not None and self.keeps_failure(gang, result.reason):
+                    memo_at = self.version
+                    failed[sig] = (memo_at, result.reason)
+            advance(leaf)
         return changed
 
     def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
@@ -286,13 +301,15 @@ class Engine:
         self.victims.admit(gang)
         self.version += 1
         self.committed += 1
+        pods, bindings, add, quota_vec, caps = (self.pods, self.log.bindings, self.forest.add,
+                                                self.quota.quota_vec, self.caps)
         for a in placed.assignments:
-            info = self.pods[a.pod]
-            self.log.bind(a)
+            info = pods[a.pod]
+            bindings[a.pod] = a  # self.log.bind(a)
             gang.alive += 1
-            self.forest.add(info.queue, self.quota.quota_vec(info))
-            if self.caps is not None:
-                self.caps.add(info, 1)
+            add(info.queue, quota_vec(info))
+            if caps is not None:
+                caps.add(info, 1)
 
     def release_trial(self, placed: GangPlacement) -> None:
         for a in reversed(placed.assignments):
