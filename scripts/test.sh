@@ -9,8 +9,9 @@ VENV=${VENV:-.venv}
 if [ $# -gt 0 ]; then
     exec "$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
 fi
-# gRPC's asyncio library runs native threads of its own (its poller, its core's event engine), and the one
-# process that ran every test has died of a segmentation fault in one of them on a loaded machine. So its
+# The one process that ran every test has died of a segmentation fault on a loaded machine, about once in
+# 30 runs of the gRPC device-plugin tests (in CPython's frame evaluation while a task was cancelled; see
+# BENCHMARKS.md, "the test suite's intermittent crash"). So those
 # tests (the device plugin's) run in a process of their own, after the rest: a crash there is reported as
 # such and tried once more, and can never take the rest of the suite with it.
 GRPC_TESTS=tests/agent/deviceplugin
