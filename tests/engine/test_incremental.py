@@ -2,7 +2,8 @@
 
 The property drives one engine through a random sequence of snapshots of one cluster: pods bound
 as the engine's own decisions say, evicted pods gone, running pods finishing, new pods arriving,
-nodes cordoned, uncordoned or changed, queues changed, and now and then a running pod whose GPU
+nodes cordoned, uncordoned or changed, queues changed or added, PodGroups moved to another queue
+(their running pods the same objects), and now and then a running pod whose GPU
 annotation the engine does not take as it is. At every step the decisions (bindings, evictions,
 pending reasons, warnings, cycles) equal those of ``schedule`` on the same snapshot.
 """
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.bench.deltas import carried_out
-from gpufleet.domain import GPU, MILLI, Node, Pod, Queue, QueueResource, Snapshot
+from gpufleet.domain import GPU, MILLI, Node, Pod, Queue, QueueName, QueueResource, Snapshot
 from gpufleet.engine import IncrementalEngine, incremental, schedule
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.incremental import KeptSteps, clone_cluster
@@ -35,7 +36,8 @@ STEPS = 6
 
 def _event(snapshot: Snapshot, data: Any, step: int) -> Snapshot:
     """One random change of the cluster between two calls."""
-    kind = data.draw(st.sampled_from(["none", "finish", "arrive", "cordon", "node", "queue", "twice", "delete"]))
+    kind = data.draw(st.sampled_from(["none", "finish", "arrive", "cordon", "node", "queue", "twice", "delete",
+                                      "regroup", "newqueue"]))
     pods = list(snapshot.pods)
     running = [i for i, p in enumerate(pods) if p.bound]
     if kind == "finish" and running:
@@ -62,6 +64,14 @@ def _event(snapshot: Snapshot, data: Any, step: int) -> Snapshot:
         quota = data.draw(st.integers(0, 8)) * MILLI
         queues[i] = _with_gpu_quota(queues[i], quota)
         return dataclasses.replace(snapshot, queues=tuple(queues), pods=tuple(pods))
+    elif kind == "regroup" and snapshot.pod_groups and snapshot.queues:  # its pods' queue may change
+        groups = list(snapshot.pod_groups)
+        i = data.draw(st.integers(0, len(groups) - 1))
+        groups[i] = dataclasses.replace(groups[i], queue=data.draw(st.sampled_from(snapshot.queues)).name)
+        return dataclasses.replace(snapshot, pods=tuple(pods), pod_groups=tuple(groups))
+    elif kind == "newqueue":  # a queue named first: every queue's number changes
+        queues = (Queue(name=QueueName(f"aa-new{step}")), *snapshot.queues)
+        return dataclasses.replace(snapshot, queues=queues, pods=tuple(pods))
     elif kind == "twice" and len(running) >= 2:  # a running pod claims the GPUs of another
         a, b = data.draw(st.sampled_from(running)), data.draw(st.sampled_from(running))
         if pods[a].node_name == pods[b].node_name and a != b and pods[b].gpu_index:
@@ -151,3 +161,23 @@ def test_a_clone_changes_apart_from_its_original() -> None:
     assert cluster.free_whole.tolist() == [4] and copy.free_whole.tolist() == [2]
     assert cluster.dirty == [] and copy.dirty == [0]
 
+
+
+@settings(PROPERTY, max_examples=40)
+@given(st.one_of(snapshots(), gang_snapshots()), st.data())
+def test_the_kept_queue_usage_equals_a_fresh_build(first: Snapshot, data: Any) -> None:
+    """The queue usage of the running pods, kept per leaf between calls and changed by the pods
+    that came and left, is the fresh build's at every step (PodGroups moved, queues renumbered,
+    quotas changed included)."""
+    steps = KeptSteps()
+    snapshot = first
+    for step in range(STEPS):
+        try:
+            kept = Engine(snapshot, steps)
+        except incremental.Rebuild:
+            steps.forget()
+        else:
+            fresh = Engine(snapshot)
+            assert kept.forest.usage == fresh.forest.usage, f"step {step}"
+            assert kept.forest.guaranteed == fresh.forest.guaranteed, f"step {step}"
+        snapshot = _event(carried_out(snapshot, schedule(snapshot), 1000.0 + step), data, step)

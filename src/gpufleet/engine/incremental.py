@@ -79,6 +79,8 @@ class _Held:
     res: IntArray  # its requests over ClusterState.resources
     usage: tuple[int, ...] = ()  # what it counts against its queue, over ``managed``
     managed: tuple[str, ...] | None = None  # the managed resources ``usage`` is for
+    leaf: int = -1  # the leaf queue ``usage`` is counted on in the kept sums (-1: none)
+    counted: int = -1  # the epoch of the kept sums that count it (-1: none)
 
 
 def clone_cluster(cluster: ClusterState) -> ClusterState:
@@ -119,11 +121,17 @@ class KeptSteps(BuildSteps):
         # while the context (priority classes, config, queues, default queues, resources) holds.
         self._rows: dict[int, tuple[PodInfo, PodGroup | None]] = {}
         self._context: tuple[object, ...] | None = None
+        self._running: list[PodInfo] = []  # this call's rows of running pods (pod_table -> bind_running)
+        # Queue usage of the held pods of ours: leaf -> [pods counted, usage over ``_managed``], kept
+        # between calls and changed by the pods that came and left (None: summed afresh next time).
+        self._sums: dict[int, list[int]] | None = None
+        self._epoch = 0  # bumped when the sums are summed afresh (_Held.counted)
 
     def forget(self) -> None:
         """Drop the bound state (after a call it could not follow): the next call binds afresh."""
         self._bound = None
         self._held = {}
+        self._sums = None
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -175,6 +183,7 @@ class KeptSteps(BuildSteps):
         if context != self._context:
             self._rows = {}
             self._context = context
+            self._sums = None  # leaf numbers may differ
         kept = self._rows
         groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
         pods = sorted((p for p in snapshot.pods if not p.finished), key=_name_order)
@@ -188,6 +197,9 @@ class KeptSteps(BuildSteps):
             else:
                 out.append(row[0])
         if missing:
+            held, epoch = self._held, self._epoch
+            if any((h := held.get(id(p))) is not None and h.counted == epoch for p in missing):
+                self._sums = None  # a counted pod's row built again (its PodGroup changed): its queue may differ
             built, _ = build_pod_table(dataclasses.replace(snapshot, pods=tuple(missing)), cluster, queue_of,
                                        default_queues)
             fresh = iter(built)
@@ -199,11 +211,15 @@ class KeptSteps(BuildSteps):
         if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
             self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
         matrix = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), len(cluster.resources))
+        running: list[PodInfo] = []
         for i, info in enumerate(infos):
             info.idx = info.name_rank = i
             info.res = matrix[i]
             info.gang = -1
             info.node, info.gpus, info.bound_blocks = None, (), None
+            if info.pod.node_name is not None:
+                running.append(info)
+        self._running = running
         return infos, matrix
 
     def bind_running(self, pods: list[PodInfo], requests: IntArray, placer: Placer, gangs: list[Gang],
@@ -215,9 +231,7 @@ class KeptSteps(BuildSteps):
         b_pods: list[int] = []
         b_nodes: list[int] = []
         ours: list[tuple[PodInfo, _Held]] = []
-        for info in pods:
-            if info.pod.node_name is None:
-                continue
+        for info in self._running:  # the rows of pods with a node_name, in pod order
             h = held[id(info.pod)]
             info.node, info.gpus = h.node, h.gpus
             if h.blocks is not None:
@@ -247,10 +261,18 @@ class KeptSteps(BuildSteps):
         """Bring ``bound`` to the running pods of ``pods``: give back what left, take what came."""
         held = self._held
         running = {id(p): p for p in pods if p.node_name is not None and p.phase not in _FINISHED}
+        sums = self._sums
         for key in [k for k in held if k not in running]:
             h = held.pop(key)
             bound.give_back(h.node, h.res, h.gpus, h.blocks)
             self._count_cells(h, -1)
+            if sums is not None and h.counted == self._epoch and h.leaf >= 0:
+                total = sums[h.leaf]
+                total[0] -= 1
+                for j, v in enumerate(h.usage, 1):
+                    total[j] -= v
+                if not total[0]:
+                    del sums[h.leaf]
         came = [(key, self._hold(pod, bound)) for key, pod in running.items() if key not in held]
         if len(came) < BULK:
             for key, h in came:
@@ -312,30 +334,40 @@ class KeptSteps(BuildSteps):
             raise Rebuild(h.pod.key)
 
     def _count_usage(self, ours: list[tuple[PodInfo, _Held]], quota: QuotaGates, cluster: ClusterState) -> None:
-        """Add what the running pods of ours count against their leaf queues (bind_running's sums)."""
+        """Add what the running pods of ours count against their leaf queues (bind_running's sums):
+        kept per leaf between calls, so that only the pods not counted yet are summed here (all of
+        them after the managed resources, the queue numbers or a running pod's row changed)."""
         forest = quota.forest
         managed = tuple(forest.managed)
         if managed != self._managed:
             self._managed = managed
+            self._sums = None
         managed = self._managed
         res_index = cluster.res_index
-        sums: dict[int, list[int]] = {}
+        sums = self._sums
+        if sums is None:
+            sums = self._sums = {}
+            self._epoch += 1
+        epoch = self._epoch
         for info, h in ours:
+            if h.counted == epoch:
+                continue
             if h.managed is not managed:
                 h.usage = tuple(quota.gpu_milli(info) if r == GPU else
                                 int(h.res[res_index[r]]) if r in res_index and r != PODS else 0 for r in managed)
                 h.managed = managed
-            leaf = info.queue
-            if leaf < 0:
+            h.counted, h.leaf = epoch, info.queue
+            if h.leaf < 0:
                 continue
-            total = sums.get(leaf)
+            total = sums.get(h.leaf)
             if total is None:
-                sums[leaf] = list(h.usage)
+                sums[h.leaf] = [1, *h.usage]
             else:
-                for j, v in enumerate(h.usage):
+                total[0] += 1
+                for j, v in enumerate(h.usage, 1):
                     total[j] += v
         for leaf in sorted(sums):
-            forest.add(leaf, sums[leaf])
+            forest.add(leaf, sums[leaf][1:])
 
 
 class IncrementalEngine:
