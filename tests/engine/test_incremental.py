@@ -181,3 +181,24 @@ def test_the_kept_queue_usage_equals_a_fresh_build(first: Snapshot, data: Any) -
             assert kept.forest.usage == fresh.forest.usage, f"step {step}"
             assert kept.forest.guaranteed == fresh.forest.guaranteed, f"step {step}"
         snapshot = _event(carried_out(snapshot, schedule(snapshot), 1000.0 + step), data, step)
+
+
+def test_a_call_that_fails_while_building_forgets_the_kept_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error halfway through updating the kept state (the controller logs it and goes on) must
+    not leave that half-updated state to decide the next call."""
+    from gpufleet.bench.shapes import make_shape
+
+    snapshot = make_shape("basic", 0.01)
+    engine = IncrementalEngine()
+    engine(snapshot)
+    kept = engine.steps
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(incremental, "Engine", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        engine(snapshot)
+    monkeypatch.undo()
+    assert engine.steps is not kept
+    assert engine(snapshot) == schedule(snapshot)

@@ -387,6 +387,10 @@ class IncrementalEngine:
             except Rebuild:
                 self.fresh_calls += 1
                 engine = Engine(snapshot)
+            except BaseException:
+                # Kept state half updated must not decide the next call: start again from nothing.
+                self.steps = KeptSteps()
+                raise
             return engine.run()
         finally:
             if paused:
