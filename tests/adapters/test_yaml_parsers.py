@@ -104,6 +104,8 @@ def test_written_snapshots_take_the_fast_path_and_load_the_same(shape: str) -> N
         "a: !!omap [x: 1]\n", "a: !!str 7\n", "a: !!set {x, y}\n",
         # the value key, empty keys, a collection as a key
         "a: =\n", ": 1\n", "{: x}\n", "? [1, 2]\n: x\n", "{a, {b: c}}\n",
+        # no plain scalar in a flow collection begins with "?" or ":" for PyYAML
+        "a: {a: ?a}\n", "a: [b, ?c]\n", "{a: :b}\n",
         # block scalars with no content, a document end marker, a directive
         "a: |\n  \n", "a: >\n\nb: 1\n", "a: 1\n...\nb: 2\n", "%YAML 1.1\n---\na: 1\n",
         # line breaks of YAML 1.1, a tab, control characters

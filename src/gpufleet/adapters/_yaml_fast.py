@@ -148,9 +148,10 @@ def _document_count(text: str) -> int:
     return _markers(text) + (1 if _CONTENT.search(text, 0, first.start()) else 0)
 
 
-# In a line with a flow collection, quoted scalars left out: ":" followed by "?" or ":", "|", ">" or ":"
-# beginning a value, "?" beginning a scalar (PyYAML refuses the first two, reads the last as an explicit key).
-_FLOW_LINE = re.compile(r":[?:]|:[ \t]+[|>:]|[\[{,][ \t]*\?")
+# In a line with a flow collection, quoted scalars left out: ":" followed by "?" or ":", "|", ">", ":" or "?"
+# beginning a value, "?" beginning a scalar (PyYAML refuses the first two, for it no plain scalar in a flow
+# collection begins with "?" or ":"; it reads the last as an explicit key).
+_FLOW_LINE = re.compile(r":[?:]|:[ \t]+[|>:?]|[\[{,][ \t]*\?")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
