@@ -1,7 +1,7 @@
-"""The small HTTP/1.1 client (on h11) of the controller's writes (:mod:`gpufleet.kube.client.http1`) against
+"""The small HTTP/1.1 client (answers read by httptools) of the controller's writes (:mod:`gpufleet.kube.client.http1`) against
 a raw TCP server that answers exactly as told: framing by Content-Length, chunks and the end of
 the connection, kept-alive connections reused (and not after ``Connection: close``), at most
-``limit`` connections, the request as h11 writes it, and every way of not answering (closed, cut short,
+``limit`` connections, the request as written, and every way of not answering (closed, cut short,
 too slow, unreadable)."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class RawServer:
         self.open = 0
         self.most_open = 0
         self.delay = 0.0
+        self.hang_up = False  # close the connection after every answer
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -59,7 +60,7 @@ class RawServer:
                 writer.write(answer)
                 await writer.drain()
                 framed = b"Content-Length" in answer or b"chunked" in answer or b" 204 " in answer
-                if b"Connection: close" in answer or not framed:
+                if b"Connection: close" in answer or not framed or self.hang_up:
                     return
         finally:
             self.open -= 1
@@ -123,6 +124,7 @@ async def test_no_answer_before_the_head_is_a_connect_error_after_it_a_read_erro
         server: tuple[RawServer, str]) -> None:
     raw, url = server
     raw.script = lambda n: None if n == 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"
+    raw.hang_up = True
     pool = Http1Pool(url)
     with pytest.raises(NoAnswer) as closed:
         await ask(pool)
@@ -131,6 +133,7 @@ async def test_no_answer_before_the_head_is_a_connect_error_after_it_a_read_erro
         await ask(pool)  # the server closes after 5 of 10 bytes (no Content-Length match)
     assert cut.value.stage == "ReadError"
     raw.script = lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    raw.hang_up = False
     assert (await ask(pool)).body == b"ok"  # a fresh connection
     pool.close()
 
@@ -222,7 +225,7 @@ async def test_an_unreadable_answer_is_one_read_error_and_its_connection_is_drop
     pool = Http1Pool(url)
     with pytest.raises(NoAnswer) as err:
         await ask(pool)
-    assert err.value.stage == "ReadError" and str(err.value).startswith("RemoteProtocolError: ")
+    assert err.value.stage == "ReadError" and str(err.value).startswith("HttpParser")
     assert "\n" not in str(err.value)
     assert (await ask(pool)).body == b"ok"
     assert raw.connections == 2
@@ -261,4 +264,37 @@ async def test_an_informational_answer_is_followed_by_the_answer(server: tuple[R
         answer = await ask(pool)
         assert (answer.status, answer.body) == (201, b"{}")
     assert raw.connections == 1
+    pool.close()
+
+
+@pytest.mark.parametrize(("method", "target", "headers"), [
+    (b"HEAD", b"/x", []),  # its answer's length says nothing of a body: not this client's
+    (b"GE T", b"/x", []),
+    (b"GET", b"/x y", []),
+    (b"GET", b"/x", [(b"Bad Name", b"v")]),
+    (b"GET", b"/x", [(b"X", b"a\x00b")]),
+])
+async def test_what_http_cannot_carry_is_refused_before_any_connection(
+        server: tuple[RawServer, str], method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    raw, url = server
+    pool = Http1Pool(url)
+    with pytest.raises(NoAnswer) as err:
+        await pool.request(method, target, headers, None)
+    assert err.value.stage == "ConnectError" and str(err.value).startswith("LocalProtocolError: ")
+    assert raw.connections == 0
+    pool.close()
+
+
+async def test_an_http_1_0_answer_is_not_kept_and_a_cut_chunked_one_is_a_read_error(
+        server: tuple[RawServer, str]) -> None:
+    raw, url = server
+    raw.script = lambda n: (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok" if n == 1
+                            else b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab")
+    raw.hang_up = True
+    pool = Http1Pool(url)
+    assert (await ask(pool)).body == b"ok"
+    with pytest.raises(NoAnswer) as err:
+        await ask(pool)  # a new connection; the server closes it inside the first chunk
+    assert err.value.stage == "ReadError"
+    assert raw.connections == 2
     pool.close()

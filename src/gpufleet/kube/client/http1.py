@@ -9,32 +9,59 @@ alike: a method, a path, a few headers fixed for the client's life, a small JSON
 answer. :class:`Http1Pool` sends such a request on a pooled connection (:class:`asyncio.Protocol`,
 TLS through the same :class:`ssl.SSLContext` as the rest of the client) and reads its answer.
 
-The protocol is `h11 <https://h11.readthedocs.io>`_'s (python-hyper's HTTP/1.1 state machine, no
-I/O of its own): it writes the request (``Host`` first, ``Content-Length`` of the body) and reads
-the answer: the status line, the headers, a body framed by ``Content-Length``, ``Transfer-Encoding:
-chunked`` (extensions, trailers) or the end of the connection, informational (1xx) answers skipped.
-A connection is used again only when both sides are done with the exchange as h11 sees it (not
-after ``Connection: close``, an answer read to the connection's end, or an error), nothing more
-has arrived and the server has not closed it; bytes that arrive on an idle connection close it.
+Answers are read by `httptools <https://github.com/MagicStack/httptools>`_ (MagicStack's binding of
+llhttp, Node.js's HTTP/1.1 parser, in C): the status line, the headers, a body framed by
+``Content-Length``, ``Transfer-Encoding: chunked`` (extensions, trailers) or the end of the
+connection, informational (1xx) answers skipped. Requests are written as RFC 9112 writes them
+(request line, ``Host`` first, the headers, ``Content-Length`` of the body); the method, target and
+headers are checked against its grammar first (a header block is checked once and kept: the
+callers send the same few again and again). No ``HEAD`` (llhttp would wait for its body).
+A connection is used again only when the answer was read whole and allows it (not after
+``Connection: close``, an HTTP/1.0 answer, an answer read to the connection's end, or an error),
+nothing more has arrived and the server has not closed it; bytes that arrive on an idle
+connection close it.
 
 Failures without an answer are raised as :class:`NoAnswer` with the stage they happened in
-(``ConnectError`` until the answer's head has arrived, ``ReadError`` after), the words the
-callers' errors use; an answer h11 cannot read (``RemoteProtocolError``) is a ``ReadError``.
+(``ConnectError`` until the answer's head has arrived, ``ReadError`` after); an answer llhttp
+cannot read is a ``ReadError`` naming httptools' error (``HttpParserInvalidStatusError: ...``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections import deque
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-import h11
+import httptools
 
 __all__ = ["Answer", "Http1Pool", "NoAnswer"]
 
 Header = tuple[bytes, bytes]
+
+# RFC 9110/9112 grammar of what is written: a token (method, header name), a request target
+# (visible characters, no space), a field value (visible characters, spaces and tabs inside).
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+\Z").match
+_TARGET = re.compile(rb"[\x21-\x7e\x80-\xff]+\Z").match
+_VALUE = re.compile(rb"(?:[\x21-\x7e\x80-\xff](?:[ \t\x21-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?\Z").match
+
+
+class LocalProtocolError(Exception):
+    """A method, target or header that HTTP/1.1 cannot carry."""
+
+
+def _header_block(fields: Sequence[Header]) -> bytes:
+    """``name: value`` lines of ``fields``, each checked against the grammar."""
+    lines = []
+    for name, value in fields:
+        if not _TOKEN(name):
+            raise LocalProtocolError(f"illegal header name {name!r}")
+        if not _VALUE(value):
+            raise LocalProtocolError(f"illegal header value {value!r}")
+        lines.append(b"%s: %s\r\n" % (name, value))
+    return b"".join(lines)
 
 
 class NoAnswer(Exception):
@@ -57,16 +84,26 @@ class Answer:
 
 
 class _Connection(asyncio.Protocol):
-    """One kept-alive connection and its h11 state; :meth:`exchange` sends a request and reads its answer."""
+    """One kept-alive connection and its parser; :meth:`exchange` sends a request and reads its answer.
+    httptools calls the ``on_*`` methods from :meth:`data_received` as it reads."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.parser = httptools.HttpResponseParser(self)
         self._exchanging = False
         self._waiter: asyncio.Future[None] | None = None
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # why the connection ended
+        self._unreadable: Exception | None = None  # the parser's error, during an exchange
         self.deadline: float | None = None  # when the wait in progress times out
+        # the answer being read
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._parts: list[bytes] = []
+        self._head = False  # its head is read
+        self._done = False  # all of it is read
+        self._again = False  # it lets the connection be used again
+        self._beyond = False  # more came after it
 
     # ------------------------------------------------------------------- protocol side
 
@@ -78,7 +115,13 @@ class _Connection(asyncio.Protocol):
         if not self._exchanging:  # nobody asked: the connection can't be trusted with the next answer
             self.close()
             return
-        self.h11.receive_data(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as err:
+            if self._done:
+                self._beyond = True  # unreadable bytes after the answer
+            else:
+                self._unreadable = err
         self._wake()
 
     def eof_received(self) -> bool:
@@ -87,7 +130,6 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._error = exc or ConnectionResetError("the server closed the connection")
-        self.h11.receive_data(b"")  # the end of the stream, as h11 is told it
         self._wake()
 
     def _wake(self) -> None:
@@ -100,13 +142,46 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    # ------------------------------------------------------------- httptools' callbacks
+
+    def on_message_begin(self) -> None:
+        if self._done:
+            self._beyond = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._done:
+            self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        if not self._done:
+            self._status = self.parser.get_status_code()
+            self._head = True
+
+    def on_body(self, body: bytes) -> None:
+        if not self._done:
+            self._parts.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._done:
+            return
+        if 100 <= self._status < 200:  # informational: the answer follows
+            self._headers = {}
+            self._parts = []
+            self._head = False
+            return
+        self._done = True
+        self._again = self.parser.should_keep_alive()
+
+    def _until_closed(self) -> bool:
+        """Whether the answer's body ends with the connection (neither a length nor chunks)."""
+        return (self._head and "content-length" not in self._headers
+                and "chunked" not in self._headers.get("transfer-encoding", "").lower())
+
     # --------------------------------------------------------------------- client side
 
     async def _wait(self, stage: str, timeout: float | None) -> None:
         """Wait until more bytes arrive or the connection ends; NoAnswer when ``timeout`` passes
         first (checked by the pool's watchdog: a timer per wait costs more than the rest of it)."""
-        if self.closed:
-            return  # h11 has been told: its next event says how the answer ended
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
         self.deadline = loop.time() + timeout if timeout is not None else None
@@ -125,54 +200,31 @@ class _Connection(asyncio.Protocol):
         if self.deadline is not None and now >= self.deadline and waiter is not None and not waiter.done():
             waiter.set_exception(TimeoutError())
 
-    async def exchange(self, request: h11.Request, body: bytes | None, timeout: float | None) -> tuple[Answer, bool]:
-        """Send ``request`` (and ``body``); the answer and whether the connection may be used again."""
+    async def exchange(self, request: bytes, timeout: float | None) -> tuple[Answer, bool]:
+        """Send ``request`` (head and body, written); the answer and whether the connection may be
+        used again."""
         assert self.transport is not None
-        conn = self.h11
-        stage = "ConnectError"
+        self._status, self._headers, self._parts = 0, {}, []
+        self._head = self._done = self._again = self._beyond = False
+        self._unreadable = None
         self._exchanging = True
         try:
-            try:
-                data = conn.send(request)
-                if body:
-                    data += conn.send(h11.Data(data=body))
-                data += conn.send(h11.EndOfMessage())
-            except h11.LocalProtocolError as err:  # a header or target h11 will not write
-                self.close()
-                raise NoAnswer(stage, f"LocalProtocolError: {err}") from None
-            self.transport.write(data)
-            head: h11.Response | None = None
-            parts: list[bytes] = []
-            await self._wait(stage, timeout)  # nothing can have come yet: h11 would only say NEED_DATA
-            while True:
-                try:
-                    event = conn.next_event()
-                except h11.RemoteProtocolError as err:
-                    if self.closed and head is None:  # closed before (all of) the head: no answer at all
-                        raise NoAnswer(stage, f"{type(self._error).__name__}: {self._error}") from None
-                    self.close()  # an answer h11 can't read, or cut short
-                    raise NoAnswer("ReadError", f"RemoteProtocolError: {err}") from None
-                if event is h11.NEED_DATA:
-                    await self._wait(stage, timeout)
-                elif isinstance(event, h11.Data):
-                    parts.append(event.data)
-                elif isinstance(event, h11.Response):
-                    head, stage = event, "ReadError"
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-                elif isinstance(event, h11.ConnectionClosed):
+            self.transport.write(request)
+            while not self._done:
+                stage = "ReadError" if self._head else "ConnectError"
+                if self._unreadable is not None:
+                    self.close()  # an answer llhttp can't read
+                    err = self._unreadable
+                    raise NoAnswer("ReadError", f"{type(err).__name__}: {err}")
+                if self.closed:
+                    if self._until_closed():
+                        break  # the body ran to the connection's end
                     raise NoAnswer(stage, f"{type(self._error).__name__}: {self._error}")
-                # InformationalResponse (1xx): the answer follows
+                await self._wait(stage, timeout)
         finally:
             self._exchanging = False
-        assert head is not None
-        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
-        answer = Answer(head.status_code, headers, b"".join(parts))  # bytes (h11 hands out bytearrays)
-        reusable = (conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.closed
-                    and not conn.trailing_data[0])
-        if reusable:
-            conn.start_next_cycle()
-        return answer, reusable
+        answer = Answer(self._status, self._headers, b"".join(self._parts))
+        return answer, self._done and self._again and not self._beyond and not self.closed
 
 
 class Http1Pool:
@@ -186,7 +238,8 @@ class Http1Pool:
         self.port = parts.port or (443 if self.secure else 80)
         self.origin = f"{parts.scheme}://{parts.netloc}"  # what a full URL starts with
         self.netloc = parts.netloc  # the Host header, as httpx2 and aiohttp write it
-        self._host_header: Header = (b"Host", parts.netloc.encode("idna"))
+        self._host_line = b"Host: %s\r\n" % parts.netloc.encode("idna")
+        self._blocks: dict[tuple[Header, ...], bytes] = {}  # header blocks checked and written
         if self.secure:
             self._ssl: ssl.SSLContext | None = (ssl_context if isinstance(ssl_context, ssl.SSLContext)
                                                 else ssl.create_default_context())
@@ -264,20 +317,29 @@ class Http1Pool:
         """Send one request to the pool's origin and return its answer: ``Host`` first, then
         ``headers`` in their order, then ``Content-Length`` when there is a ``body`` (None: none,
         as a GET)."""
-        fields = [self._host_header, *headers]
-        if body is not None:
-            fields.append((b"Content-Length", b"%d" % len(body)))
+        key = tuple(headers)
+        block = self._blocks.get(key)
         try:
-            event = h11.Request(method=method, target=target, headers=fields)
-        except h11.LocalProtocolError as err:  # a header or target HTTP/1.1 can't carry
+            if not _TOKEN(method) or method == b"HEAD":
+                raise LocalProtocolError(f"illegal method {method!r}")
+            if not _TARGET(target):
+                raise LocalProtocolError(f"illegal target {target!r}")
+            if block is None:
+                block = self._blocks[key] = _header_block(key)
+        except LocalProtocolError as err:  # a method, header or target HTTP/1.1 can't carry
             raise NoAnswer("ConnectError", f"LocalProtocolError: {err}") from None
+        if body is None:
+            request = b"%s %s HTTP/1.1\r\n%s%s\r\n" % (method, target, self._host_line, block)
+        else:
+            request = b"%s %s HTTP/1.1\r\n%s%sContent-Length: %d\r\n\r\n%s" % (
+                method, target, self._host_line, block, len(body), body)
         conn = await self._acquire()
         reusable = False
         self._busy.add(conn)
         if self._watchdog is None and self.read_timeout is not None:
             self._watchdog = asyncio.get_running_loop().call_later(0.5, self._check_deadlines)
         try:
-            answer, reusable = await conn.exchange(event, body, self.read_timeout)
+            answer, reusable = await conn.exchange(request, self.read_timeout)
         finally:
             self._busy.discard(conn)
             self._release(conn, reusable)
