@@ -20,6 +20,7 @@ by borrowed share; ties by the heads' priority, creation and name, then the queu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gpufleet.engine.admission import Tiebreak, Turn
@@ -90,6 +91,8 @@ class Heads:
             for leaf in self.head:
                 self._walk(mode, leaf)
         self.stale: set[int] = set()  # leaves whose path's entries over all heads are out of date
+        # The last lone pod's requests, whole GPUs and quota request (identical pods share it).
+        self.last: tuple[Mapping[str, int], int, list[int]] = ({}, -1, [])
 
     def _walk(self, mode: int, leaf: int) -> None:
         """Recompute the entries on ``leaf``'s path, children before parents."""
@@ -133,7 +136,11 @@ class Heads:
             self.head[leaf] = g
             m = self.pod[leaf] = lone_pod(engine, gang)
             if m >= 0:  # what Turn.request_for gives a lone pod, kept for its turn as head
-                req = self.req[leaf] = turn.order.whole_requests[g] = engine.quota.quota_vec(engine.pods[m])
+                info = engine.pods[m]
+                if info.pod.requests != self.last[0] or info.whole != self.last[1]:
+                    # quota_vec of a whole-GPU pod: its GPUs and its requests, nothing else
+                    self.last = (info.pod.requests, info.whole, engine.quota.quota_vec(info))
+                req = self.req[leaf] = turn.order.whole_requests[g] = self.last[2]
             else:
                 req = self.req[leaf] = turn.request_for(g)
             self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
