@@ -21,15 +21,35 @@ by borrowed share; ties by the heads' priority, creation and name, then the queu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpufleet.engine.admission import Tiebreak, Turn
-from gpufleet.engine.workload import Gang
+from gpufleet.engine.decisions import DecisionLog
+from gpufleet.engine.placement import Placer
+from gpufleet.engine.queues import QueueForest
+from gpufleet.engine.quota import QuotaGates
+from gpufleet.engine.tenancy import UserCaps
+from gpufleet.engine.victims import VictimIndex
+from gpufleet.engine.workload import Gang, PodInfo
 
-if TYPE_CHECKING:
-    from gpufleet.engine.scheduler import Engine
 
-__all__ = ["MAX_LEAVES", "admit_run", "batch_applies"]
+class BatchHost(Protocol):
+    """What the batch path reads and changes of the engine (``scheduler.Engine``): the parts an
+    admission goes through, and its counters of changes."""
+
+    forest: QueueForest
+    caps: UserCaps | None
+    placer: Placer
+    pods: list[PodInfo]
+    gangs: list[Gang]
+    log: DecisionLog
+    victims: VictimIndex
+    quota: QuotaGates
+    version: int
+    committed: int
+
+
+__all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies"]
 
 # Leaves with a head beyond which the pick over one entry per leaf no longer pays.
 MAX_LEAVES = 8
@@ -38,7 +58,7 @@ Key = tuple[float, Tiebreak, int, int]  # (fair key, head's tiebreak, position, 
 IN, ALL = 0, 1  # the fair order's modes: heads in quota (dominant usage); all heads (borrowed share)
 
 
-def batch_applies(engine: Engine, turn: Turn) -> bool:
+def batch_applies(engine: BatchHost, turn: Turn) -> bool:
     """Whether this cycle's picks may be batched: no lending limits, no Projects' user caps, no
     claims or volumes, and few leaves with candidates."""
     f = engine.forest
@@ -46,7 +66,7 @@ def batch_applies(engine: Engine, turn: Turn) -> bool:
             and 0 < len(turn.per_leaf) <= MAX_LEAVES)
 
 
-def lone_pod(engine: Engine, gang: Gang) -> int:
+def lone_pod(engine: BatchHost, gang: Gang) -> int:
     """The pod of a gang the batch may admit (-1: none): a lone whole-GPU pod, wholly pending,
     waiting for no device claim."""
     if gang.group is not None or gang.alive or gang.evicted or len(gang.members) != 1:
@@ -66,7 +86,7 @@ class Heads:
     in-quota verdicts of the heads below the same root tested again (guaranteed usage grew on
     the path). Entries over all heads are brought up to date only when no head is in quota."""
 
-    def __init__(self, engine: Engine, turn: Turn) -> None:
+    def __init__(self, engine: BatchHost, turn: Turn) -> None:
         self.engine = engine
         f = self.forest = engine.forest
         self.turn = turn
@@ -156,7 +176,7 @@ class Heads:
         self.stale.add(leaf)
 
 
-def admit_run(engine: Engine, turn: Turn, first: int) -> int:
+def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
     """Admit the run of pods that starts with leaf ``first``'s head (the gang ``Turn.pick`` just
     returned); how many were admitted (0: the head is left to the one-by-one path)."""
     if lone_pod(engine, engine.gangs[turn.head[first]]) < 0:
