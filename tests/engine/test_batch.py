@@ -16,21 +16,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet import domain
 from gpufleet.bench.shapes import make_shape
-from gpufleet.domain import (
-    CPU,
-    GPU,
-    MILLI,
-    PODS,
-    Decisions,
-    Node,
-    NodeName,
-    Pod,
-    Queue,
-    QueueName,
-    QueueResource,
-    Snapshot,
-)
+from gpufleet.domain import CPU, GPU, MILLI, PODS, Pod, Queue, QueueName, QueueResource, Snapshot
 from gpufleet.engine.scheduler import Engine
 
 from .strategies import (
@@ -109,11 +97,11 @@ def _lone(name: str, queue: str, whole: int = 1, created: float = 0.0, **kw: Any
 
 
 def _snapshot(pods: list[Pod], queues: tuple[Queue, ...], gpus: int = 8) -> Snapshot:
-    node = Node(NodeName("n0"), allocatable={GPU: gpus * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI})
+    node = domain.Node(domain.NodeName("n0"), allocatable={GPU: gpus * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI})
     return Snapshot(nodes=(node,), pods=tuple(pods), queues=queues)
 
 
-def _both(snapshot: Snapshot) -> tuple[Engine, Decisions]:
+def _both(snapshot: Snapshot) -> tuple[Engine, domain.Decisions]:
     engine = Engine(snapshot)
     got = engine.run()
     plain = Engine(snapshot)
