@@ -183,17 +183,28 @@ class Turn:
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
 
-    def _set_head(self, leaf: int, g: int) -> None:
-        f = self.forest
+    def skip(self, leaf: int, count: int) -> None:
+        """``count`` heads of ``leaf`` were tried one after the other (the batch path,
+        engine/batch.py): as many :meth:`advance` calls, the heads between never set."""
+        self.ptr[leaf] += count - 1
+        self.advance(leaf)
+
+    def request_for(self, g: int) -> list[int]:
+        """What gang ``g``'s pending members count against quota, as its turn as head takes it."""
         order = self.order
         gang = order.gangs[g]
         known = None if gang.alive or gang.evicted else order.whole_requests.get(g)
         if known is not None:
-            req = known
-        else:
-            req = self.request_of(order.pending_members(gang))
-            if not (gang.alive or gang.evicted):
-                order.whole_requests[g] = req
+            return known
+        req = self.request_of(order.pending_members(gang))
+        if not (gang.alive or gang.evicted):
+            order.whole_requests[g] = req
+        return req
+
+    def _set_head(self, leaf: int, g: int) -> None:
+        f = self.forest
+        gang = self.order.gangs[g]
+        req = self.request_for(g)
         self.head[leaf] = g
         self.req[leaf] = req
         self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
@@ -234,6 +245,10 @@ class Turn:
             self.ub[leaf] = self.zero
 
     # -- keeping in-quota tests exact --------------------------------------------------------
+
+    def in_quota(self, leaf: int, req: list[int]) -> bool:
+        """Whether a head of ``leaf`` asking ``req`` is in quota now."""
+        return self._in_quota(leaf, req)
 
     def _in_quota(self, leaf: int, req: list[int]) -> bool:
         """``QueueForest.in_quota``, as the headroom rule above: every asked amount within

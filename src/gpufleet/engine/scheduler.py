@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine.admission import FairOrder
+from gpufleet.engine.batch import admit_run, batch_applies
 from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.feasibility import StaticFeasibility
@@ -80,6 +81,9 @@ class Engine:
     # Reuse the failure of an identical lone pod while the state is unchanged (set False on an
     # instance to decide without the shortcut: the decisions must be the same).
     MEMO_FAILURES = True
+    # Admit runs of lone pods from one pick (engine/batch.py; set False on the class or an
+    # instance to decide one by one: the decisions must be the same).
+    USE_BATCH = True
 
     def __init__(self, snapshot: Snapshot, steps: BuildSteps | None = None) -> None:
         """The state of ``snapshot``. ``steps`` builds the node- and pod-derived parts (fresh from
@@ -112,6 +116,8 @@ class Engine:
                              namespaces=namespace_labels(snapshot.namespaces) if snapshot.namespaces else None)
         self.quota = QuotaGates(self.forest, self.cluster, self.pods)
         self.cycles = 0
+        self.batches = 0  # runs admitted by the batch path (engine/batch.py), and their pods
+        self.batched = 0
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
@@ -170,6 +176,7 @@ class Engine:
         # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
         # so the signature is the same either way).
         memo_at = self.version if failed else -1
+        batching = self.USE_BATCH and batch_applies(self, turn)
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -182,6 +189,12 @@ class Engine:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
                     advance(leaf)
                     continue
+            if batching and (n := admit_run(self, turn, leaf)):
+                # The pick's gang and those after it were admitted; the turn is past them.
+                self.batches += 1
+                self.batched += n
+                changed = True
+                continue
             result = attempt(gang, request)
             if result.ok:
                 changed = True

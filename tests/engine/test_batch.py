@@ -1,0 +1,148 @@
+"""The batch path (engine/batch.py, ``Engine.USE_BATCH``) decides exactly what the one-by-one loop decides.
+
+Random snapshots built to have runs of identical lone pods spread over several leaf queues
+(flat forests and trees, quotas, borrowing, limits, sometimes lending limits), on nodes that are
+cordoned, tainted, partly unhealthy or partly full, with gangs, fractional and non-preemptible
+pods between them: ``Engine.run()`` with the batch path on and off gives the same decisions, the
+same bindings in the same order of admission, the same evictions and the same pending reasons.
+Unit tests show the path taken (``Engine.batches``) where it applies and not where it must not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet import domain
+from gpufleet.bench.shapes import make_shape
+from gpufleet.domain import CPU, GPU, MILLI, PODS, Pod, Queue, QueueName, QueueResource, Snapshot
+from gpufleet.engine.scheduler import Engine
+
+from .strategies import (
+    NS,
+    PRIORITY_CLASSES,
+    Draw,
+    _Builder,
+    _chance,
+    _config,
+    leaves,
+    nodes,
+    queue_forests,
+    shapes,
+)
+
+
+@st.composite
+def batch_snapshots(draw: Draw) -> Snapshot:
+    """Families of identical lone pods over the leaves, between random running and pending work."""
+    cluster = draw(nodes(2, 12))
+    queues = draw(queue_forests(1, 6, flat=draw(st.booleans())))
+    if not _chance(draw, 2):  # lending limits keep the batch path off: mostly without them
+        queues = tuple(replace(q, resources={r: replace(spec, lending_limit=None)
+                                             for r, spec in q.resources.items()}) for q in queues)
+    b = _Builder(draw, cluster, leaves(queues))
+    for i in range(draw(st.integers(0, 8))):
+        b.running_gang(i)
+    for i in range(draw(st.integers(0, 3))):
+        b.pending_gang(i)
+    count = 0
+    for f in range(draw(st.integers(1, 3))):
+        shape = draw(shapes(gpu=True, min_whole=1, max_whole=4))
+        priority = draw(st.sampled_from([0, 50, 100]))
+        label = draw(st.sampled_from([None, None, True, False]))
+        for _ in range(draw(st.integers(2, 14))):
+            queue = draw(st.sampled_from(b.queue_leaves))
+            created = b.clock if _chance(draw, 2) else b.tick()  # equal creation: ties by name
+            b.pods.append(Pod(namespace=NS, name=f"f{f}-{count:02d}", requests=shape.requests(),
+                              gpu_blocks=shape.blocks, priority=priority, preemptible_label=label,
+                              queue_label=queue, creation_time=created))
+            count += 1
+    b.extras()
+    return Snapshot(nodes=cluster, pods=tuple(b.pods), priority_classes=PRIORITY_CLASSES, queues=queues,
+                    pod_groups=tuple(b.groups), config=_config(draw))
+
+
+def run(snapshot: Snapshot, batch: bool) -> tuple[Any, ...]:
+    engine = Engine(snapshot)
+    engine.USE_BATCH = batch
+    decisions = engine.run()
+    return decisions, list(engine.log.bindings.items()), list(engine.log.evictions.items()), engine.batched
+
+
+@settings(max_examples=150, deadline=None)
+@given(batch_snapshots())
+def test_the_batch_path_decides_as_the_one_by_one_loop(snapshot: Snapshot) -> None:
+    *batched, _ = run(snapshot, True)
+    *single, none = run(snapshot, False)
+    assert none == 0
+    assert batched == single
+
+
+def test_basic_is_decided_in_batches() -> None:
+    snapshot = make_shape("basic", 0.05)
+    engine = Engine(snapshot)
+    decisions = engine.run()
+    assert engine.batches >= 1
+    assert engine.batched == len(decisions.bindings) == 500
+    engine = Engine(snapshot)
+    engine.USE_BATCH = False
+    assert engine.run() == decisions and engine.batched == 0
+
+
+def _lone(name: str, queue: str, whole: int = 1, created: float = 0.0, **kw: Any) -> Pod:
+    return Pod(NS, name, requests={GPU: whole * MILLI, CPU: MILLI}, queue_label=queue, creation_time=created, **kw)
+
+
+def _snapshot(pods: list[Pod], queues: tuple[Queue, ...], gpus: int = 8) -> Snapshot:
+    node = domain.Node(domain.NodeName("n0"), allocatable={GPU: gpus * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI})
+    return Snapshot(nodes=(node,), pods=tuple(pods), queues=queues)
+
+
+def _both(snapshot: Snapshot) -> tuple[Engine, domain.Decisions]:
+    engine = Engine(snapshot)
+    got = engine.run()
+    plain = Engine(snapshot)
+    plain.USE_BATCH = False
+    assert plain.run() == got
+    return engine, got
+
+
+def test_a_run_stops_where_the_node_is_full_and_at_a_gate() -> None:
+    queues = (Queue(QueueName("a"), resources={GPU: QueueResource(2 * MILLI, 3 * MILLI)}),
+              Queue(QueueName("b"), resources={GPU: QueueResource(2 * MILLI)}))
+    pods = [_lone(f"p{i}", "ab"[i % 2], created=i) for i in range(12)]
+    engine, decisions = _both(_snapshot(pods, queues))
+    # p0-p5 in one run; a's limit of 3 GPUs stops its fourth pod (p6, one by one: it fails);
+    # then b's p7 and p9 start runs that a's next heads stop; p11 finds the node full.
+    assert engine.batched == 8 and engine.batches == 3
+    pending = {p.pod.split("/")[1]: p.reason for p in decisions.pending}
+    assert set(pending) == {"p6", "p8", "p10", "p11"} and "limit" in pending["p6"]
+
+
+def test_no_batch_with_lending_limits_gangs_or_fractional_pods() -> None:
+    lending = (Queue(QueueName("a"), resources={GPU: QueueResource(2 * MILLI, None, MILLI)}),
+               Queue(QueueName("b"), resources={GPU: QueueResource(2 * MILLI)}))
+    pods = [_lone(f"p{i}", "ab"[i % 2], created=i) for i in range(4)]
+    assert _both(_snapshot(pods, lending))[0].batches == 0
+    queues = (Queue(QueueName("a"), resources={GPU: QueueResource(8 * MILLI)}),)
+    shares = [replace(_lone(f"s{i}", "a", whole=0, created=i), gpu_blocks=50) for i in range(4)]
+    assert _both(_snapshot(shares, queues))[0].batches == 0
+    # A lone pod after a fractional head: the batch starts at it, not before.
+    engine, _ = _both(_snapshot([*shares[:1], *(_lone(f"p{i}", "a", created=10 + i) for i in range(3))], queues))
+    assert engine.batches == 1 and engine.batched == 3
+
+
+def test_a_sibling_falls_out_of_quota_when_its_parent_fills() -> None:
+    """x0's admission fills the parent's quota: l1, in quota at its own leaf, falls out, and the
+    pick between l1 and x1 (both out of quota) goes by borrowed share, ties by age: x1 first."""
+    gpus = {GPU: QueueResource(2 * MILLI)}
+    queues = (Queue(QueueName("r"), resources=gpus), Queue(QueueName("l"), parent=QueueName("r"), resources=gpus),
+              Queue(QueueName("x"), parent=QueueName("r"), resources=gpus))
+    pods = [_lone("l0", "l", created=0), _lone("x0", "x", created=1), _lone("x1", "x", created=2),
+            _lone("l1", "l", created=5)]
+    engine, _ = _both(_snapshot(pods, queues))
+    assert engine.batched == 4
+    assert [engine.pods[p].pod.name for p in engine.log.bindings] == ["l0", "x0", "x1", "l1"]
