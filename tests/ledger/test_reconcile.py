@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.ledger.helpers import T0, start
-
 from gpufleet.ledger import EndReason, IntervalEnd, LedgerStore, ObservedPod, reconcile
+
+from .helpers import T0, start
 
 NOW = T0 + 1_000.0
 

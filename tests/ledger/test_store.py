@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from tests.ledger.helpers import T0, end, start
 
 from gpufleet.ledger import EndReason, LedgerStore, UtilisationSample, open_ledger
+
+from .helpers import T0, end, start
 
 
 def _keys(store: LedgerStore) -> list[tuple[str, float]]:
@@ -106,3 +107,14 @@ def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path) -> None:  # type: igno
     with open_ledger(str(tmp_path / "l.db")) as store, store._engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2  # FULL
+
+
+def test_the_migrations_build_exactly_the_schema_the_store_uses(ledger_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from gpufleet.ledger._schema import metadata
+
+    with open_ledger(ledger_url) as store, store._engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert diffs == []

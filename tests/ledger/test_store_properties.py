@@ -9,9 +9,10 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.ledger.helpers import T0, end, start
 
 from gpufleet.ledger import EndReason, IntervalEnd, IntervalStart, LedgerEvent, LedgerStore, UtilisationSample
+
+from .helpers import T0, end, start
 
 UIDS = ["a", "b", "c"]
 BOUNDS = [0.0, 100.0, 100.000001]  # the last two differ by one microsecond: two intervals

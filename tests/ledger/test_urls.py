@@ -46,7 +46,7 @@ def test_accepted_forms(tmp_path: Path) -> None:
 
 
 def test_an_in_memory_ledger_works() -> None:
-    from tests.ledger.helpers import start
+    from .helpers import start
 
     with open_ledger("sqlite://") as store:
         store.record_starts([start("u1")])

@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from tests.ledger.helpers import end, start
 
 from gpufleet.ledger import (
     Backoff,
@@ -17,6 +16,8 @@ from gpufleet.ledger import (
     LedgerUnavailableError,
     WriterStatus,
 )
+
+from .helpers import end, start
 
 
 class Clock:
