@@ -77,7 +77,10 @@ def postgres() -> Iterator[PgServer]:
     root = Path(tempfile.mkdtemp(prefix="gpf-pg-"))
     prefix = _as_postgres()
     if prefix:
-        user = pwd.getpwnam("postgres")
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail("PostgreSQL's binaries are installed but there is no postgres user to run the server as")
         os.chown(root, user.pw_uid, user.pw_gid)
     data, log, port = root / "data", root / "server.log", _free_port()
 
