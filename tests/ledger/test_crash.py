@@ -10,7 +10,7 @@ import sys
 from gpufleet.ledger import open_ledger
 
 BURST = 10_000
-BATCH = 100
+BATCH = 50
 
 # The child writes the burst in batches, one transaction each, and prints how many intervals are
 # committed after each commit returns.
@@ -24,6 +24,7 @@ starts = [IntervalStart(pod_uid=f"uid-{{i:05d}}", bound_at=1_790_000_000.0 + i /
 for first in range(0, {BURST}, {BATCH}):
     store.record_starts(starts[first:first + {BATCH}])
     print(first + {BATCH}, flush=True)
+sys.stdin.read()  # never exits on its own: it is always killed, wherever it is
 """
 
 
@@ -37,17 +38,20 @@ def _burst():  # type: ignore[no-untyped-def]
 
 def test_kill_9_mid_burst_loses_no_committed_interval_and_doubles_none(ledger_url: str) -> None:
     open_ledger(ledger_url).close()  # migrated before the child starts: the kill lands in the burst
-    child = subprocess.Popen([sys.executable, "-c", CHILD, ledger_url], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    child = subprocess.Popen([sys.executable, "-c", CHILD, ledger_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert child.stdout is not None
     committed = 0
     for line in child.stdout:
         committed = int(line)
-        if committed >= BURST // 4:
+        if committed >= BURST // 20:  # early: 190 batches still to go when the kill lands
             child.send_signal(signal.SIGKILL)
             break
     committed = max([committed, *(int(line) for line in child.stdout)])  # what it printed before dying
     assert child.wait() == -signal.SIGKILL
+    assert child.stdin is not None
+    child.stdin.close()
+    child.stdout.close()
     assert BATCH <= committed < BURST, "the kill should land mid-burst"
 
     with open_ledger(ledger_url) as store:
@@ -56,6 +60,9 @@ def test_kill_9_mid_burst_loses_no_committed_interval_and_doubles_none(ledger_ur
         assert set(uids) >= {f"uid-{i:05d}" for i in range(committed)}  # every committed one is there
         assert len(uids) % BATCH == 0  # a batch is all or nothing
         assert all(len(s.labels) == 1 for s in store.open_intervals())
+        if store.dialect == "sqlite":
+            with store._engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
 
         store.record_starts(_burst())  # the controller sends the whole burst again after its restart
         again = store.open_intervals()

@@ -118,3 +118,16 @@ def test_the_migrations_build_exactly_the_schema_the_store_uses(ledger_url: str)
     with open_ledger(ledger_url) as store, store._engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diffs == []
+
+
+def test_whole_intervals_write_their_start_and_end(store: LedgerStore) -> None:
+    from gpufleet.ledger import Interval
+
+    store.record_starts([start("running")])
+    closed = Interval(start("sim", 10.0), T0 + 70.0, EndReason.EVICTED_RECLAIM, "ml/owner")
+    store.write([closed, Interval(start("open", 20.0)), Interval(start("running"), T0 + 99.0, EndReason.COMPLETED)])
+    store.write([closed])  # again: a no-op
+    got = {i.start.pod_uid: i for i in store.intervals()}
+    assert got["sim"] == closed
+    assert got["open"].ended_at is None
+    assert (got["running"].ended_at, got["running"].end_reason) == (T0 + 99.0, EndReason.COMPLETED)

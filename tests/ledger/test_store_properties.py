@@ -1,4 +1,4 @@
-"""Hypothesis: any sequence of batches of starts, ends, samples and replays leaves the table a simple model
+"""Hypothesis: any sequence of batches of starts, ends, samples, whole intervals and replays leaves the table a simple model
 predicts (each interval once, the first end wins, each sample once), on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.ledger import EndReason, IntervalEnd, IntervalStart, LedgerEvent, LedgerStore, UtilisationSample
+from gpufleet.ledger import (
+    EndReason,
+    Interval,
+    IntervalEnd,
+    IntervalStart,
+    LedgerEvent,
+    LedgerStore,
+    UtilisationSample,
+)
 
 from .helpers import T0, end, start
 
@@ -25,7 +33,10 @@ ends = st.builds(lambda uid, bound, after, reason: end(uid, bound, bound + after
 samples = st.builds(lambda uid, bound, at, util: UtilisationSample(uid, T0 + bound, T0 + bound + at, gpu_util=util),
                     st.sampled_from(UIDS), st.sampled_from(BOUNDS), st.integers(0, 5).map(float),
                     st.sampled_from([0.0, 12.5, 50.0, 100.0]))
-batches = st.lists(st.one_of(starts, ends, samples), min_size=1, max_size=8)
+wholes = st.builds(lambda s, e: Interval(s, e.ended_at if e.key == s.key else None,
+                                        e.reason if e.key == s.key else None),
+                   starts, ends)  # closed when the drawn end is of the same interval, else open
+batches = st.lists(st.one_of(starts, ends, samples, wholes), min_size=1, max_size=8)
 steps = st.lists(st.one_of(batches, st.integers(0, 10)), min_size=1, max_size=12)  # an int: replay an earlier batch
 
 
@@ -38,14 +49,17 @@ class Row:
 
 def _apply(model: dict[tuple[str, int], Row], batch: list[LedgerEvent]) -> None:
     """The rules, as plainly as they can be written: starts, then ends, then samples in time order."""
-    def key(event: IntervalStart | IntervalEnd | UtilisationSample) -> tuple[str, int]:
-        return (event.pod_uid, round(event.bound_at * 1_000_000))
+    def key(event: LedgerEvent) -> tuple[str, int]:
+        named = event.key
+        return (named.pod_uid, round(named.bound_at * 1_000_000))
 
     for event in batch:
-        if isinstance(event, IntervalStart):
+        if isinstance(event, IntervalStart | Interval):
             model.setdefault(key(event), Row())
-    for event in batch:
-        if isinstance(event, IntervalEnd) and key(event) in model and model[key(event)].ended is None:
+    closing = [e for e in batch if isinstance(e, IntervalEnd)]
+    closing += [e for e in (w.end() for w in batch if isinstance(w, Interval)) if e is not None]
+    for event in closing:
+        if key(event) in model and model[key(event)].ended is None:
             model[key(event)].ended = (event.ended_at, event.reason)
     sampled = sorted((e for e in batch if isinstance(e, UtilisationSample)), key=lambda s: (*key(s), s.at))
     for sample in sampled:

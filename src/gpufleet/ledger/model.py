@@ -185,9 +185,6 @@ class UtilisationSample:
         return IntervalKey(self.pod_uid, self.bound_at)
 
 
-LedgerEvent = IntervalStart | IntervalEnd | UtilisationSample
-
-
 @dataclass(frozen=True, slots=True)
 class Interval:
     """An interval as the ledger holds it: its start, and its end and utilisation means when known."""
@@ -205,7 +202,18 @@ class Interval:
     def key(self) -> IntervalKey:
         return self.start.key
 
+    def end(self) -> IntervalEnd | None:
+        """The :class:`IntervalEnd` of a closed interval; None while it is open."""
+        if self.ended_at is None or self.end_reason is None:
+            return None
+        return IntervalEnd(self.start.pod_uid, self.start.bound_at, self.ended_at, self.end_reason, self.preemptor)
+
     def gpu_seconds(self, since: float, until: float) -> float:
         """GPU-seconds charged between ``since`` and ``until`` (an open interval counts up to ``until``)."""
         end = until if self.ended_at is None else min(self.ended_at, until)
         return max(0.0, end - max(since, self.start.bound_at)) * self.start.gpus
+
+
+LedgerEvent = IntervalStart | IntervalEnd | UtilisationSample | Interval
+"""What a batch holds. An :class:`Interval` stands for its start and, when it has ended, its end (a
+simulator writes whole intervals); its utilisation means are not written (send samples for them)."""

@@ -220,9 +220,14 @@ class LedgerStore:
     # --- writes ------------------------------------------------------------------------------------
 
     def write(self, events: Sequence[LedgerEvent]) -> None:
-        """Write a batch in one transaction: its starts, then its ends, then its samples."""
-        starts = [e for e in events if isinstance(e, IntervalStart)]
+        """Write a batch in one transaction: its starts, then its ends, then its samples (a whole
+        :class:`Interval` counts as its start and its end)."""
+        starts = [e if isinstance(e, IntervalStart) else e.start for e in events
+                  if isinstance(e, IntervalStart | Interval)]
         ends = [e for e in events if isinstance(e, IntervalEnd)]
+        for whole in events:
+            if isinstance(whole, Interval) and (closing := whole.end()) is not None:
+                ends.append(closing)
         samples = [e for e in events if isinstance(e, UtilisationSample)]
         with self._transaction() as conn:
             self._write_starts(conn, starts)
