@@ -19,12 +19,7 @@ class LedgerError(Exception):
     exit_code = 1
 
     def __init__(self, message: str) -> None:
-        line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        super().__init__(line)
-        self.message = line
-
-    def __str__(self) -> str:
-        return self.message
+        super().__init__(" ".join(message.split()))
 
 
 class LedgerUrlError(InputError, LedgerError):
