@@ -4,7 +4,9 @@ counted beyond it, the backoff schedule from the injected clock (no test waits o
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ from gpufleet.ledger import (
     LedgerStore,
     LedgerUnavailableError,
     WriterStatus,
+    open_ledger,
 )
 
 from .helpers import end, start
@@ -128,3 +131,42 @@ def test_run_sleeps_as_the_backoff_says_and_flushes_at_stop() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="capacity"):
         BufferedWriter(FlakySink(), capacity=0)
+
+
+def test_a_real_database_that_is_down_then_back_loses_nothing(backend: str, request: pytest.FixtureRequest,
+                                                              tmp_path: Path) -> None:
+    """The database is really away (SQLite: its directory is missing; PostgreSQL: the database does not
+    exist yet), then comes back: everything buffered meanwhile is written, once."""
+    if backend == "sqlite":
+        folder = tmp_path / "ledger"
+        folder.mkdir()
+        url = str(folder / "l.db")
+        lazy = open_ledger(url, connect=False)
+        folder.rmdir()
+
+        def come_back() -> None:
+            folder.mkdir()
+    else:
+        server = request.getfixturevalue("postgres")
+        name = f"ledger_late_{os.getpid()}"
+        url = server.url(name)
+        lazy = open_ledger(url, connect=False)
+
+        def come_back() -> None:
+            server.admin(f"CREATE DATABASE {name}")
+
+    clock = Clock()
+    writer = BufferedWriter(lazy, capacity=1_000, batch_size=64, clock=clock)
+    events: list[LedgerEvent] = [start(f"u{i}") for i in range(300)] + [end(f"u{i}") for i in range(0, 300, 3)]
+    writer.submit_many(events[:200])
+    assert writer.flush() is False
+    assert writer.status.failures == 1 and writer.status.buffered == 200
+    assert writer.status.last_error is not None and writer.status.last_error.startswith("ledger ")
+    writer.submit_many(events[200:])
+    come_back()
+    clock.now = 60.0
+    assert writer.flush() is True
+    assert writer.status.written == len(events) and writer.status.dropped == 0
+    with lazy:
+        got = lazy.intervals()
+    assert len(got) == 300 and sum(i.ended_at is not None for i in got) == 100
