@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from gpufleet.ledger import EndReason, LedgerStore, UtilisationSample, open_ledger
@@ -131,3 +132,15 @@ def test_whole_intervals_write_their_start_and_end(store: LedgerStore) -> None:
     assert got["sim"] == closed
     assert got["open"].ended_at is None
     assert (got["running"].ended_at, got["running"].end_reason) == (T0 + 99.0, EndReason.COMPLETED)
+
+
+def test_a_schema_newer_than_this_gpufleet_is_one_line(ledger_url: str) -> None:
+    from gpufleet.ledger import LedgerUnavailableError
+
+    with open_ledger(ledger_url) as store, store._engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099'"))
+    with pytest.raises(LedgerUnavailableError) as caught:
+        open_ledger(ledger_url)
+    assert "its schema cannot be brought up to date by this gpufleet: Can't locate revision identified by '0099'" \
+        in str(caught.value)
+    assert "\n" not in str(caught.value)

@@ -19,6 +19,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError as AlembicCommandError
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -194,9 +195,13 @@ class LedgerStore:
                 return
             config = Config()
             config.set_main_option("script_location", str(_MIGRATIONS))
-            with self._connection() as conn:
-                config.attributes["connection"] = conn
-                command.upgrade(config, "head")
+            try:
+                with self._connection() as conn:
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, "head")
+            except AlembicCommandError as err:  # e.g. a revision newer than this gpufleet knows
+                raise LedgerUnavailableError(f"ledger {self.shown_url}: its schema cannot be brought up to date "
+                                             f"by this gpufleet: {err}") from None
             self._ready = True
 
     @contextmanager
