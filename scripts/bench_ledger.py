@@ -5,7 +5,9 @@
 Each round opens a fresh ledger (an SQLite file in a temporary directory unless ``--database`` names one;
 a PostgreSQL URL is emptied first), then writes ``--intervals`` interval starts (each with one cost-centre
 label) followed by their ends: 2 x ``--intervals`` events, in batches of ``--batch``, one transaction
-each, and the same again through a :class:`BufferedWriter` (submit everything, then flush). Prints the
+each, the same again through a :class:`BufferedWriter` (submit everything, then flush), and the same
+intervals as closed :class:`Interval` records (a start and an end each, in batches of half the size: the
+same intervals per transaction). Prints the
 median events per second of each path, and per CPU second of this process (the whole cost with SQLite,
 which runs in the process; the client's share with PostgreSQL): the steadier figure on a loaded machine.
 SQLite runs as the ledger always does: WAL, synchronous=FULL.
@@ -23,6 +25,7 @@ from pathlib import Path
 from gpufleet.ledger import (
     BufferedWriter,
     EndReason,
+    Interval,
     IntervalEnd,
     IntervalStart,
     LedgerEvent,
@@ -67,6 +70,17 @@ def through_store(store: LedgerStore, batch: list[LedgerEvent], size: int) -> No
         store.write(batch[first:first + size])
 
 
+def as_intervals(batch: list[LedgerEvent]) -> list[LedgerEvent]:
+    """The same intervals as closed :class:`Interval` records (as a simulator writes them)."""
+    ends = {(e.pod_uid, e.bound_at): e for e in batch if isinstance(e, IntervalEnd)}
+    return [Interval(s, ends[s.pod_uid, s.bound_at].ended_at, ends[s.pod_uid, s.bound_at].reason)
+            for s in batch if isinstance(s, IntervalStart)]
+
+
+def whole_intervals(store: LedgerStore, wholes: list[LedgerEvent], size: int) -> None:
+    through_store(store, wholes, size // 2)  # as many intervals per transaction as the other paths
+
+
 def through_writer(store: LedgerStore, batch: list[LedgerEvent], size: int) -> None:
     writer = BufferedWriter(store, capacity=len(batch), batch_size=size)
     writer.submit_many(batch)
@@ -81,8 +95,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     batch = events(args.intervals)
+    wholes = as_intervals(batch)
     paths: dict[str, Callable[[LedgerStore, list[LedgerEvent], int], None]] = {
-        "store.write": through_store, "BufferedWriter": through_writer}
+        "store.write": through_store, "BufferedWriter": through_writer, "whole Intervals": whole_intervals}
     rates: dict[str, list[float]] = {name: [] for name in paths}
     cpu_rates: dict[str, list[float]] = {name: [] for name in paths}
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +105,7 @@ def main() -> None:
             for index, (name, path) in enumerate(paths.items()):  # interleaved
                 with fresh(args.database, Path(tmp), round_no * len(paths) + index) as store:
                     started, cpu = time.perf_counter(), time.process_time()
-                    path(store, batch, args.batch)
+                    path(store, wholes if path is whole_intervals else batch, args.batch)
                     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
                     written = store.intervals()
                     assert len(written) == args.intervals and all(i.ended_at is not None for i in written)
