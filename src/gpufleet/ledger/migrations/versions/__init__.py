@@ -1,0 +1,1 @@
+"""The ledger's Alembic revisions, oldest first by ``down_revision``."""
