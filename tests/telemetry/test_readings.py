@@ -15,6 +15,7 @@ from gpufleet.telemetry import (
     parse_exporter_text,
     pod_usage,
     readings_from_samples,
+    wanted_lines,
 )
 
 from .helpers import DATA, data
@@ -130,3 +131,19 @@ def test_prometheus_failures_are_one_line(body: bytes, expected: str) -> None:
         decode_query_answer(body, "prom")
     assert str(caught.value).startswith(expected)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["dcgm-exporter-node.txt", "dcgm-exporter-node-legacy.txt",
+                                  "dcgm-exporter-node-uid.txt"])
+def test_parsing_the_wanted_lines_reads_what_the_whole_page_reads(name: str) -> None:
+    page = data(name)
+    assert parse_exporter_text(page, "t") == parse_exporter_text(page, "t", select=False)
+    kept = wanted_lines(page).splitlines()
+    assert len(kept) == 3 * 2 + 3 * page.count('DCGM_FI_DEV_GPU_UTIL{')  # HELP and TYPE, a sample a GPU
+
+
+def test_only_the_wanted_lines_are_checked() -> None:
+    page = data("dcgm-exporter-node.txt").replace("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"", "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"\"")
+    assert len(parse_exporter_text(page, "t")) == 8
+    with pytest.raises(TelemetryError):
+        parse_exporter_text(page, "t", select=False)

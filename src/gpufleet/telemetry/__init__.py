@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gpufleet.telemetry.idle import IdleChange, IdleSettings, IdleState, IdleTracker
     from gpufleet.telemetry.poller import Backoff, PollerStats, TelemetryPoller
     from gpufleet.telemetry.prometheus_api import decode_query_answer
-    from gpufleet.telemetry.readings import parse_exporter_text, pod_usage, readings_from_samples
+    from gpufleet.telemetry.readings import parse_exporter_text, pod_usage, readings_from_samples, wanted_lines
 
 __all__ = [
     "DEFAULT_QUERY",
@@ -69,6 +69,7 @@ __all__ = [
     "parse_exporter_text",
     "pod_usage",
     "readings_from_samples",
+    "wanted_lines",
 ]
 
 _WHERE = {
@@ -77,6 +78,7 @@ _WHERE = {
     **dict.fromkeys(("IdleChange", "IdleSettings", "IdleState", "IdleTracker"), "gpufleet.telemetry.idle"),
     **dict.fromkeys(("Backoff", "PollerStats", "TelemetryPoller"), "gpufleet.telemetry.poller"),
     "decode_query_answer": "gpufleet.telemetry.prometheus_api",
-    **dict.fromkeys(("parse_exporter_text", "pod_usage", "readings_from_samples"), "gpufleet.telemetry.readings"),
+    **dict.fromkeys(("parse_exporter_text", "pod_usage", "readings_from_samples", "wanted_lines"),
+                    "gpufleet.telemetry.readings"),
 }
 __getattr__ = lazy_exports(__name__, _WHERE)
