@@ -10,7 +10,10 @@ cluster, decoded with msgspec).
     .venv/bin/python scripts/bench_telemetry.py [--nodes 1000] [--repeat 5] [--profile]
 
 Parsing the whole pages (``select=False``) and only their wanted lines (the default) are timed
-interleaved, run by run.
+interleaved, run by run. Instruction counts of one path (``--only``, minus ``--only none``):
+
+    PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \\
+        .venv/bin/python scripts/bench_telemetry.py --nodes 100 --only wanted
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print the cProfile of one exporter run")
+    parser.add_argument("--only", choices=["whole", "wanted", "prometheus", "none"],
+                        help="run that path once and nothing else (for instruction counts under cachegrind; "
+                             "'none': the set-up alone)")
     args = parser.parse_args()
 
     template = (DATA / "dcgm-exporter-node.txt").read_text()
@@ -81,13 +87,17 @@ def main() -> None:
     def whole_pages() -> int:
         return exporter(select=False)
 
-    assert exporter() == whole_pages() == 3 * args.nodes
     answer = prometheus_answer((DATA / "prometheus-query-vector.json").read_bytes(), args.nodes)
 
     def prometheus() -> int:
         samples, _ = decode_query_answer(answer, "prometheus")
         return len(pod_usage(readings_from_samples(samples), 0.0))
 
+    if args.only is not None:
+        run = {"whole": whole_pages, "wanted": exporter, "prometheus": prometheus, "none": lambda: 0}[args.only]
+        print(f"{args.only}: {run()} pods")
+        return
+    assert exporter() == whole_pages() == 3 * args.nodes
     assert prometheus() == 4 * args.nodes  # the three pods and each exporter's own pod (no honor_labels)
     if args.profile:
         profile = cProfile.Profile()

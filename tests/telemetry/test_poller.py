@@ -71,3 +71,19 @@ async def test_run_sleeps_on_the_injected_clock_and_stops(clock: ManualClock) ->
     assert [p.at - start for p in seen] == [5.0, 65.0]
     assert poller.stats.last_success_at == start + 65.0
     assert source.closed == 1
+
+
+@pytest.mark.asyncio
+async def test_a_source_bug_is_a_counted_failure_not_a_crash(clock: ManualClock) -> None:
+    class Broken:
+        name = "broken"
+
+        async def read(self) -> TelemetryPage:
+            raise KeyError("UUID")
+
+        async def close(self) -> None:
+            pass
+
+    poller = TelemetryPoller(Broken(), lambda page: None, now=clock.now, sleep=clock.sleep)
+    assert await poller.poll_once() == 5.0
+    assert poller.stats.last_error == "broken: KeyError: 'UUID'"

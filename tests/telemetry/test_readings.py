@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.telemetry import (
     GPU_UTIL,
@@ -147,3 +149,20 @@ def test_only_the_wanted_lines_are_checked() -> None:
     assert len(parse_exporter_text(page, "t")) == 8
     with pytest.raises(TelemetryError):
         parse_exporter_text(page, "t", select=False)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([
+    "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).", "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",pod="p",namespace="n"} 5',
+    'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",pod="p"', "DCGM_FI_PROF_SM_ACTIVE 0.5 12 extra",
+    'DCGM_FI_DEV_FB_USED{UUID="\\q"} 1', "# TYPE DCGM_FI_DEV_FB_USED counter", "DCGM_FI_DEV_GPU_UTIL{} x",
+    "", "#", 'DCGM_FI_DEV_GPU_UTIL{a="b",} 1', "DCGM_FI_DEV_GPU_UTIL{=} 1",
+]) | st.text(max_size=30).map(lambda s: "DCGM_FI_DEV_GPU_UTIL" + s), max_size=8))
+def test_any_page_gives_readings_or_one_line(lines: list[str]) -> None:
+    try:
+        readings = parse_exporter_text("\n".join(lines) + "\n", "fuzz")
+    except TelemetryError as err:
+        assert str(err).startswith("fuzz: malformed exposition text: ") and "\n" not in str(err)
+    else:
+        assert all(r.gpu_id for r in readings)

@@ -97,10 +97,10 @@ class ExporterScrape(_Closing):
             async with self._limit, self._http.session().get(url) as answer:
                 if answer.status != 200:
                     raise TelemetryError(f"{source}: HTTP {answer.status} {answer.reason or ''}".rstrip())
-                text = await answer.text()
+                body = await answer.read()
         except (aiohttp.ClientError, TimeoutError, TelemetryError) as err:
             raise _http_failure(source, err, self._http.timeout_s) from None
-        return parse_exporter_text(text, source, self._labels)
+        return parse_exporter_text(body.decode("utf-8", errors="replace"), source, self._labels)
 
     async def read(self) -> TelemetryPage:
         targets = self.targets()

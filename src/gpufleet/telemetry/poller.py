@@ -67,12 +67,13 @@ class TelemetryPoller:
         stats.reads_total += 1
         try:
             page = await self.source.read()
-        except TelemetryError as err:
+        except Exception as err:  # a source's bug must not stop the controller either
+            line = str(err) if isinstance(err, TelemetryError) else f"{self.source.name}: {type(err).__name__}: {err}"
             stats.failures_total += 1
             stats.consecutive_failures += 1
-            stats.last_error = str(err)
+            stats.last_error = " ".join(line.split())
             delay = self.backoff.delay(stats.consecutive_failures)
-            self.log.warning("telemetry: %s (failure %d in a row; next try in %g s)", err,
+            self.log.warning("telemetry: %s (failure %d in a row; next try in %g s)", stats.last_error,
                              stats.consecutive_failures, delay)
             return delay
         stats.consecutive_failures = 0
