@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import aiohttp.web
 import pytest
 import pytest_asyncio
+from aiohttp.test_utils import TestServer
 
 from gpufleet.telemetry import ExporterScrape, PodKey, PrometheusQuery, TelemetryError, TelemetryPoller
 
@@ -43,17 +44,14 @@ class Served:
 async def served() -> AsyncIterator[tuple[Served, str]]:
     state = Served()
     app = aiohttp.web.Application()
-    app.router.add_route("GET", "/{tail:.*}", state.handle)
-    runner = aiohttp.web.AppRunner(app)
-    await runner.setup()
-    site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    app.router.add_get("/{tail:.*}", state.handle)
+    server = TestServer(app, host="127.0.0.1")  # a real server on a free local port
+    await server.start_server()
     try:
-        yield state, f"http://127.0.0.1:{port}"
+        yield state, str(server.make_url("")).rstrip("/")
     finally:
         state.hang.set()
-        await runner.cleanup()
+        await server.close()
 
 
 def refused_url() -> str:

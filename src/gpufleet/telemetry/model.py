@@ -29,12 +29,7 @@ class TelemetryError(Exception):
     e.g. ``dcgm-exporter http://10.0.0.7:9400/metrics: HTTP 500 Internal Server Error``."""
 
     def __init__(self, message: str) -> None:
-        line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        super().__init__(line)
-        self.message = line
-
-    def __str__(self) -> str:
-        return self.message
+        super().__init__(" ".join(message.split()))  # one line, whatever the causes' texts hold
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -16,24 +16,14 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet.telemetry.model import (
-    FB_USED,
-    GPU_UTIL,
-    SM_ACTIVE,
-    WANTED_METRICS,
-    GpuReading,
-    PodKey,
-    PodLabels,
-    PodUsage,
-    TelemetryError,
-)
+from gpufleet.telemetry.model import WANTED_METRICS, GpuReading, PodKey, PodLabels, PodUsage, TelemetryError
 
 __all__ = ["Sample", "parse_exporter_text", "pod_usage", "readings_from_samples", "wanted_lines"]
 
 Sample = tuple[str, Mapping[str, str], float]
 
 _DEFAULT_LABELS = PodLabels()
-_FIELD = {GPU_UTIL: "gpu_util_percent", SM_ACTIVE: "sm_active", FB_USED: "fb_used_mib"}
+_FIELD = dict(zip(WANTED_METRICS, ("gpu_util_percent", "sm_active", "fb_used_mib"), strict=True))
 
 
 def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
