@@ -148,8 +148,10 @@ class PrometheusQuery(_Closing):
                     raise TelemetryError(f"{source}: HTTP {answer.status} {answer.reason or ''}".rstrip() + detail)
         except (aiohttp.ClientError, TimeoutError, TelemetryError) as err:
             raise _http_failure(source, err, self._http.timeout_s) from None
-        samples, warnings = decode_query_answer(body, source)
-        readings = readings_from_samples(samples, self._labels)
+        # the whole fleet's answer at once (0.5 s for 1,000 nodes): decoded in a worker thread, so that
+        # the event loop keeps its turns meanwhile
+        samples, warnings = await asyncio.to_thread(decode_query_answer, body, source)
+        readings = await asyncio.to_thread(readings_from_samples, samples, self._labels)
         at = self._now()
         return TelemetryPage(source=self.name, at=at, pods=pod_usage(readings, at),
                              gpus_seen=len({(r.hostname, r.gpu_id) for r in readings}),
