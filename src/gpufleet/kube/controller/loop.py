@@ -69,6 +69,7 @@ from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectC
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.controller.metrics_queues import GpuUsageFacts, completion_seconds, cycle_figures
 from gpufleet.kube.controller.pod_status import marked_unschedulable, pending_status_patch
 from gpufleet.kube.controller.reporting import (
     EndState,
@@ -190,6 +191,9 @@ class Controller:
         self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
         self._dirty = asyncio.Event()
         self._last_cycle = float("-inf")
+        # Telemetry for the used and idle GPU metrics (None: not configured, those series absent).
+        self.gpu_usage: Callable[[float], GpuUsageFacts | None] | None = None
+        self._queue_of: Mapping[PodKey, str] = {}  # the last cycle's, for completed pods' queues
 
     # --------------------------------------------------------------------------- lifecycle
 
@@ -240,6 +244,8 @@ class Controller:
                     return  # our own annotation patch or binding coming back
             if new is None:
                 self.victims.pop(key, None)
+            if (seconds := completion_seconds(old, new)) is not None and key in self._queue_of:
+                self.metrics.queues.completed(self._queue_of[key], seconds)
         if relevant_change(kind, old, new):
             self._dirty.set()
 
@@ -629,7 +635,7 @@ class Controller:
         state = end_state(view, decisions, waiting, ignored={p.key for p in screened.strays})
         await self._pending_events(view, state, waiting)
         await self._node_events(screened)
-        await self._write_statuses(view, state, now)
+        await self._write_statuses(view, state, now, result)
         await self._write_pod_statuses(state, now)
 
     async def _pending_events(self, view: SnapshotView, state: EndState, waiting: Mapping[PodKey, str]) -> None:
@@ -656,9 +662,15 @@ class Controller:
                                     "Warning", action, kind="Node"), False))
         await self._emit_all(events)
 
-    async def _write_statuses(self, view: SnapshotView, state: EndState, now: float) -> None:
+    async def _write_statuses(self, view: SnapshotView, state: EndState, now: float,
+                              result: CycleResult | None = None) -> None:
         queues = list(view.snapshot.queues)
         reports = queue_reports(queues, view, state)
+        if result is not None:
+            self._queue_of = view.queue_of
+            usage = self.gpu_usage(now) if self.gpu_usage is not None else None
+            self.metrics.queues.update(cycle_figures(view, state, reports, now=now, bound=result.bound,
+                                                     evictions=result.decisions.evictions, usage=usage))
         self.metrics.set_queues(
             pending={q: r.pending for q, r in reports.items()},
             admitted={q: r.admitted for q, r in reports.items()},

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gpufleet.kube.controller.metrics_export import QueueMetrics
+
 __all__ = ["ControllerMetrics", "serve_http"]
 
 _CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -59,6 +61,7 @@ class ControllerMetrics:
                                ["kind"], registry=r)
         self.leader = Gauge("gpufleet_leader", "1 while this replica holds the leader lease.", registry=r)
         self.events = Counter("gpufleet_events_total", "Kubernetes Events written, by reason.", ["reason"], registry=r)
+        self.queues = QueueMetrics(r)  # per queue and project, GPU health (docs/metrics.md)
         self._queue_labels: set[str] = set()
         self._resource_labels: set[tuple[str, str]] = set()
 
