@@ -97,7 +97,7 @@ async def test_used_and_idle_gpus_come_from_telemetry() -> None:
     cluster = FakeCluster()
     _cluster(cluster)
     controller = make_controller(cluster)
-    controller.gpu_usage = lambda now: GpuUsageFacts({"ml/b0": 50.0, "ml/b1": 100.0, "ml/b2": 2.0, "ml/gone": 90.0},
+    controller.gpu_usage = lambda now, bound: GpuUsageFacts({"ml/b0": 50.0, "ml/b1": 100.0, "ml/b2": 2.0, "ml/gone": 90.0},
                                                      idle=frozenset({"ml/b2", "ml/gone"}))
     async with informing(controller):
         await controller.cycle()
@@ -172,7 +172,7 @@ async def test_every_label_is_in_the_allowed_set_and_no_value_names_a_pod() -> N
     _cluster(cluster)
     cluster.put(Kind.POD, pod("a1", 4, queue="team-a"))
     controller = make_controller(cluster)
-    controller.gpu_usage = lambda now: GpuUsageFacts({"ml/b0": 50.0}, idle=frozenset({"ml/b0"}))
+    controller.gpu_usage = lambda now, bound: GpuUsageFacts({"ml/b0": 50.0}, idle=frozenset({"ml/b0"}))
     async with informing(controller):
         await controller.cycle()
     controller.metrics.api_error("bind", 500)
@@ -184,3 +184,28 @@ async def test_every_label_is_in_the_allowed_set_and_no_value_names_a_pod() -> N
     for _, labels in found:
         assert {k for k, _ in labels} - {"le"} <= ALLOWED_LABELS, labels
         assert not {v for _, v in labels} & pods, labels
+
+
+def _page(at: float, util: dict[str, float]) -> Any:
+    from gpufleet.telemetry import PodKey, PodUsage, TelemetryPage
+
+    pods = {}
+    for key, percent in util.items():
+        namespace, _, name = key.partition("/")
+        k = PodKey(namespace, name)
+        pods[k] = PodUsage(k, at, ("GPU-1",), percent, None, None)
+    return TelemetryPage("test", at, pods, len(pods))
+
+
+def test_telemetry_usage_follows_allocations_and_finds_idle_pods() -> None:
+    from gpufleet.kube.controller.metrics_usage import TelemetryUsage
+    from gpufleet.telemetry import IdleSettings
+
+    usage = TelemetryUsage(IdleSettings(threshold_percent=10, window_s=600, stale_after_s=120))
+    assert usage.facts(0, {"ml/a", "ml/b"}) == GpuUsageFacts({}, frozenset())
+    for t in range(0, 700, 60):
+        usage.observe(_page(t, {"ml/a": 3.0, "ml/b": 80.0, "ml/other": 1.0}))
+    facts = usage.facts(660, {"ml/a", "ml/b"})
+    assert facts.util_percent["ml/a"] == 3.0 and facts.idle == frozenset({"ml/a"})
+    assert usage.facts(660, {"ml/b"}).idle == frozenset()  # a released pod is forgotten
+    assert usage.facts(1000, {"ml/b"}).util_percent == {}  # the last page is stale

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -191,8 +191,9 @@ class Controller:
         self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
         self._dirty = asyncio.Event()
         self._last_cycle = float("-inf")
-        # Telemetry for the used and idle GPU metrics (None: not configured, those series absent).
-        self.gpu_usage: Callable[[float], GpuUsageFacts | None] | None = None
+        # Telemetry for the used and idle GPU metrics, called with the time and the pods holding GPUs
+        # (e.g. TelemetryUsage.facts of kube.controller.metrics_usage); None: those series absent.
+        self.gpu_usage: Callable[[float, Collection[str]], GpuUsageFacts | None] | None = None
         self._queue_of: Mapping[PodKey, str] = {}  # the last cycle's, for completed pods' queues
 
     # --------------------------------------------------------------------------- lifecycle
@@ -668,7 +669,7 @@ class Controller:
         reports = queue_reports(queues, view, state)
         if result is not None:
             self._queue_of = view.queue_of
-            usage = self.gpu_usage(now) if self.gpu_usage is not None else None
+            usage = self.gpu_usage(now, state.bound.keys()) if self.gpu_usage is not None else None
             self.metrics.queues.update(cycle_figures(view, state, reports, now=now, bound=result.bound,
                                                      evictions=result.decisions.evictions, usage=usage))
         self.metrics.set_queues(
