@@ -209,3 +209,24 @@ def test_telemetry_usage_follows_allocations_and_finds_idle_pods() -> None:
     assert facts.util_percent["ml/a"] == 3.0 and facts.idle == frozenset({"ml/a"})
     assert usage.facts(660, {"ml/b"}).idle == frozenset()  # a released pod is forgotten
     assert usage.facts(1000, {"ml/b"}).util_percent == {}  # the last page is stale
+
+
+@pytest.mark.asyncio
+async def test_a_parent_sums_its_children_which_take_its_project() -> None:
+    cluster = FakeCluster()
+    _cluster(cluster)
+    cluster.put(Kind.QUEUE, queue("org", 12))
+    cluster.put(Kind.QUEUE, queue("org-x", 4, parent="org"))
+    cluster.put(Kind.QUEUE, queue("org-y", 4, parent="org"))
+    cluster.put(Kind.PROJECT, project("research", names=["lab"], queues=["org"]))
+    cluster.put(Kind.POD, pod("x0", 3, queue="org-x", namespace="lab", node_name="n1", phase="Running",
+                              gpu_index="0,1,2"))
+    controller = make_controller(cluster)
+    async with informing(controller):
+        await controller.cycle()
+    found = samples(controller.metrics)
+    org, x = {"queue": "org", "project": "research"}, {"queue": "org-x", "project": "research"}
+    assert value(found, "gpufleet_queue_leaf", **org) == 0.0
+    assert value(found, "gpufleet_queue_leaf", **x) == 1.0
+    assert value(found, "gpufleet_queue_allocated_gpus", **x) == 3.0
+    assert value(found, "gpufleet_queue_allocated_gpus", **org) == 3.0

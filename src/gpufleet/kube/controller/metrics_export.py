@@ -30,6 +30,8 @@ JCT_BUCKETS = (_MINUTE, 5 * _MINUTE, 15 * _MINUTE, 30 * _MINUTE, _HOUR, 2 * _HOU
                12 * _HOUR, _DAY, 2 * _DAY, 4 * _DAY, 7 * _DAY, 14 * _DAY, 28 * _DAY)
 
 _QUEUE_GAUGES: tuple[tuple[str, str, Callable[[QueueFigures], float | None]], ...] = (
+    ("gpufleet_queue_leaf", "1 for a leaf queue, 0 for a parent: the per-queue figures are subtree sums, so "
+     "multiply by this before summing over queues (a project, the cluster).", lambda f: float(f.leaf)),
     ("gpufleet_queue_allocated_gpus", "GPUs allocated to the queue's pods (subtree), once the cycle's "
      "decisions are carried out; a fractional pod counts blocks/100.", lambda f: f.allocated_gpus),
     ("gpufleet_queue_used_gpus", "GPUs the queue's pods use (subtree): the sum of GPUs times utilisation, "

@@ -53,7 +53,8 @@ class GpuUsageFacts:
 
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
-    project: str  # "" for a queue no Project names
+    project: str  # the Project naming the queue or its nearest ancestor so named; "" for none
+    leaf: bool  # no queue names it as parent (pods are submitted to leaves)
     allocated_gpus: float
     quota_gpus: float
     borrowed_gpus: float
@@ -92,12 +93,22 @@ class CycleFigures:
     health: HealthFigures
 
 
-def project_of_queues(projects: Iterable[Project]) -> dict[str, str]:
-    """Each queue named by a Project, and that Project (the first by name when several name it)."""
+def project_of_queues(projects: Iterable[Project], queues: Sequence[Queue] = ()) -> dict[str, str]:
+    """Each queue named by a Project, and that Project (the first by name when several name it); a
+    queue no Project names takes the Project of its nearest ancestor named by one (``queues``)."""
     out: dict[str, str] = {}
     for project in sorted(projects, key=lambda p: p.name):
         for queue in project.queues:
             out.setdefault(str(queue), project.name)
+    parent = {str(q.name): q.parent for q in queues}
+    for name in parent:
+        seen: set[str] = set()
+        node: str | None = name
+        while node is not None and node not in out and node not in seen:
+            seen.add(node)
+            node = parent.get(node)
+        if node is not None and node in out:
+            out.setdefault(name, out[node])
     return out
 
 
@@ -184,7 +195,8 @@ def cycle_figures(
     the evictions decided in it (the victims are still in ``view``); ``usage``: telemetry, or None."""
     snapshot = view.snapshot
     queues = snapshot.queues
-    project = project_of_queues(snapshot.projects)
+    project = project_of_queues(snapshot.projects, queues)
+    parents = {q.parent for q in queues}
     quota = {q: r.quota.get(GPU, 0) / MILLI for q, r in reports.items()}
     allocated = {q: r.usage.get(GPU, 0) / MILLI for q, r in reports.items()}
     borrowed = {q: r.borrowed.get(GPU, 0) / MILLI for q, r in reports.items()}
@@ -201,6 +213,7 @@ def cycle_figures(
     figures = {
         name: QueueFigures(
             project=project.get(name, ""),
+            leaf=name not in parents,
             allocated_gpus=allocated[name],
             quota_gpus=quota[name],
             borrowed_gpus=borrowed[name],
