@@ -72,7 +72,7 @@ def manifests(
     if chart_dir is not None:
         if not (chart_dir / "Chart.yaml").is_file():
             raise CommandError(f"--update-chart: {chart_dir} has no Chart.yaml")
-        before = {path: path.read_bytes() for path in chart_dir.glob("files/*/*.yaml")}
+        before = {path: path.read_bytes() for path in chart_dir.glob("files/*/*") if path.is_file()}
         for path in write_chart_files(chart_dir, rules):
             click.echo(f"{'unchanged' if before.get(path) == path.read_bytes() else 'wrote'} {path}", err=True)
         return

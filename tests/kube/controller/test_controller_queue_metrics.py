@@ -81,7 +81,7 @@ async def test_queue_figures_after_a_cycle() -> None:
     # no telemetry: no used or idle series at all (not NaN)
     assert not [k for k in found if k[0] in ("gpufleet_queue_used_gpus", "gpufleet_queue_idle_gpus")]
     # a0 waited 90 s (created at the clock's start), in the train PriorityClass
-    wait = {"queue": "team-a", "priority_class": "train"}
+    wait = {"queue": "team-a", "project": "vision", "priority_class": "train"}
     assert value(found, "gpufleet_queue_wait_seconds_count", **wait) == 1.0
     assert value(found, "gpufleet_queue_wait_seconds_sum", **wait) == 90.0
     assert value(found, "gpufleet_queue_wait_seconds_bucket", **wait, le="60.0") == 0.0
@@ -152,8 +152,8 @@ async def test_a_pod_that_succeeds_is_one_completion_of_its_queue() -> None:
             {"name": "main", "state": {"terminated": {"finishedAt": "2026-01-01T02:00:00Z"}}}]}})
         await settle()
     found = samples(controller.metrics)
-    assert value(found, "gpufleet_queue_job_completion_seconds_count", queue="team-b") == 1.0
-    assert value(found, "gpufleet_queue_job_completion_seconds_sum", queue="team-b") == 7200.0
+    assert value(found, "gpufleet_queue_job_completion_seconds_count", queue="team-b", project="vision") == 1.0
+    assert value(found, "gpufleet_queue_job_completion_seconds_sum", queue="team-b", project="vision") == 7200.0
 
 
 def test_completion_only_on_the_change_to_succeeded() -> None:

@@ -54,8 +54,8 @@ class QueueMetrics:
         self.gauges = [(Gauge(name, text, ["queue", "project"], registry=r), value)
                        for name, text, value in _QUEUE_GAUGES]
         self.wait = Histogram(
-            "gpufleet_queue_wait_seconds", "Time from a pod's creation to its binding, by queue and PriorityClass.",
-            ["queue", "priority_class"], buckets=WAIT_BUCKETS, registry=r)
+            "gpufleet_queue_wait_seconds", "Time from a pod's creation to its binding, by queue (and its "
+            "project) and PriorityClass.", ["queue", "project", "priority_class"], buckets=WAIT_BUCKETS, registry=r)
         self.preemptions = Counter(
             "gpufleet_queue_preemptions_total", "Pods of the queue evicted by the scheduler, by reason "
             "(reclaim, preempt).", ["queue", "project", "reason"], registry=r)
@@ -64,8 +64,9 @@ class QueueMetrics:
             "(their GPUs times their run time), by reason: the work they lose without checkpoints.",
             ["queue", "project", "reason"], registry=r)
         self.completion = Histogram(
-            "gpufleet_queue_job_completion_seconds", "Time from a pod's creation to its success, by queue.",
-            ["queue"], buckets=JCT_BUCKETS, registry=r)
+            "gpufleet_queue_job_completion_seconds",
+            "Time from a pod's creation to its success, by queue (and its project).",
+            ["queue", "project"], buckets=JCT_BUCKETS, registry=r)
         self.gpus = Gauge("gpufleet_gpus", "GPUs of the cluster's nodes by health (healthy, unhealthy: the "
                           "device plugin's unhealthy GPUs).", ["health"], registry=r)
         self.nodes = Gauge("gpufleet_nodes", "Nodes by state (ready, not_ready: tainted not-ready or unreachable, "
@@ -87,7 +88,7 @@ class QueueMetrics:
                     gauge.labels(queue, f.project).set(amount)
         self._project = {q: f.project for q, f in figures.queues.items()}
         for w in figures.waits:
-            self.wait.labels(w.queue, w.priority_class).observe(w.seconds)
+            self.wait.labels(w.queue, self._project.get(w.queue, ""), w.priority_class).observe(w.seconds)
         for e in figures.evictions:
             project = self._project.get(e.queue, "")
             self.preemptions.labels(e.queue, project, e.reason).inc()
@@ -99,4 +100,4 @@ class QueueMetrics:
 
     def completed(self, queue: str, seconds: float) -> None:
         if queue in self._project:
-            self.completion.labels(queue).observe(seconds)
+            self.completion.labels(queue, self._project[queue]).observe(seconds)
