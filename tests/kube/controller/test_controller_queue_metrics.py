@@ -85,7 +85,7 @@ async def test_queue_figures_after_a_cycle() -> None:
     assert value(found, "gpufleet_queue_wait_seconds_count", **wait) == 1.0
     assert value(found, "gpufleet_queue_wait_seconds_sum", **wait) == 90.0
     assert value(found, "gpufleet_queue_wait_seconds_bucket", **wait, le="60.0") == 0.0
-    assert value(found, "gpufleet_queue_wait_seconds_bucket", **wait, le="120.0") == 1.0
+    assert value(found, "gpufleet_queue_wait_seconds_bucket", **wait, le="300.0") == 1.0
     assert value(found, "gpufleet_gpus", health="unhealthy") == 1.0
     assert value(found, "gpufleet_gpus", health="healthy") == 11.0
     assert value(found, "gpufleet_nodes", state="cordoned") == 1.0

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.domain import GPU, MILLI, Eviction, Pod, PodKey, Project, Queue, Snapshot
+from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Eviction, Pod, PodKey, Project, Queue, Snapshot
 from gpufleet.kube.controller.convert import SnapshotView
-from gpufleet.kube.controller.reporting import EndState, QueueReport, usage_of
+from gpufleet.kube.controller.reporting import EndState, QueueReport
 
 __all__ = [
     "NOT_READY_TAINTS",
@@ -113,7 +113,10 @@ def project_of_queues(projects: Iterable[Project], queues: Sequence[Queue] = ())
 
 
 def _gpus(pod: Pod) -> float:
-    return usage_of(pod, (GPU,))[0] / MILLI
+    """What the pod counts against quota, in GPUs (``usage_of``'s rule)."""
+    if pod.is_fractional:
+        return (pod.gpu_blocks or 0) * MILLI_PER_BLOCK / MILLI
+    return float(pod.whole_gpus)
 
 
 def _lent(queues: Sequence[Queue], quota: Mapping[str, float], allocated: Mapping[str, float]) -> dict[str, float]:
@@ -148,19 +151,35 @@ def _subtree_sums(queues: Sequence[Queue], leaf: Mapping[str, float]) -> dict[st
     return out
 
 
-def _per_queue(keys: Iterable[str], view: SnapshotView, pods: Mapping[PodKey, Pod] | None,
-               weight: Mapping[str, float] | None = None) -> dict[str, float]:
-    """GPUs (times ``weight`` of the pod, when given) of ``keys`` summed per leaf queue."""
+def _per_queue(keys: Iterable[PodKey], view: SnapshotView) -> dict[str, float]:
+    """GPUs of the pods ``keys`` summed per leaf queue."""
     out: dict[str, float] = {}
-    source = view.pods if pods is None else pods
     for key in keys:
-        pod = source.get(PodKey(key))
-        queue = view.queue_of.get(PodKey(key))
-        if pod is None or queue is None:
-            continue
-        amount = _gpus(pod) * (1.0 if weight is None else weight[key])
-        out[queue] = out.get(queue, 0.0) + amount
+        pod = view.pods.get(key)
+        queue = view.queue_of.get(key)
+        if pod is not None and queue is not None:
+            out[queue] = out.get(queue, 0.0) + _gpus(pod)
     return out
+
+
+def _usage_per_queue(usage: GpuUsageFacts, queue_of: Mapping[PodKey, str],
+                     bound: Mapping[PodKey, Pod]) -> tuple[dict[str, float], dict[str, float]]:
+    """Used GPUs (GPUs x utilisation) and idle GPUs per leaf queue, over the bound pods telemetry names."""
+    used: dict[str, float] = {}
+    idle: dict[str, float] = {}
+    for text, percent in usage.util_percent.items():
+        key = PodKey(text)
+        pod = bound.get(key)
+        queue = queue_of.get(key)
+        if pod is not None and queue is not None:
+            used[queue] = used.get(queue, 0.0) + _gpus(pod) * min(1.0, max(0.0, percent / 100.0))
+    for text in usage.idle:
+        key = PodKey(text)
+        pod = bound.get(key)
+        queue = queue_of.get(key)
+        if pod is not None and queue is not None:
+            idle[queue] = idle.get(queue, 0.0) + _gpus(pod)
+    return used, idle
 
 
 def health_figures(snapshot: Snapshot) -> HealthFigures:
@@ -201,15 +220,12 @@ def cycle_figures(
     allocated = {q: r.usage.get(GPU, 0) / MILLI for q, r in reports.items()}
     borrowed = {q: r.borrowed.get(GPU, 0) / MILLI for q, r in reports.items()}
     lent = _lent([q for q in queues if str(q.name) in reports], quota, allocated)
-    pending_gpus = _subtree_sums(queues, _per_queue(map(str, state.pending), view, None))
+    pending_gpus = _subtree_sums(queues, _per_queue(state.pending, view))
     used: dict[str, float] | None = None
     idle: dict[str, float] | None = None
     if usage is not None:
-        fresh = [k for k in usage.util_percent if PodKey(k) in state.bound]
-        factor = {k: min(1.0, max(0.0, usage.util_percent[k] / 100.0)) for k in fresh}
-        used = _subtree_sums(queues, _per_queue(fresh, view, state.bound, factor))
-        idle = _subtree_sums(queues, _per_queue((k for k in usage.idle if PodKey(k) in state.bound),
-                                                view, state.bound))
+        used_leaf, idle_leaf = _usage_per_queue(usage, view.queue_of, state.bound)
+        used, idle = _subtree_sums(queues, used_leaf), _subtree_sums(queues, idle_leaf)
     figures = {
         name: QueueFigures(
             project=project.get(name, ""),
