@@ -230,3 +230,18 @@ async def test_a_parent_sums_its_children_which_take_its_project() -> None:
     assert value(found, "gpufleet_queue_leaf", **x) == 1.0
     assert value(found, "gpufleet_queue_allocated_gpus", **x) == 3.0
     assert value(found, "gpufleet_queue_allocated_gpus", **org) == 3.0
+
+
+@pytest.mark.asyncio
+async def test_a_replica_that_stops_leading_drops_its_queue_gauges() -> None:
+    cluster = FakeCluster()
+    _cluster(cluster)
+    controller = make_controller(cluster)
+    async with informing(controller):
+        await controller.cycle()
+    assert value(samples(controller.metrics), "gpufleet_queue_quota_gpus", queue="team-a", project="vision") == 8.0
+    controller._on_leadership(False)
+    found = samples(controller.metrics)
+    assert not [k for k in found if k[0].startswith("gpufleet_queue_") and k[0].endswith("_gpus")]
+    assert value(found, "gpufleet_queue_wait_seconds_count", queue="team-a", project="vision",
+                 priority_class="train") == 1.0  # histograms stay

@@ -230,6 +230,9 @@ class Controller:
         self.binder.forget()
         if leading:
             self._dirty.set()
+        else:  # a follower shows no queue gauges: sums over replicas count the leader's alone
+            self.metrics.queues.clear()
+            self._queue_of = {}
 
     def _on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
         if kind is Kind.POD:

@@ -110,6 +110,14 @@ class QueueMetrics:
         for state, count in figures.health.nodes.items():
             self.nodes.labels(state).set(count)
 
+    def clear(self) -> None:
+        """Removes every gauge series (a replica that stops leading); counters and histograms stay."""
+        for i, (gauge, _) in enumerate(self.gauges):
+            for pair in self._children.pop(i, {}):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*pair)
+        self._project = {}
+
     def completed(self, queue: str, seconds: float) -> None:
         if queue in self._project:
             self.completion.labels(queue, self._project[queue]).observe(seconds)
