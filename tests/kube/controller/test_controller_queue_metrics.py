@@ -181,9 +181,14 @@ async def test_every_label_is_in_the_allowed_set_and_no_value_names_a_pod() -> N
     names = {n for n, _ in found}
     assert {"gpufleet_queue_preemptions_total", "gpufleet_queue_idle_gpus", "gpufleet_gpus"} <= names
     pods = {o["metadata"]["name"] for o in cluster.objects(Kind.POD)}
-    for _, labels in found:
+    bounded = {"queue": {"team-a", "team-b"}, "project": {"vision", ""}, "priority_class": {"train", ""},
+               "reason": {"reclaim", "preempt"}, "health": {"healthy", "unhealthy"},
+               "state": {"ready", "not_ready", "cordoned"}, "resource": {"nvidia.com/gpu"}}
+    for name, labels in found:
         assert {k for k, _ in labels} - {"le"} <= ALLOWED_LABELS, labels
         assert not {v for _, v in labels} & pods, labels
+        if name.startswith(("gpufleet_queue_", "gpufleet_gpus", "gpufleet_nodes")):
+            assert all(v in bounded[k] for k, v in labels if k != "le"), (name, labels)
 
 
 def _page(at: float, util: dict[str, float]) -> Any:
