@@ -8,7 +8,6 @@ event loop runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 
@@ -111,10 +110,10 @@ async def serve_http(
     and the health port may differ or be the same). Returns the runner (``await runner.cleanup()``)."""
 
     async def metrics_page(_: web.Request) -> web.Response:
-        # In a worker thread: with thousands of queues the text takes a good part of a second to
-        # write, and the event loop (watches, lease renewals) keeps its turns meanwhile.
-        body = await asyncio.to_thread(metrics.render)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # Rendered on the event loop, not in a worker thread: a thread of the loop's default executor
+        # left at exit crashed the interpreter beside gRPC's threads (the device plugin serves this
+        # page too; tests/agent/deviceplugin segfaulted with asyncio.to_thread here).
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
