@@ -122,6 +122,8 @@ def main() -> None:
             conn.exec_driver_sql("ANALYZE")
     print(f"filled {args.intervals:,} intervals in {time.perf_counter() - began:.1f} s ({store.dialect})")
     url = args.database or str(folder / "ledger.db")
+    store.close()
+    store = open_ledger(url)  # as a report opens it (the fill's connection settings are not the report's)
 
     times, cpu = [], []
     for _ in range(args.repeat):

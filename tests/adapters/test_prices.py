@@ -43,5 +43,5 @@ def test_bad_price_files(text: str, message: str) -> None:
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"nope\.yaml: no such file"):
+    with pytest.raises(InputError, match=r"nope\.yaml: cannot read: No such file or directory"):
         load_prices_file(tmp_path / "nope.yaml")

@@ -55,9 +55,9 @@ def test_the_total_of_the_small_ledger(filled: LedgerStore) -> None:
     assert report.total.efficiency == pytest.approx(1.42 / 7)
 
 
-@pytest.mark.parametrize("picks", ["values", "count-windows"])
-def test_grouped_by_project(filled: LedgerStore, picks: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if picks == "count-windows":  # the fallback when the ranks' VALUES list would be too long
+@pytest.mark.parametrize("way", ["values", "count-windows"])
+def test_grouped_by_project(filled: LedgerStore, way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if way == "count-windows":  # the fallback when the ranks' VALUES list would be too long
         monkeypatch.setattr(reports, "MAX_PICK_PARAMETERS", 0)
     report = usage_report(filled, since=SINCE, until=UNTIL, now=LATER, group_by=("project",), prices=PRICES)
     rows = {row.group: figures(row) for row in report.rows}

@@ -29,6 +29,7 @@ from pydantic import ValidationError as PydanticValidationError
 from gpufleet.adapters._k8s_models import _message, loc_path
 from gpufleet.adapters._yaml_parse import parse_documents
 from gpufleet.adapters.errors import InputError, describe
+from gpufleet.adapters.k8s_yaml import _read_text
 
 __all__ = ["GpuRates", "PriceList", "load_prices_file", "load_prices_text"]
 
@@ -115,15 +116,4 @@ def load_prices_text(text: str, source: str = "<prices>") -> PriceList:
 
 def load_prices_file(path: str | Path) -> PriceList:
     """:func:`load_prices_text` of a file; a file that cannot be read is one :class:`InputError` line."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{source}: not UTF-8 text") from None
-    except OSError as err:
-        raise InputError(f"{source}: cannot read: {err.strerror or err}") from None
-    except ValueError as err:
-        raise InputError(f"{describe(source)}: cannot read: {err}") from None
-    return load_prices_text(text, source)
+    return load_prices_text(_read_text(path), str(path))
