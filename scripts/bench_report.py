@@ -36,7 +36,7 @@ MODELS = ("H100-80GB", "A100-80GB", "A100-40GB", "L40S", "V100", "T4")
 CAPACITY = (None, None, "spot", None, "reserved", None)
 REASONS = (EndReason.COMPLETED, EndReason.COMPLETED, EndReason.COMPLETED, EndReason.FAILED,
            EndReason.EVICTED_PREEMPTION, EndReason.EVICTED_RECLAIM, EndReason.DELETED)
-PRICES = load_prices_text("""\
+PRICES_YAML = """\
 currency: USD
 gpus:
   H100-80GB: {onDemand: 4.10, spot: 1.60, reserved: 2.70}
@@ -46,7 +46,8 @@ gpus:
 default: {onDemand: 1.00, spot: 0.40, reserved: 0.70}
 cpuPerCoreHour: 0.031
 memoryPerGiBHour: 0.004
-""", "bench-prices")
+"""
+PRICES = load_prices_text(PRICES_YAML, "bench-prices")
 BATCH = 50_000
 
 
@@ -141,7 +142,7 @@ def main() -> None:
           f"{statistics.median(cpu):.2f} s CPU ({', '.join(f'{t:.2f}' for t in cpu)})")
 
     prices = folder / "prices.yaml"
-    prices.write_text("currency: USD\ndefault: {onDemand: 1.0, spot: 0.4, reserved: 0.7}\n")
+    prices.write_text(PRICES_YAML)
     began = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gpufleet", "report", "usage", "--database", url, "--since", "2026-11-01",
                     "--until", "2026-12-01", "--group-by", "project,gpu-model", "--prices", str(prices)],

@@ -133,6 +133,8 @@ def test_the_html_series(filled: LedgerStore) -> None:
     assert sum(series.used_gpus) == pytest.approx(1.42)
     assert {p: pytest.approx(sum(v)) for p, v in series.per_project.items()} == {"vision": 13.31, "nlp": 10.0}
     assert series.allocated_gpus[0] == pytest.approx(1.0) and series.allocated_gpus[4] == pytest.approx(2.3)
+    expected = [sum(i.gpu_seconds(T0 + b * H, T0 + (b + 1) * H) for i in filled.intervals()) / H for b in range(10)]
+    assert list(series.allocated_gpus) == pytest.approx(expected)
     (nlp, vision) = wait_cdfs(filled, since=SINCE, until=UNTIL, now=LATER, key="project")
     assert (nlp.group, nlp.count, nlp.points) == ("nlp", 2, ((0.5, 20.0), (1.0, 300.0)))
     assert (vision.group, vision.points) == ("vision", ((1.0, 100.0),))

@@ -563,40 +563,71 @@ def usage_series(
     store: LedgerStore, *, since: float, until: float | None, now: float, prices: PriceList | None = None
 ) -> UsageSeries:
     """Mean GPUs allocated, measured and used per time bucket, and cost (GPU-hours without ``prices``)
-    per project and bucket, summed in SQL over a join of the intervals with the buckets they overlap."""
+    per project and bucket.
+
+    Each interval is a step: it adds its rate (GPUs, GPUs with telemetry, GPUs used, cost per hour) at
+    its start and takes it away at its end (both clipped to the window). SQL sums, per project and per
+    bucket of the step's time, the rates (S0) and the rates times the time into the window (S1), starts
+    and ends apart: two passes, a few rows per bucket. A bucket [lo, hi) then holds level x (hi - lo) +
+    hi x S0 - S1, the level being what the earlier buckets' steps add up to: arithmetic per bucket,
+    exact, in any number of buckets (a join of the intervals with the buckets would cost a pass per
+    bucket)."""
     window = _window(since, until, now)
     width_us = bucket_width(window.since_us / _MICROS, window.until_us / _MICROS) * _MICROS
     edges = list(range(window.since_us, window.until_us, width_us)) or [window.since_us]
-    bucket_rows = [select(literal(i, BigInteger).label("i"), literal(lo, BigInteger).label("lo"),
-                          literal(min(lo + width_us, window.until_us), BigInteger).label("hi"))
-                   for i, lo in enumerate(edges)]
-    buckets = (union_all(*bucket_rows) if len(bucket_rows) > 1 else bucket_rows[0]).cte("buckets")
-    hours = _clipped_us(buckets.c.lo, buckets.c.hi) * literal(1.0 / _US_PER_HOUR, Float(53))
-    gpu_hours = hours * _IC.gpus
+    n = len(edges)
     measured = _IC.util_n > 0
-    charged = gpu_hours if prices is None else _cost(prices, gpu_hours, hours * _IC.cpu_milli,
-                                                      hours * _IC.memory_bytes, _IC.gpu_model, _IC.capacity_type)[0]
-    query = (
-        select(buckets.c.i, _IC.project, _sum(gpu_hours), _sum(case((measured, gpu_hours), else_=0.0)),
-               _sum(case((measured, gpu_hours * _IC.util_sum / (_IC.util_n * 100.0)), else_=0.0)), _sum(charged))
-        .select_from(intervals.join(buckets, _overlaps(buckets.c.lo, buckets.c.hi)))
-        .group_by(buckets.c.i, _IC.project)
+    rates: list[ColumnElement[Any]] = [
+        _IC.gpus,
+        case((measured, _IC.gpus), else_=0.0),
+        func.coalesce(_IC.gpus * _IC.util_sum / (func.nullif(_IC.util_n, 0) * 100.0), 0.0),
+    ]
+    if prices is None:
+        rates.append(_IC.gpus * literal(1.0, Float(53)))
+    else:
+        per_hour, _ = _cost(prices, _IC.gpus, _IC.cpu_milli, _IC.memory_bytes, _IC.gpu_model, _IC.capacity_type)
+        rates.append(per_hour)
+    since_us = window.since
+    start_at = case((_IC.bound_us > since_us, _IC.bound_us), else_=since_us) - since_us
+    end_at = _IC.ended_us - since_us
+
+    def steps(sign: float, at: ColumnElement[Any], where: ColumnElement[bool]) -> Any:
+        bucket = (at // literal(width_us, BigInteger)).label("bucket")
+        sums = [func.sum(rate * sign) for rate in rates] + [func.sum(rate * at * sign) for rate in rates]
+        return (select(bucket, _IC.project.label("project"), *sums).where(_overlaps(window.since, window.until), where)
+                .group_by(bucket, _IC.project))
+
+    query = union_all(
+        steps(1.0, start_at, literal(True)),
+        steps(-1.0, end_at, and_(_IC.ended_us.is_not(None), _IC.ended_us < window.until)),
     )
     with store.reading() as conn:
         rows = conn.execute(query).all()
-    n = len(edges)
-    spans_h = [(min(lo + width_us, window.until_us) - lo) / _US_PER_HOUR or 1.0 for lo in edges]
-    allocated, measured_gpus, used = [0.0] * n, [0.0] * n, [0.0] * n
-    per_project: dict[str | None, list[float]] = {}
-    for i, project, alloc_h, measured_h, used_h, charge in rows:  # one row per (bucket, project)
-        allocated[i] += alloc_h / spans_h[i]
-        measured_gpus[i] += measured_h / spans_h[i]
-        used[i] += used_h / spans_h[i]
-        per_project.setdefault(project, [0.0] * n)[i] += charge
+    k = len(rates)
+    by_project: dict[str | None, list[list[float]]] = {}  # project -> per bucket [S0 per rate.., S1 per rate..]
+    for bucket, project, *sums in rows:  # a few rows per bucket and project
+        cells = by_project.setdefault(project, [[0.0] * (2 * k) for _ in range(n)])
+        cells[min(int(bucket), n - 1)] = [x + float(y or 0.0) for x, y in zip(cells[min(int(bucket), n - 1)], sums,
+                                                                               strict=True)]
+    spans = [min(lo + width_us, window.until_us) - lo for lo in edges]
+    totals = [[0.0] * n for _ in range(k)]  # rate x microseconds per bucket, all projects
+    per_project: dict[str | None, tuple[float, ...]] = {}
+    for project, cells in by_project.items():
+        level = [0.0] * k
+        charged = []
+        for i, cell in enumerate(cells):
+            hi = (i * width_us) + spans[i]
+            for r in range(k):
+                inside = level[r] * spans[i] + hi * cell[r] - cell[k + r]
+                totals[r][i] += inside
+                level[r] += cell[r]
+                if r == k - 1:
+                    charged.append(inside / _US_PER_HOUR)
+        per_project[project] = tuple(charged)
+    mean = [[total / (spans[i] or 1) for i, total in enumerate(row)] for row in totals]
     return UsageSeries(
-        starts=tuple(lo / _MICROS for lo in edges), width_s=width_us / _MICROS, allocated_gpus=tuple(allocated),
-        measured_gpus=tuple(measured_gpus), used_gpus=tuple(used),
-        per_project={project: tuple(values) for project, values in per_project.items()}, priced=prices is not None,
+        starts=tuple(lo / _MICROS for lo in edges), width_s=width_us / _MICROS, allocated_gpus=tuple(mean[0]),
+        measured_gpus=tuple(mean[1]), used_gpus=tuple(mean[2]), per_project=per_project, priced=prices is not None,
     )
 
 
