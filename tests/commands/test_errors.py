@@ -81,7 +81,7 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     listed = result.output.split("Commands:", 1)[1]
     assert set(subcommands()) == {"replay", "bench", "simulate", "snapshot", "explain", "manifests", "controller",
-                                  "webhook", "policy", "device-plugin"}
+                                  "webhook", "policy", "device-plugin", "report"}
     for name in subcommands():
         assert f"\n  {name} " in listed, name
     simulate = CliRunner().invoke(main, ["simulate", "--help"])
@@ -162,4 +162,4 @@ def test_shell_completion_completes_commands() -> None:
     env = {**os.environ, "COMP_WORDS": "gpufleet rep", "COMP_CWORD": "1", "_GPUFLEET_COMPLETE": "bash_complete"}
     out = subprocess.run([sys.executable, "-c", "from gpufleet.cli import main; main(prog_name='gpufleet')"],
                          env=env, capture_output=True, text=True, check=False)
-    assert out.stdout.split() == ["plain,replay"], out
+    assert out.stdout.split() == ["plain,replay", "plain,report"], out

@@ -27,6 +27,9 @@ COMMANDS: Mapping[str, str] = {
     "policy": "gpufleet.commands.policy:policy",
     "policy check": "gpufleet.commands.policy_check:check",
     "device-plugin": "gpufleet.commands.device_plugin:device_plugin",
+    "report": "gpufleet.commands.report:report",
+    "report usage": "gpufleet.commands.report_usage:usage",
+    "report idle": "gpufleet.commands.report_idle:idle",
 }
 
 

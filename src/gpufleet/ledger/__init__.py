@@ -11,6 +11,7 @@ simulator (``simulate run --ledger``) and the reports:
   :class:`LedgerSink` protocol;
 * :class:`BufferedWriter` (a bounded buffer with retries and backoff), :class:`Backoff`,
   :class:`WriterStatus`;
+* :class:`CapacityType` and :func:`capacity_type_of` (a node's labels -> on-demand, spot or reserved);
 * :func:`reconcile` with :class:`ObservedPod` and :class:`Reconciliation`;
 * the errors: :class:`LedgerError`, :class:`LedgerUrlError` (an ``InputError``: exit 2) and
   :class:`LedgerUnavailableError`.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from gpufleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from gpufleet.ledger.capacity import CapacityType, capacity_type_of
     from gpufleet.ledger.errors import LedgerError, LedgerUnavailableError, LedgerUrlError
     from gpufleet.ledger.model import (
         EndReason,
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from gpufleet.ledger.writer import Backoff, BufferedWriter, LedgerSink, WriterStatus
 
 _WHERE = {
+    "CapacityType": "gpufleet.ledger.capacity",
+    "capacity_type_of": "gpufleet.ledger.capacity",
     "LedgerError": "gpufleet.ledger.errors",
     "LedgerUnavailableError": "gpufleet.ledger.errors",
     "LedgerUrlError": "gpufleet.ledger.errors",
@@ -70,6 +74,7 @@ _WHERE = {
 __all__ = [
     "Backoff",
     "BufferedWriter",
+    "CapacityType",
     "EndReason",
     "Interval",
     "IntervalEnd",
@@ -85,6 +90,7 @@ __all__ = [
     "Reconciliation",
     "UtilisationSample",
     "WriterStatus",
+    "capacity_type_of",
     "database_url",
     "gpu_amount",
     "open_ledger",

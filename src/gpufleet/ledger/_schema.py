@@ -57,6 +57,7 @@ intervals = Table(
     Column("fb_sum", Float(53), nullable=False, server_default=text("0")),
     Column("fb_n", Integer, nullable=False, server_default=text("0")),
     Column("last_sample_us", BigInteger),
+    Column("capacity_type", String),  # on-demand | spot | reserved; NULL: on-demand (migration 0002)
     PrimaryKeyConstraint("pod_uid", "bound_us", name="pk_ledger_intervals"),
 )
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from gpufleet.ledger.capacity import CapacityType
+
 __all__ = [
     "EndReason",
     "Interval",
@@ -82,6 +84,7 @@ class IntervalStart:
     on B blocks counts B/100. ``gpu_indices`` names the node's GPUs when known (a fractional pod: the
     one GPU its blocks are on); ``gpu_blocks`` is set for a fractional pod only. ``labels`` holds the
     cost-centre labels (the configured label keys found on the pod, with their values).
+    ``capacity_type`` is the node's (:func:`gpufleet.ledger.capacity.capacity_type_of`); None: on-demand.
     """
 
     pod_uid: str
@@ -103,8 +106,11 @@ class IntervalStart:
     memory_bytes: int = 0
     created_at: float | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    capacity_type: CapacityType | None = None
 
     def __post_init__(self) -> None:
+        if self.capacity_type is not None:
+            object.__setattr__(self, "capacity_type", CapacityType(self.capacity_type))
         if not self.pod_uid:
             raise ValueError("pod_uid must not be empty")
         _check_time("bound_at", self.bound_at)

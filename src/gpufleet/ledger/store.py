@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +222,10 @@ class LedgerStore:
         with self._connection() as conn:
             yield conn
 
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A connection for the reports' queries (one transaction; errors as LedgerUnavailableError)."""
+        return self._transaction()
+
     # --- writes ------------------------------------------------------------------------------------
 
     def write(self, events: Sequence[LedgerEvent]) -> None:
@@ -343,7 +347,7 @@ class _DriverSql:
 _START_COLUMNS = (
     "pod_uid", "bound_us", "namespace", "pod_name", "project", "queue", "submitter", "pod_group", "priority_class",
     "preemptible", "node", "gpu_model", "gpu_indices", "gpu_blocks", "gpus", "cpu_milli", "memory_bytes",
-    "created_us",
+    "created_us", "capacity_type",
 )
 _LABEL_COLUMNS = ("pod_uid", "bound_us", "key", "value")
 
@@ -353,6 +357,7 @@ def _start_row(s: IntervalStart) -> tuple[Any, ...]:
         s.pod_uid, to_micros(s.bound_at), s.namespace, s.pod_name, s.project, s.queue, s.submitter, s.pod_group,
         s.priority_class, s.preemptible, s.node, s.gpu_model, ",".join(map(str, s.gpu_indices)), s.gpu_blocks,
         float(s.gpus), s.cpu_milli, s.memory_bytes, None if s.created_at is None else to_micros(s.created_at),
+        None if s.capacity_type is None else s.capacity_type.value,
     )
 
 
@@ -385,6 +390,7 @@ def _interval(row: Any, label_map: dict[str, str]) -> Interval:
         memory_bytes=row["memory_bytes"],
         created_at=_seconds(row["created_us"]),
         labels=label_map,
+        capacity_type=row["capacity_type"],
     )
     reason = row["end_reason"]
     return Interval(
