@@ -124,3 +124,19 @@ def test_idle_only_after_a_full_window_of_low_samples(steps: list[tuple[int, flo
             run_start = (run_start if run_start is not None else at) if u < s.threshold_percent else None
         expected = now - t <= s.stale_after_s and run_start is not None and now - run_start >= s.window_s
         assert (tracker.state(POD, now) is IdleState.IDLE) == expected
+
+
+def test_low_since_is_the_low_run_start_while_the_evidence_is_fresh() -> None:
+    """What a Project's idle policy counts from (gpufleet.policy.idle_actions)."""
+    tracker = IdleTracker()
+    tracker.allocate(POD, 0.0)
+    assert tracker.low_since(POD, 0.0) is None  # nothing known
+    tracker.observe(sample(10.0, 50.0))
+    assert tracker.low_since(POD, 10.0) is None  # busy
+    tracker.observe(sample(20.0, 1.0))
+    tracker.observe(sample(40.0, 2.0))
+    assert tracker.low_since(POD, 40.0) == 20.0  # low, not yet idle by the window: still counted
+    assert tracker.low_since(POD, 40.0 + 301.0) is None  # stale evidence stops nothing
+    tracker.observe(sample(60.0, 90.0))
+    assert tracker.low_since(POD, 60.0) is None
+    assert tracker.low_since(PodKey("team-vision", "other"), 60.0) is None

@@ -29,6 +29,7 @@ from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping,
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
+    IdlePolicy,
     ImagePolicy,
     LabelSelector,
     NodePool,
@@ -366,6 +367,29 @@ class VolumePolicySpec(_Spec):
     claimNames: list[Glob] | None = Field(None, description="Globs over the names of claims it may mount; absent: any.")
 
 
+_WARN_BEFORE = "warnMinutes must be less than idleMinutes"
+
+
+class IdlePolicySpec(_Spec):
+    model_config = _checked("(has(self.warnMinutes) ? self.warnMinutes : 15) < self.idleMinutes", _WARN_BEFORE)
+    idleMinutes: Annotated[StrictInt, Field(ge=10, le=525_600)] = Field(
+        description="Minutes a pod's GPUs may stay idle (under the controller's idle threshold) before it is stopped.")
+    warnMinutes: Annotated[StrictInt, Field(ge=0, le=525_600)] = Field(
+        15, description="Minutes before the stop that a Warning Event (IdleWarning) is posted on the pod.")
+    podSelector: LabelSelectorSpec | None = Field(
+        None, description="The Project's pods the policy applies to, by their labels; absent: every pod of ours.")
+
+    @model_validator(mode="after")
+    def _warn_before_stop(self) -> IdlePolicySpec:
+        if self.warnMinutes >= self.idleMinutes:
+            raise ValueError(_WARN_BEFORE)
+        return self
+
+    def to_domain(self) -> IdlePolicy:
+        return IdlePolicy(idle_seconds=self.idleMinutes * 60, warn_seconds=self.warnMinutes * 60,
+                          pod_selector=self.podSelector.to_domain() if self.podSelector else None)
+
+
 class ProjectModel(_Spec):
     model_config = _checked(
         "!has(self.defaultQueue) || (has(self.queues) && self.defaultQueue in self.queues)", _DEFAULT_LISTED)
@@ -391,6 +415,8 @@ class ProjectModel(_Spec):
     )
     images: ImagePolicySpec = Field(default_factory=ImagePolicySpec, description="Images its pods may run.")
     volumes: VolumePolicySpec = Field(default_factory=VolumePolicySpec, description="Volumes its pods may mount.")
+    idlePolicy: IdlePolicySpec | None = Field(
+        None, description="Opt-in: stop its pods whose GPUs stay idle (a Warning Event first); absent: never.")
 
     @model_validator(mode="after")
     def _default_queue_is_listed(self) -> ProjectModel:
@@ -420,6 +446,7 @@ class ProjectModel(_Spec):
                 storage_classes=tuple(volumes.storageClasses) if volumes.storageClasses is not None else None,
                 claim_names=tuple(volumes.claimNames) if volumes.claimNames is not None else None,
             ),
+            idle_policy=self.idlePolicy.to_domain() if self.idlePolicy is not None else None,
         )
 
 

@@ -471,6 +471,17 @@ class VolumePolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class IdlePolicy:
+    """A Project's opt-in idle policy (docs/semantics-notes.md, "Idle policy"): a bound pod of ours whose
+    GPUs stayed under the controller's idle threshold for ``idle_seconds`` is stopped, with a warning
+    ``warn_seconds`` before. ``pod_selector`` None: every such pod of the Project."""
+
+    idle_seconds: int
+    warn_seconds: int = 900
+    pod_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Project:
     """A tenant: namespaces bound to queues, and the policy of everything they submit to gpufleet."""
 
@@ -486,6 +497,7 @@ class Project:
     max_pending_gangs_per_user: int | None = None
     images: ImagePolicy = field(default_factory=ImagePolicy)
     volumes: VolumePolicy = field(default_factory=VolumePolicy)
+    idle_policy: IdlePolicy | None = None  # None: the Project's pods are never stopped for idling
 
 
 @dataclass(frozen=True, slots=True)

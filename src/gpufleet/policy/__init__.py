@@ -11,6 +11,7 @@ from gpufleet.policy.admission import (
     admit_pod_group,
     admit_workload,
 )
+from gpufleet.policy.idle import IdleAction, IdleStep, IdleWatch, idle_actions, idle_policy_for
 from gpufleet.policy.images import ImageRef, glob_matches, normalize_image, pattern_problem
 from gpufleet.policy.projects import ProjectIndex
 from gpufleet.policy.rbac import PolicyRule, RbacAuthorizer, Role, RoleBinding, Subject
@@ -36,6 +37,9 @@ __all__ = [
     "Admission",
     "AdmissionContext",
     "Denial",
+    "IdleAction",
+    "IdleStep",
+    "IdleWatch",
     "ImageRef",
     "PolicyRule",
     "ProjectIndex",
@@ -48,6 +52,8 @@ __all__ = [
     "admit_workload",
     "glob_matches",
     "gpu_cap_problem",
+    "idle_actions",
+    "idle_policy_for",
     "in_node_pools",
     "namespace_problem",
     "no_pool_node_reason",

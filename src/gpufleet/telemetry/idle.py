@@ -112,6 +112,14 @@ class IdleTracker:
             return None
         return watch.low_since + self.settings.window_s
 
+    def low_since(self, key: PodKey, now: float) -> float | None:
+        """The start of the pod's current run of low samples while its evidence is fresh (None: it is
+        using its GPUs, or nothing recent is known): what a Project's idle policy counts from."""
+        watch = self.pods.get(key)
+        if watch is None or self._state(watch, now) is IdleState.UNKNOWN:
+            return None
+        return watch.low_since
+
     def idle(self, now: float) -> list[PodKey]:
         """The idle pods at ``now``, sorted."""
         return sorted(key for key, watch in self.pods.items() if self._state(watch, now) is IdleState.IDLE)

@@ -513,8 +513,17 @@ def _project_rules() -> dict[str, tuple[str, str]]:
 
 def test_the_project_schema_has_exactly_these_cel_rules() -> None:
     assert sorted(_project_rules()) == [
-        ".spec", ".spec.images.allowed[]", ".spec.images.denied[]", ".spec.namespaces.selector.matchExpressions[]",
+        ".spec", ".spec.idlePolicy", ".spec.idlePolicy.podSelector.matchExpressions[]", ".spec.images.allowed[]",
+        ".spec.images.denied[]", ".spec.namespaces.selector.matchExpressions[]",
         ".spec.nodePools[].nodeSelector.matchExpressions[]", ".spec.volumes.claimNames[]"]
+
+
+@pytest.mark.parametrize("policy", [{"idleMinutes": 10}, {"idleMinutes": 16}, {"idleMinutes": 30, "warnMinutes": 29},
+                                    {"idleMinutes": 30, "warnMinutes": 30}, {"idleMinutes": 30, "warnMinutes": 0}])
+def test_the_idle_policy_rule_agrees_with_the_loader(policy: dict[str, int]) -> None:
+    rule, message = _project_rules()[".spec.idlePolicy"]
+    assert message == "warnMinutes must be less than idleMinutes"
+    assert _cel(rule, policy) is _loader_accepts(_obj("Project", {"idlePolicy": policy}))
 
 
 @pytest.mark.parametrize(("glob", "ok"), [("ghcr.io/acme/*", True), ("ghcr.io/**", True), ("ghcr.io/***", False),
