@@ -4,6 +4,7 @@ simulator's, end reasons and preemptors are the simulator's own, UIDs and times 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +16,14 @@ from gpufleet.domain import MILLI
 from gpufleet.ledger import EndReason, Interval, open_ledger, to_micros
 from gpufleet.sim.cluster import SimCluster
 from gpufleet.sim.failures import FailureModel, NodeOutage, OutageKind
-from gpufleet.sim.ledger_export import DEFAULT_ORIGIN, DEFAULT_ORIGIN_S, ledger_intervals, parse_origin, pod_uid
+from gpufleet.sim.ledger_export import (
+    _UID_NAMESPACE,
+    DEFAULT_ORIGIN,
+    DEFAULT_ORIGIN_S,
+    ledger_intervals,
+    parse_origin,
+    pod_uid,
+)
 from gpufleet.sim.metrics import check_invariants, compute_metrics, step_integral
 from gpufleet.sim.timeline import JobStatus, SimResult
 
@@ -145,6 +153,12 @@ def test_written_and_read_back_whole_and_writing_again_adds_nothing(busy: tuple[
                 dataclasses.replace(i.start, bound_at=0.0, created_at=None))
 
     assert sorted(map(seen, stored)) == sorted(map(seen, intervals))
+
+
+@pytest.mark.parametrize(("key", "name", "start"), [("k", "low", 1), ("a\x1fb", "c", 12), ("{}", "j-0", 3)])
+def test_pod_uids_are_uuid5_of_the_run_key_the_name_and_the_start(key: str, name: str, start: int) -> None:
+    expected = uuid.uuid5(_UID_NAMESPACE, f"{key}\x1f{name}\x1f{start}")
+    assert pod_uid(key, name, start) == str(expected) and expected.version == 5
 
 
 def test_origin_parsing() -> None:
