@@ -7,7 +7,7 @@ import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,7 @@ from gpufleet.commands.base import Command, CommandError
 from gpufleet.commands.extras import require_reports_extra
 from gpufleet.commands.invocation import made_by
 from gpufleet.domain import Placement
+from gpufleet.ledger.errors import LedgerUnavailableError, LedgerUrlError
 from gpufleet.sim import (
     CycleMode,
     Progress,
@@ -39,6 +40,10 @@ from gpufleet.sim import (
     simulate,
     summary_rows,
 )
+from gpufleet.sim.ledger_export import DEFAULT_ORIGIN, DEFAULT_ORIGIN_S, ledger_intervals, parse_origin
+
+if TYPE_CHECKING:
+    from gpufleet.ledger import LedgerEvent, LedgerStore
 
 __all__ = ["run"]
 
@@ -87,15 +92,28 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--compare", multiple=True,
               help="A variant to run side by side: key=value[,key=value] (placement, config, queues, queue-by, "
                    "queue-map, cycle-interval, cycle-mode, checkpoint, seed). Repeatable.")
+@click.option("--ledger", "ledger_url", default=None,
+              help="Write every allocation interval of the run to this usage ledger: a file path (SQLite) or a "
+                   "database URL (sqlite:///FILE, postgresql+psycopg://...). One run: not with --compare.")
+@click.option("--ledger-origin", default=None,
+              help="The epoch date-time of simulated time 0 in the ledger (ISO-8601, e.g. 2026-11-01T00:00:00Z). "
+                   f"Default: the trace's own start when its times are absolute, else {DEFAULT_ORIGIN}.")
 def run(
     trace: str, kind: str | None, cluster_arg: str, queues_file: str | None, queue_by: str | None,
     queue_map_file: str | None, config_file: str | None, placement: str | None, cycle_interval: float,
     cycle_mode: str, checkpoint: float, failures: tuple[str, ...], until: float | None, limit: int | None,
     seed: int, skip_bad_rows: bool, fmt: str, report_file: str | None, compare: tuple[str, ...],
+    ledger_url: str | None, ledger_origin: str | None,
 ) -> None:
     """Run a workload trace through the scheduler on a modelled cluster, in virtual time."""
     if report_file:
         require_reports_extra("--report")  # before the run, not after it
+    if ledger_origin is not None and ledger_url is None:
+        raise CommandError("--ledger-origin: only with --ledger")
+    if ledger_url is not None and compare:
+        raise CommandError("--ledger: one run per ledger; not with --compare (run each variant with its own --ledger)")
+    origin_s = parse_origin(ledger_origin) if ledger_origin is not None else None
+    store = _open_ledger(ledger_url) if ledger_url is not None else None  # a bad URL fails before the run
     wall = time.perf_counter()
     cpu = time.process_time()
     base = RunSettings(
@@ -153,6 +171,14 @@ def run(
         "nodes": len(cluster.nodes),
         "gpus": cluster.total_gpus,
     }
+    if store is not None:
+        started = time.perf_counter()
+        with store:
+            written = _write_ledger(store, outputs[0][1], origin_s if origin_s is not None else (
+                report.start_epoch_s if report.start_epoch_s is not None else DEFAULT_ORIGIN_S),
+                _run_key(inputs, base, failures, until, limit))
+        click.echo(f"ledger: {written:,} allocation intervals written to {store.shown_url} "
+                   f"({time.perf_counter() - started:.1f} s)", err=True)
     if fmt == "json":
         click.echo(json.dumps({"inputs": inputs, "runs": [m for _, _, m in outputs]}, indent=1, sort_keys=False))
     else:
@@ -174,6 +200,46 @@ def run(
         f"(cpu {time.process_time() - cpu:.1f} s, engine {engine_s:.1f} s), peak RSS {peak_mib:.0f} MiB",
         err=True,
     )
+
+
+def _open_ledger(url: str) -> LedgerStore:
+    from gpufleet.ledger import open_ledger  # SQLAlchemy: only when a ledger is asked for
+
+    try:
+        return open_ledger(url)
+    except LedgerUrlError as err:
+        raise CommandError(str(err).replace("--database", "--ledger", 1)) from None
+    except LedgerUnavailableError as err:
+        raise CommandError(str(err), exit_code=1) from None
+
+
+def _run_key(inputs: dict[str, Any], settings: RunSettings, failures: tuple[str, ...], until: float | None,
+             limit: int | None) -> str:
+    """What names the run in its pods' UIDs: the command's inputs and settings (the same command, the same UIDs)."""
+    return json.dumps({"inputs": inputs, "settings": repr(settings), "failures": failures, "until": until,
+                       "limit": limit}, sort_keys=True)
+
+
+LEDGER_BATCH = 10_000  # intervals per transaction
+
+
+def _write_ledger(store: LedgerStore, result: SimResult, origin_s: float, run_key: str) -> int:
+    """Write the run's intervals in batches (each one transaction); returns how many."""
+    written = 0
+    batch: list[LedgerEvent] = []
+    try:
+        for interval in ledger_intervals(result, origin_s=origin_s, run_key=run_key):
+            batch.append(interval)
+            if len(batch) == LEDGER_BATCH:
+                store.write(batch)
+                written += len(batch)
+                batch = []
+        if batch:
+            store.write(batch)
+            written += len(batch)
+    except LedgerUnavailableError as err:
+        raise CommandError(str(err), exit_code=1) from None
+    return written
 
 
 def _table(metrics: Sequence[dict[str, Any]], inputs: dict[str, Any]) -> str:

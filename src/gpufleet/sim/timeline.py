@@ -62,7 +62,9 @@ from gpufleet.sim.events import EventKind, EventQueue
 from gpufleet.sim.failures import FailureModel, OutageKind, OutageStreams
 from gpufleet.sim.jobs import NAMESPACE, SimJob
 
-__all__ = ["CycleMode", "JobRun", "JobStatus", "SimOptions", "SimResult", "SimSetup", "Timeline", "simulate"]
+__all__ = [
+    "Allocation", "CycleMode", "JobRun", "JobStatus", "SimOptions", "SimResult", "SimSetup", "Timeline", "simulate",
+]
 
 _FIGURES = re.compile(r"\d+(?:\.\d+)?")  # the figures of a warning, which may change from cycle to cycle
 
@@ -141,6 +143,25 @@ class Interruption:
     lost_s: float  # run time lost (seconds; multiply by GPUs for GPU-seconds)
 
 
+PodPlacement = tuple[int, tuple[int, ...], int | None]  # node index, GPU indices, blocks (fractional pods)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """One start of a job's pods, to its stop: what the usage ledger records (``sim/ledger_export.py``).
+
+    ``end_s`` None: still running at the end. ``stopped_by`` None with an end: completed; else the
+    interruption. ``preemptor``: the (job, pod index) an eviction made room for, when the engine named one.
+    """
+
+    job: int
+    start_s: float
+    placement: tuple[PodPlacement, ...]  # per pod of the job
+    end_s: float | None = None
+    stopped_by: InterruptKind | None = None
+    preemptor: tuple[int, int] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Samples:
     """The cluster on a regular grid of virtual times (for curves; exact sums come from the logs)."""
@@ -176,6 +197,7 @@ class SimResult:
     warnings: tuple[str, ...]
     engine_seconds: float  # wall time inside schedule(); not deterministic, kept out of the JSON
     open_cost: tuple[float, ...]  # per job: cost of the run still open at the end
+    allocations: tuple[Allocation, ...] = ()  # every start of a job's pods, in start order
 
 
 def _typical_pod(jobs: Sequence[SimJob]) -> Typical:
@@ -253,6 +275,8 @@ class Timeline:
         self.c_t: list[float] = [0.0]
         self.c_d: list[int] = [self.occupancy.capacity_milli()]
         self.interruptions: list[Interruption] = []
+        self.allocations: list[Allocation] = []
+        self.open_allocation: dict[int, int] = {}  # job -> index of its running allocation
         self.outage_counts = {k.value: 0 for k in OutageKind}
         # Warnings by their words with the figures taken out -> (the first one, how many came):
         # a warning whose figures follow the capacity (over-committed quotas) comes every cycle.
@@ -407,6 +431,8 @@ class Timeline:
         run.epoch += 1
         if run.first_start is None:
             run.first_start = t
+        self.open_allocation[j] = len(self.allocations)
+        self.allocations.append(Allocation(j, t, tuple(placement)))
         group = job.name if job.gang else None
         for (node, gpus, blocks), name, shape in zip(placement, job.pod_names, job.pods, strict=True):
             self.occupancy.take(node, gpus, blocks, shape.cpu, shape.memory)
@@ -442,9 +468,14 @@ class Timeline:
             remaining = max(0.0, job.duration_s - run.saved_s)
             self.events.push(t + remaining, EventKind.COMPLETION, j, epoch=run.epoch)
 
-    def _stop(self, j: int, t: float) -> float:
-        """Close the current run at ``t``: free its capacity, account it; returns its length."""
+    def _stop(self, j: int, t: float, by: InterruptKind | None = None,
+              preemptor: tuple[int, int] | None = None) -> float:
+        """Close the current run at ``t`` (``by`` None: completed): free its capacity, account it;
+        returns its length."""
         job, run = self.jobs[j], self.runs[j]
+        a = self.open_allocation.pop(j)
+        opened = self.allocations[a]
+        self.allocations[a] = Allocation(j, opened.start_s, opened.placement, t, by, preemptor)
         elapsed = t - run.run_start
         run.run_s += elapsed
         price = self.occupancy.price_per_gpu_s
@@ -476,10 +507,10 @@ class Timeline:
         self.groups.pop(job.name, None)
         self.finished += 1
 
-    def _interrupt(self, j: int, t: float, kind: InterruptKind) -> None:
+    def _interrupt(self, j: int, t: float, kind: InterruptKind, preemptor: tuple[int, int] | None = None) -> None:
         """Stop a running job, keep its work up to the last checkpoint, and queue it again."""
         job, run = self.jobs[j], self.runs[j]
-        elapsed = self._stop(j, t)
+        elapsed = self._stop(j, t, kind, preemptor)
         ckpt = job.checkpoint_s
         kept = math.floor(elapsed / ckpt) * ckpt if ckpt > 0 else 0.0
         lost = elapsed - kept
@@ -579,15 +610,15 @@ class Timeline:
             key = _FIGURES.sub("#", warning)
             first, count = self.warnings.get(key, (warning, 0))
             self.warnings[key] = (first, count + 1)
-        evicted: dict[int, InterruptKind] = {}
+        evicted: dict[int, tuple[InterruptKind, tuple[int, int] | None]] = {}
         for e in decisions.evictions:
             j = self.owner[e.pod][0]
             kind = InterruptKind.RECLAIM if e.reason is EvictionReason.RECLAIM else InterruptKind.PREEMPT
-            evicted.setdefault(j, kind)
+            evicted.setdefault(j, (kind, self.owner.get(e.by)))
         for j in sorted(evicted):
             if self.runs[j].status is not JobStatus.RUNNING:
                 raise RuntimeError(f"engine evicted {self.jobs[j].name}, which is not running")
-            self._interrupt(j, t, evicted[j])
+            self._interrupt(j, t, *evicted[j])
         bound: dict[int, dict[int, tuple[int, tuple[int, ...], int | None]]] = {}
         for b in decisions.bindings:
             j, m = self.owner[b.pod]
@@ -660,6 +691,7 @@ class Timeline:
                            for first, count in self.warnings.values()),
             engine_seconds=self.engine_seconds,
             open_cost=tuple(open_cost),
+            allocations=tuple(self.allocations),
         )
 
 

@@ -10,6 +10,7 @@ not be silently ignored).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import re
@@ -103,8 +104,9 @@ def _quantity(text: str, field: str) -> int:
         raise RowError(field, str(err)) from None
 
 
-def _row_parser(rows: Rows, index: Mapping[str, int]) -> Callable[[int, list[str]], tuple[TraceJob, float]]:
-    clock = _Clock()
+def _row_parser(
+    rows: Rows, index: Mapping[str, int], clock: _Clock
+) -> Callable[[int, list[str]], tuple[TraceJob, float]]:
     attr_columns = [(c[len(ATTR_PREFIX) :], i) for c, i in index.items() if c.startswith(ATTR_PREFIX)]
     attr_columns += [(c, index[c]) for c in ATTR_COLUMNS if c in index]
 
@@ -173,10 +175,12 @@ def _row_parser(rows: Rows, index: Mapping[str, int]) -> Callable[[int, list[str
 
 def parse_generic(rows: Rows) -> tuple[list[TraceJob], LoadReport]:
     index = _check_header(rows)
-    parsed = rows.parse_all(len(rows.header), _row_parser(rows, index))
+    clock = _Clock()
+    parsed = rows.parse_all(len(rows.header), _row_parser(rows, index, clock))
     start = min((submit for _, submit in parsed), default=0.0)
     jobs = [_with_submit(job, submit - start) for job, submit in parsed]
-    return jobs, rows.report(len(jobs), "generic")
+    report = rows.report(len(jobs), "generic")
+    return jobs, dataclasses.replace(report, start_epoch_s=start) if parsed and clock.iso else report
 
 
 def _with_submit(job: TraceJob, submit_s: float) -> TraceJob:

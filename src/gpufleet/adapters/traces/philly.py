@@ -11,6 +11,7 @@ column fails that check is the file read row by row, which finds and reports the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 
@@ -99,4 +100,5 @@ def parse_philly(rows: Rows) -> tuple[list[TraceJob], LoadReport]:
         )
         for name, submitted, duration, gpus, vc, text in parsed
     ]
-    return jobs, rows.report(len(jobs), "philly")
+    report = rows.report(len(jobs), "philly")
+    return jobs, dataclasses.replace(report, start_epoch_s=float(start)) if parsed else report

@@ -58,3 +58,4 @@ class LoadReport:
     skipped: int = 0
     first_errors: tuple[str, ...] = ()  # the first few skipped rows' errors, "FILE:LINE: field: problem"
     kind: str = ""                      # the format read: "openb-pods", "philly", "generic", ...
+    start_epoch_s: float | None = None  # the trace's start (submit_s 0) in epoch seconds, when its times are absolute
