@@ -60,14 +60,6 @@ _SHARED = frozenset({"nodes", "index", "resources", "res_index"})
 FEASIBILITY_CALLS = 1024
 
 _name_order = attrgetter("namespace", "name")  # build_pod_table's order of pods
-
-
-def _row_idx(pair: tuple[PodInfo, _Held]) -> int:
-    return pair[0].idx
-
-
-def _held_node(pair: tuple[PodInfo, _Held]) -> int:
-    return pair[1].node
 _FINISHED = ("Succeeded", "Failed")  # Pod.finished
 BULK = 32  # pods that started since the last call, from which they are bound with NumPy
 
@@ -132,6 +124,8 @@ class KeptSteps(BuildSteps):
         self._gangs = KeptGangs()  # gangs of kept rows
         # This call's running rows and what each holds (pod_table -> bind_running).
         self._running: list[tuple[PodInfo, _Held]] = []
+        self._running_rows: list[int] = []
+        self._running_nodes: list[int] = []
         # Queue usage of the held pods of ours: leaf -> [pods counted, usage over ``_managed``], kept
         # between calls and changed by the pods that came and left (None: summed afresh next time).
         self._sums: dict[int, list[int]] | None = None
@@ -205,6 +199,9 @@ class KeptSteps(BuildSteps):
         append = out.append
         running: list[tuple[PodInfo, _Held]] = []
         keep = running.append
+        rows: list[int] = []  # their places and nodes, for bind_running
+        nodes: list[int] = []
+        at, on = rows.append, nodes.append
         missing: list[Pod] = []
         for i, pod in enumerate(pods):
             row = get(id(pod))
@@ -219,6 +216,8 @@ class KeptSteps(BuildSteps):
                 h = held[id(pod)]
                 info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
                 keep((info, h))
+                at(i)
+                on(h.node)
             else:
                 info.node, info.gpus, info.bound_blocks = None, (), None
             append(info)
@@ -239,12 +238,15 @@ class KeptSteps(BuildSteps):
                         h = held[id(pod)]
                         info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
                         keep((info, h))
+                        at(i)
+                        on(h.node)
         infos = cast(list[PodInfo], out)
         if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
             self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
         # Rows keep their own request arrays (equal to the matrix's rows; nothing writes either).
         matrix = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), len(cluster.resources))
         self._running = running
+        self._running_rows, self._running_nodes = rows, nodes
         return infos, matrix
 
     def gangs(self, snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
@@ -263,8 +265,8 @@ class KeptSteps(BuildSteps):
         if running:
             # In pod order but for the rows built this call (at the end): the order matters to none
             # of these but the volumes, which take them in pod order as the fresh build does.
-            bulk = np.fromiter(map(_row_idx, running), dtype=np.int64, count=len(running))
-            nodes = np.fromiter(map(_held_node, running), dtype=np.int64, count=len(running))
+            bulk = np.array(self._running_rows, dtype=np.int64)
+            nodes = np.array(self._running_nodes, dtype=np.int64)
             placer.node_of[bulk] = nodes
             if placer.interpod is not None:
                 placer.interpod.add_many(bulk, nodes)

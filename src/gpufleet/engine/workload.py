@@ -207,8 +207,12 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             g = info.gang = len(gangs)
             if kept is not None:
                 pair = kept.alone.get(id(info))
-                if pair is not None and pair[0] is info:  # the same row: its gang, as built anew
-                    append(_reuse(pair[1], g, rank, members, members))
+                if pair is not None and pair[0] is info:  # the same row: its gang, as _reuse sets it
+                    gang = pair[1]
+                    gang.idx, gang.name_rank, gang.members, gang.members_by_size = g, rank, members, members
+                    gang.alive, gang.evicted, gang.missing_group = 0, False, False
+                    gang.pending_reason = gang.taken_back_by = gang.policy_reason = ""
+                    append(gang)
                     continue
             gang = Gang(g, key, members, 1, info.queue, info.priority, info.preemptible, True,
                         info.pod.creation_time, None, None, None, rank, 0, False, "", members,
