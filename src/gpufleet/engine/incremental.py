@@ -12,7 +12,15 @@ steps that cost the most answer from kept state (:class:`KeptSteps`):
 - the nodes' capacity state with the snapshot's running pods bound: kept between calls and
   updated from the difference (pods that started since the last call are taken, pods that ended,
   were evicted or changed are given back), then copied for the call, which changes its copy;
-- the static feasibility masks of the nodes (a pure cache).
+- the static feasibility masks of the nodes (a pure cache);
+- the pod-table rows of the pods unchanged since the last call (the same object, the same
+  PodGroup), the running ones given their binding from the kept capacity state in the same pass,
+  and the gangs of such rows (``KeptGangs``: a gang whose member rows and PodGroup are those it
+  was built with), their per-call fields (place, members' places, running count, evicted,
+  pending reasons) set as a fresh build sets them, so nothing of the last call's ``run()`` stays;
+- the queue usage of the running pods, per leaf, changed by the pods that came and left.
+
+The victim index is built on a call's first victim search (engine/victims.py), not per call.
 
 What it cannot follow exactly is built fresh: other nodes or other resource names rebuild the
 kept state; a running pod whose GPU annotation the engine does not take as it is (incomplete, or
