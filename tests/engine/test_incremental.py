@@ -13,6 +13,7 @@ pending reasons, warnings, cycles) equal those of ``schedule`` on the same snaps
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 from unittest.mock import patch
 
@@ -190,12 +191,9 @@ def test_a_clone_changes_apart_from_its_original() -> None:
 
 
 
-@settings(PROPERTY, max_examples=40)
-@given(st.one_of(snapshots(), gang_snapshots()), st.data())
-def test_the_kept_queue_usage_equals_a_fresh_build(first: Snapshot, data: Any) -> None:
-    """The queue usage of the running pods, kept per leaf between calls and changed by the pods
-    that came and left, is the fresh build's at every step (PodGroups moved, queues renumbered,
-    quotas changed included)."""
+def _kept_builds(first: Snapshot, data: Any) -> Iterator[tuple[int, Engine, Engine]]:
+    """Each step's engine as built from kept state (then run: its decisions mostly carried out,
+    now and then not) and as built fresh; steps the kept state cannot follow are left out."""
     steps = KeptSteps()
     snapshot = first
     for step in range(STEPS):
@@ -203,11 +201,23 @@ def test_the_kept_queue_usage_equals_a_fresh_build(first: Snapshot, data: Any) -
             kept = Engine(snapshot, steps)
         except incremental.Rebuild:
             steps.forget()
+            decided = schedule(snapshot)
         else:
-            fresh = Engine(snapshot)
-            assert kept.forest.usage == fresh.forest.usage, f"step {step}"
-            assert kept.forest.guaranteed == fresh.forest.guaranteed, f"step {step}"
-        snapshot = _event(carried_out(snapshot, schedule(snapshot), 1000.0 + step), data, step)
+            yield step, kept, Engine(snapshot)
+            decided = kept.run()
+        done = carried_out(snapshot, decided, 1000.0 + step) if data.draw(st.integers(0, 3)) else snapshot
+        snapshot = _event(done, data, step)
+
+
+@settings(PROPERTY, max_examples=40)
+@given(st.one_of(snapshots(), gang_snapshots()), st.data())
+def test_the_kept_queue_usage_equals_a_fresh_build(first: Snapshot, data: Any) -> None:
+    """The queue usage of the running pods, kept per leaf between calls and changed by the pods
+    that came and left, is the fresh build's at every step (PodGroups moved, queues renumbered,
+    quotas changed included)."""
+    for step, kept, fresh in _kept_builds(first, data):
+        assert kept.forest.usage == fresh.forest.usage, f"step {step}"
+        assert kept.forest.guaranteed == fresh.forest.guaranteed, f"step {step}"
 
 
 def test_a_call_that_fails_while_building_forgets_the_kept_state(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,26 +253,14 @@ def test_the_kept_rows_gangs_and_victims_equal_a_fresh_build(first: Snapshot, da
     """Rows and gangs used again after a call that changed them (pods bound, evicted, withdrawn,
     pending reasons given), and the victim index built from them, are at the next call's start
     those of a fresh build, field by field."""
-    steps = KeptSteps()
-    snapshot = first
-    for step in range(STEPS):
-        try:
-            kept = Engine(snapshot, steps)
-        except incremental.Rebuild:
-            steps.forget()
-            decided = schedule(snapshot)
-        else:
-            fresh = Engine(snapshot)
-            assert [_state(i) for i in kept.pods] == [_state(i) for i in fresh.pods], f"step {step}"
-            assert [_state(g) for g in kept.gangs] == [_state(g) for g in fresh.gangs], f"step {step}"
-            kept.victims.ready()
-            fresh.victims.ready()
-            for name, value in vars(fresh.victims).items():
-                if isinstance(value, np.ndarray) and name != "_fresh":
-                    assert np.array_equal(value, vars(kept.victims)[name]), f"step {step}: {name}"
-            decided = kept.run()
-        done = carried_out(snapshot, decided, 1000.0 + step) if data.draw(st.integers(0, 3)) else snapshot
-        snapshot = _event(done, data, step)
+    for step, kept, fresh in _kept_builds(first, data):
+        assert [_state(i) for i in kept.pods] == [_state(i) for i in fresh.pods], f"step {step}"
+        assert [_state(g) for g in kept.gangs] == [_state(g) for g in fresh.gangs], f"step {step}"
+        kept.victims.ready()
+        fresh.victims.ready()
+        for name, value in vars(fresh.victims).items():
+            if isinstance(value, np.ndarray) and name != "_fresh":
+                assert np.array_equal(value, vars(kept.victims)[name]), f"step {step}: {name}"
 
 
 def test_gangs_evicted_by_a_call_are_fresh_again_in_the_next() -> None:

@@ -205,30 +205,14 @@ class KeptSteps(BuildSteps):
         pods = sorted((p for p in snapshot.pods if p.phase not in _FINISHED), key=_name_order)
         out: list[PodInfo | None] = []
         append = out.append
-        running: list[tuple[PodInfo, _Held]] = []
-        keep = running.append
-        rows: list[int] = []  # their places and nodes, for bind_running
-        nodes: list[int] = []
-        at, on = rows.append, nodes.append
         missing: list[Pod] = []
-        for i, pod in enumerate(pods):
+        for pod in pods:
             row = get(id(pod))
             if row is None or row[0].pod is not pod or (pod.group_label and row[1] is not pod_group_of(pod, groups)):
                 missing.append(pod)
                 append(None)
-                continue
-            info = row[0]
-            info.idx = info.name_rank = i
-            info.gang = -1
-            if pod.node_name is not None:
-                h = held[id(pod)]
-                info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
-                keep((info, h))
-                at(i)
-                on(h.node)
             else:
-                info.node, info.gpus, info.bound_blocks = None, (), None
-            append(info)
+                append(row[0])
         if missing:
             epoch = self._epoch
             if any((c := held.get(id(p))) is not None and c.counted == epoch for p in missing):
@@ -241,14 +225,23 @@ class KeptSteps(BuildSteps):
                     info = out[i] = next(fresh)
                     pod = info.pod
                     kept[id(pod)] = (info, pod_group_of(pod, groups) if pod.group_label else None)
-                    info.idx = info.name_rank = i
-                    if pod.node_name is not None:
-                        h = held[id(pod)]
-                        info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
-                        keep((info, h))
-                        at(i)
-                        on(h.node)
         infos = cast(list[PodInfo], out)
+        running: list[tuple[PodInfo, _Held]] = []
+        keep = running.append
+        rows: list[int] = []  # their places and nodes, for bind_running
+        nodes: list[int] = []
+        at, on = rows.append, nodes.append
+        for i, info in enumerate(infos):
+            info.idx = info.name_rank = i
+            info.gang = -1
+            if info.pod.node_name is not None:
+                h = held[id(info.pod)]
+                info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
+                keep((info, h))
+                at(i)
+                on(h.node)
+            else:
+                info.node, info.gpus, info.bound_blocks = None, (), None
         if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
             self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
         # Rows keep their own request arrays (equal to the matrix's rows; nothing writes either).
