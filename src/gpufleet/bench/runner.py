@@ -28,7 +28,8 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = Fals
 
     ``kept``: time instead a warm :class:`~gpufleet.engine.IncrementalEngine` (what the controller
     runs every cycle), after one untimed call of it on the same snapshot: the state it keeps
-    between calls is built, each timed call decides the shape again from that state.
+    between calls is built, each timed call decides the shape again from that state; the result
+    then also has ``kept`` (True).
 
     Returns ``shape``, ``nodes``, ``pods`` (pending pods of ours decided: bound or left pending),
     ``seconds`` (median wall time of one call: reading DRA objects, ``schedule``, handing devices
@@ -62,7 +63,7 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = Fals
     seconds = statistics.median(times)
     return {
         "shape": shape,
-        "kept": kept,
+        **({"kept": True} if kept else {}),
         "nodes": len(snapshot.nodes),
         "pods": decided,
         "seconds": seconds,
