@@ -25,3 +25,14 @@ def test_json_on_request() -> None:
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert body["shape"] == "basic" and body["pods"] == 40
+
+
+def test_kept_times_a_warm_incremental_engine_deciding_the_same() -> None:
+    plain = json.loads(CliRunner().invoke(main, ["bench", "--shape", "preemption", "--scale", "0.01",
+                                                 "--format", "json"]).output)
+    result = CliRunner().invoke(main, ["bench", "--shape", "preemption", "--scale", "0.01", "--kept",
+                                       "--repeat", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["kept"] is True and "kept" not in plain
+    assert body["pods"] == plain["pods"] > 0

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 
 from gpufleet.bench.shapes import SHAPES, make_shape
-from gpufleet.engine import schedule
+from gpufleet.domain import Decisions, Snapshot
+from gpufleet.engine import IncrementalEngine, schedule
 
 __all__ = ["peak_rss_mib", "replay_vs_parse", "run_bench"]
 
@@ -22,8 +23,13 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_bench(shape: str, scale: float = 1.0, repeat: int = 1) -> dict[str, object]:
+def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = False) -> dict[str, object]:
     """Build ``shape`` (not timed), then time ``schedule`` on it ``repeat`` times.
+
+    ``kept``: time instead a warm :class:`~gpufleet.engine.IncrementalEngine` (what the controller
+    runs every cycle), after one untimed call of it on the same snapshot: the state it keeps
+    between calls is built, each timed call decides the shape again from that state; the result
+    then also has ``kept`` (True).
 
     Returns ``shape``, ``nodes``, ``pods`` (pending pods of ours decided: bound or left pending),
     ``seconds`` (median wall time of one call: reading DRA objects, ``schedule``, handing devices
@@ -37,6 +43,10 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1) -> dict[str, obje
     from gpufleet.adapters import resolve_devices
 
     snapshot = make_shape(shape, scale)
+    decide: Callable[[Snapshot], Decisions] = schedule
+    if kept:
+        decide = IncrementalEngine()
+        decide(resolve_devices(snapshot).snapshot)
     times: list[float] = []
     engine_times: list[float] = []
     decided = 0
@@ -45,7 +55,7 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1) -> dict[str, obje
         start = time.perf_counter()
         view = resolve_devices(snapshot)
         engine_start = time.perf_counter()
-        decisions = schedule(view.snapshot)
+        decisions = decide(view.snapshot)
         engine_times.append(time.perf_counter() - engine_start)
         decisions = view.attach(decisions)
         times.append(time.perf_counter() - start)
@@ -53,6 +63,7 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1) -> dict[str, obje
     seconds = statistics.median(times)
     return {
         "shape": shape,
+        **({"kept": True} if kept else {}),
         "nodes": len(snapshot.nodes),
         "pods": decided,
         "seconds": seconds,

@@ -22,14 +22,17 @@ __all__ = ["bench"]
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--replay-cost", is_flag=True,
               help="Instead: compare the full replay of the shape written as YAML with bare YAML parsing.")
-def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool) -> None:
+@click.option("--kept", is_flag=True,
+              help="Time a warm IncrementalEngine (state kept between calls, as the controller runs it) "
+                   "after one untimed call on the same snapshot, instead of a fresh schedule().")
+def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool, kept: bool) -> None:
     """Time the engine on a synthetic cluster shape (mirrors Kubernetes' scheduler_perf)."""
     from gpufleet.bench.runner import replay_vs_parse, run_bench
 
     if replay_cost:
         result = replay_vs_parse(scale=scale, repeat=repeat)
     else:
-        result = run_bench(shape, scale=scale, repeat=repeat)
+        result = run_bench(shape, scale=scale, repeat=repeat, kept=kept)
     if fmt == "json":
         click.echo(json.dumps(result))
         return

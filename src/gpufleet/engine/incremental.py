@@ -12,7 +12,15 @@ steps that cost the most answer from kept state (:class:`KeptSteps`):
 - the nodes' capacity state with the snapshot's running pods bound: kept between calls and
   updated from the difference (pods that started since the last call are taken, pods that ended,
   were evicted or changed are given back), then copied for the call, which changes its copy;
-- the static feasibility masks of the nodes (a pure cache).
+- the static feasibility masks of the nodes (a pure cache);
+- the pod-table rows of the pods unchanged since the last call (the same object, the same
+  PodGroup), the running ones given their binding from the kept capacity state in the same pass,
+  and the gangs of such rows (``KeptGangs``: a gang whose member rows and PodGroup are those it
+  was built with), their per-call fields (place, members' places, running count, evicted,
+  pending reasons) set as a fresh build sets them, so nothing of the last call's ``run()`` stays;
+- the queue usage of the running pods, per leaf, changed by the pods that came and left.
+
+The victim index is built on a call's first victim search (engine/victims.py), not per call.
 
 What it cannot follow exactly is built fresh: other nodes or other resource names rebuild the
 kept state; a running pod whose GPU annotation the engine does not take as it is (incomplete, or
@@ -50,7 +58,7 @@ from gpufleet.engine.intake import Screened, ScreenedNodes, screen, screen_nodes
 from gpufleet.engine.placement import Placer
 from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.scheduler import BuildSteps, Engine
-from gpufleet.engine.workload import Gang, PodInfo, build_pod_table
+from gpufleet.engine.workload import Gang, KeptGangs, PodInfo, build_gangs, build_pod_table
 
 __all__ = ["IncrementalEngine", "KeptSteps"]
 
@@ -121,7 +129,11 @@ class KeptSteps(BuildSteps):
         # while the context (priority classes, config, queues, default queues, resources) holds.
         self._rows: dict[int, tuple[PodInfo, PodGroup | None]] = {}
         self._context: tuple[object, ...] | None = None
-        self._running: list[PodInfo] = []  # this call's rows of running pods (pod_table -> bind_running)
+        self._gangs = KeptGangs()  # gangs of kept rows
+        # This call's running rows and what each holds (pod_table -> bind_running).
+        self._running: list[tuple[PodInfo, _Held]] = []
+        self._running_rows: list[int] = []
+        self._running_nodes: list[int] = []
         # Queue usage of the held pods of ours: leaf -> [pods counted, usage over ``_managed``], kept
         # between calls and changed by the pods that came and left (None: summed afresh next time).
         self._sums: dict[int, list[int]] | None = None
@@ -178,80 +190,95 @@ class KeptSteps(BuildSteps):
                   default_queues: Mapping[str, QueueName] | None) -> tuple[list[PodInfo], IntArray]:
         """The pod table, with the rows of pods unchanged since the last call (the same object,
         the same PodGroup) kept, and the others built by ``build_pod_table``; every row gets its
-        place and the state of a fresh build (nothing bound, no gang)."""
+        place and the state of a fresh build (no gang), the running ones their binding as
+        :meth:`cluster` holds it (what ``bind_running`` sets)."""
         context = (snapshot.priority_classes, snapshot.config, queue_of, default_queues, cluster.resources)
         if context != self._context:
             self._rows = {}
+            self._gangs = KeptGangs()
             self._context = context
             self._sums = None  # leaf numbers may differ
         kept = self._rows
+        get = kept.get
+        held = self._held
         groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
-        pods = sorted((p for p in snapshot.pods if not p.finished), key=_name_order)
+        pods = sorted((p for p in snapshot.pods if p.phase not in _FINISHED), key=_name_order)
         out: list[PodInfo | None] = []
+        append = out.append
         missing: list[Pod] = []
         for pod in pods:
-            row = kept.get(id(pod))
+            row = get(id(pod))
             if row is None or row[0].pod is not pod or (pod.group_label and row[1] is not pod_group_of(pod, groups)):
                 missing.append(pod)
-                out.append(None)
+                append(None)
             else:
-                out.append(row[0])
+                append(row[0])
         if missing:
-            held, epoch = self._held, self._epoch
-            if any((h := held.get(id(p))) is not None and h.counted == epoch for p in missing):
+            epoch = self._epoch
+            if any((c := held.get(id(p))) is not None and c.counted == epoch for p in missing):
                 self._sums = None  # a counted pod's row built again (its PodGroup changed): its queue may differ
             built, _ = build_pod_table(dataclasses.replace(snapshot, pods=tuple(missing)), cluster, queue_of,
                                        default_queues)
             fresh = iter(built)
-            for i, info in enumerate(out):
-                if info is None:
+            for i, got in enumerate(out):
+                if got is None:
                     info = out[i] = next(fresh)
-                    kept[id(info.pod)] = (info, pod_group_of(info.pod, groups) if info.pod.group_label else None)
+                    pod = info.pod
+                    kept[id(pod)] = (info, pod_group_of(pod, groups) if pod.group_label else None)
         infos = cast(list[PodInfo], out)
-        if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
-            self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
-        matrix = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), len(cluster.resources))
-        running: list[PodInfo] = []
+        running: list[tuple[PodInfo, _Held]] = []
+        keep = running.append
+        rows: list[int] = []  # their places and nodes, for bind_running
+        nodes: list[int] = []
+        at, on = rows.append, nodes.append
         for i, info in enumerate(infos):
             info.idx = info.name_rank = i
-            info.res = matrix[i]
             info.gang = -1
-            info.node, info.gpus, info.bound_blocks = None, (), None
             if info.pod.node_name is not None:
-                running.append(info)
+                h = held[id(info.pod)]
+                info.node, info.gpus, info.bound_blocks = h.node, h.gpus, h.blocks
+                keep((info, h))
+                at(i)
+                on(h.node)
+            else:
+                info.node, info.gpus, info.bound_blocks = None, (), None
+        if len(kept) > 2 * len(infos) + 64:  # rows of pods gone: dropped now and then
+            self._rows = {id(i.pod): kept[id(i.pod)] for i in infos}
+        # Rows keep their own request arrays (equal to the matrix's rows; nothing writes either).
+        matrix = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), len(cluster.resources))
         self._running = running
+        self._running_rows, self._running_nodes = rows, nodes
         return infos, matrix
+
+    def gangs(self, snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
+        """``build_gangs``, the gangs of kept rows used again (their per-call fields set anew)."""
+        out = build_gangs(snapshot, pods, classes, self._gangs)
+        self._gangs.prune(pods, out)
+        return out
 
     def bind_running(self, pods: list[PodInfo], requests: IntArray, placer: Placer, gangs: list[Gang],
                      quota: QuotaGates) -> list[str]:
-        """The running pods as :meth:`cluster` bound them: their places, node array, inter-pod and
-        volume counts, their gangs' counts and their queues' usage (no warnings: a running pod
-        with one makes the call a fresh one)."""
-        held = self._held
-        b_pods: list[int] = []
-        b_nodes: list[int] = []
+        """The running pods as :meth:`cluster` bound them (their places set by :meth:`pod_table`):
+        the placer's node array, inter-pod and volume counts, their gangs' counts and their
+        queues' usage (no warnings: a running pod with one makes the call a fresh one)."""
+        running = self._running
         ours: list[tuple[PodInfo, _Held]] = []
-        for info in self._running:  # the rows of pods with a node_name, in pod order
-            h = held[id(info.pod)]
-            info.node, info.gpus = h.node, h.gpus
-            if h.blocks is not None:
-                info.bound_blocks = h.blocks
-            b_pods.append(info.idx)
-            b_nodes.append(h.node)
-            if info.gang >= 0:
-                ours.append((info, h))
-        if b_pods:
-            bulk = np.array(b_pods, dtype=np.int64)
-            nodes = np.array(b_nodes, dtype=np.int64)
+        if running:
+            # In pod order but for the rows built this call (at the end): the order matters to none
+            # of these but the volumes, which take them in pod order as the fresh build does.
+            bulk = np.array(self._running_rows, dtype=np.int64)
+            nodes = np.array(self._running_nodes, dtype=np.int64)
             placer.node_of[bulk] = nodes
             if placer.interpod is not None:
                 placer.interpod.add_many(bulk, nodes)
             if placer.volumes is not None:
-                placer.volumes.take_many(bulk)
-        for info, _ in ours:
-            gangs[info.gang].alive += 1
-        forest = quota.forest
-        if ours and forest.managed:
+                placer.volumes.take_many(np.sort(bulk))
+            for pair in running:
+                g = pair[0].gang
+                if g >= 0:
+                    gangs[g].alive += 1
+                    ours.append(pair)
+        if ours and quota.forest.managed:
             self._count_usage(ours, quota, placer.cluster)
         return []
 

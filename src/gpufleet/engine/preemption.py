@@ -322,6 +322,7 @@ def find_victims(
 
     The state is as before when it returns: every check is rolled back, and nothing is evicted.
     """
+    ix.ready()
     f = ix.forest
     leaf = gang.queue
     asked = [j for j in range(len(request)) if request[j] > 0]

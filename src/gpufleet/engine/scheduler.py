@@ -67,6 +67,10 @@ class BuildSteps:
         """Bind the snapshot's running pods (and count them towards gangs and queues); the warnings."""
         return bind_running(pods, requests, placer, gangs, quota)
 
+    def gangs(self, snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
+        """The gangs of the pod table's pods (``build_gangs``)."""
+        return build_gangs(snapshot, pods, classes)
+
 
 FRESH = BuildSteps()
 
@@ -110,7 +114,7 @@ class Engine:
             tenancy.default_queues(config.default_queue) if tenancy is not None else None,
         )
         classes = {pc.name: pc.value for pc in snapshot.priority_classes}
-        self.gangs: list[Gang] = build_gangs(snapshot, self.pods, classes)
+        self.gangs: list[Gang] = steps.gangs(snapshot, self.pods, classes)
         self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement,
                              volumes=VolumeBook.build(snapshot, self.cluster.nodes, self.feasibility, self.pods),
                              namespaces=namespace_labels(snapshot.namespaces) if snapshot.namespaces else None)

@@ -1,6 +1,7 @@
 """Who may still be a victim: the per-gang and per-pod arrays the victim search filters with NumPy.
 
-The index is built once per ``schedule()`` call, after the snapshot's running pods are bound.
+The index is made once per ``schedule()`` call, after the snapshot's running pods are bound, and
+its arrays built on the call's first victim search (as of the call's start: most calls never search).
 Gangs running in the snapshot are victims until evicted or grown by this call; a gang wholly
 pending in the snapshot becomes one when this call admits it (:meth:`VictimIndex.admit`: the
 "victims admitted in the same pass" of docs/semantics-notes.md), unless it was withdrawn once
@@ -53,12 +54,32 @@ class VictimIndex:
         self.cluster = cluster
         self.feasibility = feasibility
         self.node_of = node_of
+        self.requests = requests
+        # Built on the first victim search (:meth:`ready`); most calls never search. Until then the
+        # call only admits gangs (nothing is unbound or evicted without a search), so the state as
+        # of now is kept -- who is bound, each gang's running count -- and the admissions replayed.
+        self._alive0 = _column(gangs, "alive", len(gangs))
+        self._bound0: BoolArray = node_of >= 0
+        self._admitted: list[Gang] | None = []
+
+    def ready(self) -> None:
+        """Build the arrays (once), as of the call's start, then replay this call's admissions."""
+        admitted = self._admitted
+        if admitted is None:
+            return
+        self._admitted = None
+        self._build()
+        for gang in admitted:
+            self.admit(gang)
+
+    def _build(self) -> None:
+        gangs, pods, forest, requests = self.gangs, self.pods, self.forest, self.requests
         # Tens of thousands of gangs and pods: one C-level pass per field (fromiter over attrgetter).
         n_gangs, n_pods = len(gangs), len(pods)
         self.g_queue = _column(gangs, "queue", n_gangs)
         self.g_prio = _column(gangs, "priority", n_gangs)
         self.g_rank = _column(gangs, "name_rank", n_gangs)
-        g_alive = _column(gangs, "alive", n_gangs)
+        g_alive = self._alive0
         g_preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n_gangs)
         self.g_live = (g_alive > 0) & g_preemptible
         self.p_gang = _column(pods, "gang", n_pods)
@@ -69,7 +90,7 @@ class VictimIndex:
         p_fractional = np.fromiter(map(attrgetter("fractional"), pods), dtype=np.bool_, count=n_pods)
         p_bound_blocks = np.fromiter((b or 0 for b in map(attrgetter("bound_blocks"), pods)), dtype=np.int64,
                                      count=n_pods)
-        p_bound = np.fromiter((n is not None for n in map(attrgetter("node"), pods)), dtype=np.bool_, count=n_pods)
+        p_bound = self._bound0  # info.node is not None, as of the call's start
         # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
         self.p_gpus_freed = self.p_whole + p_fractional.astype(np.int64)
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
@@ -123,6 +144,7 @@ class VictimIndex:
     def retire(self, gang: Gang) -> None:
         """``gang`` can no longer be a victim: it was evicted or withdrawn, or gained pods in this
         call while running in the snapshot (or after being withdrawn once)."""
+        self.ready()
         self.g_admissible[gang.idx] = False
         self.g_walk[gang.idx] = False
         if self.g_live[gang.idx]:
@@ -133,6 +155,9 @@ class VictimIndex:
     def admit(self, gang: Gang) -> None:
         """``gang`` gained pods in this call: a victim from now on if it was wholly pending in the
         snapshot and never withdrawn, else no longer one."""
+        if self._admitted is not None:  # not built yet: replayed by ready()
+            self._admitted.append(gang)
+            return
         g = gang.idx
         if not self.g_admissible[g]:
             self.retire(gang)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import is_
 from typing import cast
 
 import numpy as np
@@ -142,9 +143,37 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[Qu
     return out, matrix
 
 
-def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]) -> list[Gang]:
+@dataclass(slots=True)
+class KeptGangs:
+    """Gangs built by earlier calls, for an engine that keeps state between calls: a gang whose
+    member rows (the same PodInfo objects) and PodGroup are those it was built with is used
+    again, its per-call fields set as a new gang's."""
+
+    alone: dict[int, tuple[PodInfo, Gang]] = field(default_factory=dict)  # id(row) -> (row, its gang of one)
+    # gang key -> (its member rows, its PodGroup, the gang, members_by_size as positions in members)
+    labelled: dict[str, tuple[list[PodInfo], PodGroup | None, Gang, list[int]]] = field(default_factory=dict)
+
+    def prune(self, pods: list[PodInfo], gangs: list[Gang]) -> None:
+        """Forget the gangs of rows gone (now and then: when there are many)."""
+        if len(self.alone) > 2 * len(pods) + 64:
+            self.alone = {id(i): one for i in pods if (one := self.alone.get(id(i))) is not None}
+        if len(self.labelled) > 2 * len(gangs) + 64:
+            self.labelled = {g.key: got for g in gangs if (got := self.labelled.get(g.key)) is not None}
+
+
+def _reuse(gang: Gang, idx: int, rank: int, members: list[int], by_size: list[int]) -> Gang:
+    """``gang`` as ``build_gangs`` makes it anew at ``idx``: its place, members, nothing bound."""
+    gang.idx, gang.name_rank, gang.members, gang.members_by_size = idx, rank, members, by_size
+    gang.alive, gang.evicted, gang.missing_group = 0, False, False
+    gang.pending_reason = gang.taken_back_by = gang.policy_reason = ""
+    return gang
+
+
+def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int],
+                kept: KeptGangs | None = None) -> list[Gang]:
     """Gangs of our pods (a PodGroup, named or existing, or a pod of its own); other schedulers'
-    pods get none."""
+    pods get none. ``kept``: gangs of earlier calls to use again where their rows are the same
+    (the gangs built here are added to it)."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     # Pods of their own and labelled gangs are kept apart (gang_id): a pod named like a label of
     # its namespace is not merged into that gang. In the sorted keys such a clash shows twice:
@@ -175,12 +204,32 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             members, group = alone[key], None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
             info = pods[members[0]]
-            info.gang = len(gangs)
-            append(Gang(info.gang, key, members, 1, info.queue, info.priority, info.preemptible, True,
+            g = info.gang = len(gangs)
+            if kept is not None:
+                pair = kept.alone.get(id(info))
+                if pair is not None and pair[0] is info:  # the same row: its gang, as _reuse sets it
+                    gang = pair[1]
+                    gang.idx, gang.name_rank, gang.members, gang.members_by_size = g, rank, members, members
+                    gang.alive, gang.evicted, gang.missing_group = 0, False, False
+                    gang.pending_reason = gang.taken_back_by = gang.policy_reason = ""
+                    append(gang)
+                    continue
+            gang = Gang(g, key, members, 1, info.queue, info.priority, info.preemptible, True,
                         info.pod.creation_time, None, None, None, rank, 0, False, "", members,
-                        info.pod.scheduling_gates))
+                        info.pod.scheduling_gates)
+            if kept is not None:
+                kept.alone[id(info)] = (info, gang)
+            append(gang)
             continue
         infos = [pods[m] for m in members]
+        if kept is not None:
+            was = kept.labelled.get(key)
+            if was is not None and was[1] is group and len(was[0]) == len(infos) and all(map(is_, was[0], infos)):
+                gang = _reuse(was[2], len(gangs), rank, members, [members[k] for k in was[3]])
+                for m in members:
+                    pods[m].gang = gang.idx
+                append(gang)
+                continue
         if group is not None and group.priority_class_name in classes:
             priority = classes[group.priority_class_name]
         else:
@@ -208,6 +257,9 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         for m in members:
             pods[m].gang = gang.idx
         gangs.append(gang)
+        if kept is not None:
+            at = {m: k for k, m in enumerate(members)}
+            kept.labelled[key] = (infos, group, gang, [at[m] for m in gang.members_by_size])
     for key in labelled.keys() - groups.keys():  # a label naming no PodGroup: the gang waits for it (api.md)
         gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key (a labelled one first)
     return gangs
