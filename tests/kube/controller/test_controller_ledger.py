@@ -19,8 +19,8 @@ from gpufleet.kube.controller.accounting import (
 )
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.ledger import EndReason, IntervalStart, LedgerEvent, LedgerStore, open_ledger
-from gpufleet.telemetry import PodUsage, TelemetryPage
 from gpufleet.telemetry import PodKey as TelemetryPod
+from gpufleet.telemetry import PodUsage, TelemetryPage
 from gpufleet.testing.fake_cluster import FakeCluster
 
 from .controller_objects import bound_pods, informing, node, pod, queue

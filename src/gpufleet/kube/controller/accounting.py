@@ -63,7 +63,6 @@ from gpufleet.policy import ProjectIndex
 from gpufleet.telemetry import TelemetryPage
 
 
-
 class LedgerBackend(LedgerSink, Protocol):
     """What the accountant needs of the ledger (:class:`~gpufleet.ledger.LedgerStore` is one): batches
     written, and the open intervals read back for reconciliation."""
