@@ -97,6 +97,8 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     from gpufleet.kube import connect
 
     configure_logging(log_level, log_format)
+    ledger = _ledger(database, cost_centre_labels, ledger_buffer, telemetry_exporters, telemetry_prometheus,
+                     telemetry_interval, (namespace, identity or _default_identity()))
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
         raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     try:
@@ -108,8 +110,6 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     config = ControllerConfig(identity=name, lease=lease, min_interval=min_interval, concurrency=concurrency,
                               annotate_via=annotate_via)
     ports = tuple(p for p in (metrics_port, health_port) if p)
-    ledger = _ledger(database, cost_centre_labels, ledger_buffer, telemetry_exporters, telemetry_prometheus,
-                     telemetry_interval, (namespace, name))
     try:
         asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics(), **ledger), "0.0.0.0", ports))
     except OSError as err:

@@ -3,6 +3,7 @@ reconciled after a restart, take telemetry samples, and a database that is away 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,65 @@ async def test_a_full_buffer_counts_what_it_drops(tmp_path: Path) -> None:
         await c.cycle()
     assert len(bound_pods(cluster)) == 3
     assert c.metrics.ledger_dropped._value.get() == 1
+
+
+async def test_over_http_a_database_away_stops_no_binding(tmp_path: Path) -> None:
+    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.kube.client.port import RealClock
+    from gpufleet.kube.controller.metrics import ControllerMetrics
+    from gpufleet.testing.emulator import ApiServerEmulator
+
+    from .controller_objects import eventually, small_cluster
+
+    flaky = Flaky(open_ledger(str(tmp_path / "ledger.db")))
+    flaky.down = True
+    async with ApiServerEmulator() as emulator:
+        small_cluster(emulator.store, pending=3)
+        config = ControllerConfig(identity="c", min_interval=0.0, concurrency=8)
+        accounting = AccountingConfig(flush_interval=0.05, reconcile_wait=0.2, event_pod=("gpufleet-system", "c-0"))
+        c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                       ControllerMetrics(), ledger=flaky, accounting=accounting)
+        task = asyncio.create_task(c.run())
+        try:
+            await eventually(lambda: len(bound_pods(emulator.store)) == 3, what="bound while the database is away")
+            await eventually(lambda: c.metrics.ledger_buffered._value.get() == 3
+                             and c.metrics.ledger_failures._value.get() >= 2, what="the metrics say so")
+
+            def warnings() -> list[dict[str, Any]]:
+                return [e for e in emulator.store.objects(Kind.EVENT) if e["reason"] == "LedgerWriteFailing"]
+
+            await eventually(lambda: len(warnings()) == 1, what="a Warning Event")
+            flaky.down = False
+            await eventually(lambda: len(flaky.store.intervals()) == 3, what="everything written once back")
+            await eventually(lambda: c.metrics.ledger_buffered._value.get() == 0, what="the buffer emptied")
+            assert len(warnings()) == 1  # once per outage, not per retry
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await c.api.close()
+    assert c.metrics.ledger_dropped._value.get() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--database", "mysql://db/ledger"], "unsupported database 'mysql'"),
+        (["--database", "/no/such/dir/ledger.db"], "the directory '/no/such/dir' does not exist"),
+        (["--cost-centre-labels", "team"], "--cost-centre-labels: needs --database"),
+        (["--telemetry-exporters", "http://x:9400/metrics"], "--telemetry-exporters: needs --database"),
+        (["--database", "{db}", "--telemetry-exporters", "http://x/metrics", "--telemetry-prometheus", "http://p"],
+         "give one of them"),
+        (["--database", "{db}", "--telemetry-prometheus", "prometheus:9090"], "is not an http:// or https:// URL"),
+    ],
+)
+async def test_bad_ledger_options_are_one_line_and_exit_2(tmp_path: Path, args: list[str], line: str) -> None:
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    argv = [a.replace("{db}", str(tmp_path / "l.db")) for a in args]
+    result = CliRunner().invoke(main, ["controller", "--server", "http://127.0.0.1:1", *argv])
+    assert result.exit_code == 2, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and line in lines[0], result.output
+    assert "Traceback" not in result.output

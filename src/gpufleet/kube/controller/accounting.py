@@ -38,10 +38,12 @@ from gpufleet.domain import (
     EvictionReason,
     Pod,
     PodKey,
+    QueueName,
 )
+from gpufleet.domain.queues import resolve_queue
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.kube.client.port import Clock, Kind
-from gpufleet.kube.controller.convert import SnapshotView
+from gpufleet.kube.controller.convert import ConversionError, SnapshotView, convert_object
 from gpufleet.kube.controller.events import PodEvent
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.ledger import (
@@ -156,6 +158,21 @@ def _indices(text: object) -> tuple[int, ...]:
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
+def _converted(raw: Mapping[str, Any]) -> Pod | None:
+    """A pod the snapshot leaves out (a finished one) read as the snapshot reads pods (None: unreadable)."""
+    try:
+        pod = convert_object(Kind.POD, raw)
+    except ConversionError:
+        return None
+    return pod if isinstance(pod, Pod) else None
+
+
+def _queue(view: SnapshotView, pod: Pod) -> str:
+    """The queue of a pod the snapshot gives none (finished): its label's, else its PodGroup's."""
+    group = view.groups.get(f"{pod.namespace}/{pod.group_label}") if pod.group_label else None
+    return resolve_queue(pod, group, QueueName(""))
+
+
 def _node_ready(node: Mapping[str, Any]) -> bool:
     for condition in (node.get("status") or {}).get("conditions") or ():
         if isinstance(condition, dict) and condition.get("type") == "Ready":
@@ -190,6 +207,7 @@ class Accountant:
         metrics: ControllerMetrics,
         cached: Callable[[Kind, str, str], JsonDict | None],
         emit: Callable[[PodEvent], Awaitable[object]] | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
         self.writer = writer
@@ -198,6 +216,7 @@ class Accountant:
         self.metrics = metrics
         self.cached = cached
         self.emit = emit
+        self.is_leader = is_leader  # a follower records nothing (the leader reconciles when its term starts)
         self.reconciled = asyncio.Event()
         self._outage = False  # a Warning Event was posted for the current run of failed writes
         self._last_dropped = 0
@@ -229,7 +248,7 @@ class Accountant:
         model = node_labels.get(LABEL_GPU_PRODUCT)
         return IntervalStart(
             pod_uid=_uid(raw), bound_at=bound_at, namespace=pod.namespace, pod_name=pod.name,
-            queue=view.queue_of.get(pod.key, "") or "", node=node,
+            queue=view.queue_of.get(pod.key) or _queue(view, pod), node=node,
             gpus=gpu_amount(whole, pod.gpu_blocks), project=self._project_of(view, pod.namespace),
             submitter=pod.submitted_by, pod_group=pod.group_label, priority_class=pod.priority_class_name,
             preemptible=bool(pod.preemptible_label), gpu_model=str(model) if model else None,
@@ -266,9 +285,10 @@ class Accountant:
     def on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
         """The informers' hook: a pod that ended or went away, a node that went away."""
         if kind is Kind.POD:
-            self._pod_changed(old, new)
             self._track(old, new)
-        elif kind is Kind.NODE and new is None and old is not None:
+            if self.is_leader():
+                self._pod_changed(old, new)
+        elif kind is Kind.NODE and new is None and old is not None and self.is_leader():
             self._node_gone(old)
 
     def _pod_changed(self, old: JsonDict | None, new: JsonDict | None) -> None:
@@ -336,7 +356,7 @@ class Accountant:
                 continue
             meta = raw.get("metadata") or {}
             key = PodKey(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
-            pod = view.pods.get(key)
+            pod = view.pods.get(key) or _converted(raw)
             if pod is None:
                 continue
             ended = _ENDED.get(_phase(raw))
@@ -369,6 +389,8 @@ class Accountant:
     def on_page(self, page: TelemetryPage) -> None:
         """Utilisation samples of the pods with open intervals (mapped through the informers' cache)."""
         samples: list[LedgerEvent] = []
+        if not self.is_leader():
+            return
         for usage in page.pods.values():
             raw = self.cached(Kind.POD, usage.key.namespace, usage.key.pod)
             if raw is None or _node(raw) is None or _phase(raw) in _ENDED or not _ours(raw):

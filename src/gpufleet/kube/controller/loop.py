@@ -198,6 +198,7 @@ class Controller:
         self._last_cycle = float("-inf")
         # The usage ledger (gpufleet.kube.controller.accounting): None while it is off.
         self.accountant = self._accountant(ledger, accounting or AccountingConfig())
+        self._reconcile_due = self.accountant is not None  # the ledger reconciled at each start of a term
         self.telemetry = telemetry if self.accountant is not None else None
 
     def _accountant(self, ledger: LedgerBackend | None, config: AccountingConfig) -> Accountant | None:
@@ -209,7 +210,7 @@ class Controller:
         writer = BufferedWriter(ledger, capacity=config.buffer_capacity, batch_size=config.batch_size,
                                 clock=self.clock.now, on_status=lambda st: status[0].on_status(st))
         accountant = Accountant(ledger, writer, self.clock, config, self.metrics, self.cache.get,
-                                partial(self.events.emit, force=True))
+                                partial(self.events.emit, force=True), is_leader=self.is_leader)
         status.append(accountant)
         self.cache.hooks.append(accountant.on_change)
         self.binder.stamp = stamp
@@ -259,6 +260,7 @@ class Controller:
         self.victims.clear()
         self.binder.forget()
         if leading:
+            self._reconcile_due = self.accountant is not None
             self._dirty.set()
 
     def _on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
@@ -296,14 +298,15 @@ class Controller:
 
     async def _loop(self) -> None:
         await self.cache.all_synced.wait()
-        if self.accountant is not None:
-            await self._reconcile_ledger(self.accountant)
         self._dirty.set()
         while True:
             await self._wait_for_work()
             if not self.is_leader():
                 self._last_cycle = self.clock.now()  # a follower only paces its wake-ups
                 continue
+            if self._reconcile_due and self.accountant is not None:
+                self._reconcile_due = False
+                await self._reconcile_ledger(self.accountant)
             try:
                 await self.cycle()
             except Exception:  # a bug or an unexpected answer must not stop scheduling for good
