@@ -249,7 +249,7 @@ class Controller:
             if writer is not None:  # the buffered ledger events get one more try
                 stop_writer.set()
                 with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(asyncio.shield(writer), 30)
+                    await asyncio.wait_for(asyncio.shield(writer), 20)
             if self.elector is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.elector.release())
