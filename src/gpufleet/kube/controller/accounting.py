@@ -208,6 +208,7 @@ class Accountant:
         cached: Callable[[Kind, str, str], JsonDict | None],
         emit: Callable[[PodEvent], Awaitable[object]] | None = None,
         is_leader: Callable[[], bool] = lambda: True,
+        pods: Callable[[], Iterable[JsonDict]] = lambda: (),
     ) -> None:
         self.store = store
         self.writer = writer
@@ -216,13 +217,13 @@ class Accountant:
         self.metrics = metrics
         self.cached = cached
         self.emit = emit
+        self.pods = pods  # every cached pod (a node lost closes its pods' intervals)
         self.is_leader = is_leader  # a follower records nothing (the leader reconciles when its term starts)
         self.reconciled = asyncio.Event()
         self._outage = False  # a Warning Event was posted for the current run of failed writes
         self._last_dropped = 0
         self._projects: ProjectIndex | None = None
         self._project_view: object = None
-        self._pods_on: dict[str, set[tuple[str, str]]] = {}  # node -> its pods (namespace, name)
 
     # ------------------------------------------------------------------ building records
 
@@ -284,11 +285,12 @@ class Accountant:
 
     def on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
         """The informers' hook: a pod that ended or went away, a node that went away."""
+        if old is None:
+            return  # a new object (or the first list): nothing of it was open
         if kind is Kind.POD:
-            self._track(old, new)
             if self.is_leader():
                 self._pod_changed(old, new)
-        elif kind is Kind.NODE and new is None and old is not None and self.is_leader():
+        elif kind is Kind.NODE and new is None and self.is_leader():
             self._node_gone(old)
 
     def _pod_changed(self, old: JsonDict | None, new: JsonDict | None) -> None:
@@ -319,9 +321,8 @@ class Accountant:
         labels = (node.get("metadata") or {}).get("labels") or {}
         reason = EndReason.SPOT_RECLAIM if is_spot_node(labels) else EndReason.NODE_FAILURE
         now = self.clock.now()
-        for namespace, pod_name in self._pods_on.get(name, set()).copy():
-            pod = self.cached(Kind.POD, namespace, pod_name)
-            if pod is not None and _node(pod) == name and _phase(pod) not in _ENDED:
+        for pod in self.pods():  # once per node lost: a walk over the cached pods
+            if _node(pod) == name and _phase(pod) not in _ENDED and _ours(pod):
                 self._end(pod, reason, now)
 
     def _end(self, pod: Mapping[str, Any], reason: EndReason, at: float) -> None:
@@ -330,19 +331,6 @@ class Accountant:
         if bound_at is None or not uid:
             return
         self.writer.submit(IntervalEnd(uid, bound_at, max(at, bound_at), reason))
-
-    def _track(self, old: JsonDict | None, new: JsonDict | None) -> None:
-        """Keep the pods on each node (a node going away closes its pods' intervals)."""
-        was, now = _node(old), _node(new)
-        if was == now:
-            return
-        pod = new if new is not None else old
-        meta = (pod or {}).get("metadata") or {}
-        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-        if was is not None:
-            self._pods_on.get(was, set()).discard(key)
-        if now is not None:
-            self._pods_on.setdefault(now, set()).add(key)
 
     # ------------------------------------------------------------------ reconciliation
 

@@ -210,7 +210,8 @@ class Controller:
         writer = BufferedWriter(ledger, capacity=config.buffer_capacity, batch_size=config.batch_size,
                                 clock=self.clock.now, on_status=lambda st: status[0].on_status(st))
         accountant = Accountant(ledger, writer, self.clock, config, self.metrics, self.cache.get,
-                                partial(self.events.emit, force=True), is_leader=self.is_leader)
+                                partial(self.events.emit, force=True), is_leader=self.is_leader,
+                                pods=partial(self.cache.objects, Kind.POD))
         status.append(accountant)
         self.cache.hooks.append(accountant.on_change)
         self.binder.stamp = stamp
