@@ -319,3 +319,53 @@ async def test_bad_ledger_options_are_one_line_and_exit_2(tmp_path: Path, args: 
     lines = [x for x in result.output.splitlines() if x.strip()]
     assert len(lines) == 1 and line in lines[0], result.output
     assert "Traceback" not in result.output
+
+
+class Pages:
+    """A telemetry source giving the same pod's usage at each read; fails while ``down``."""
+
+    name = "fake"
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.down = False
+        self.reads = 0
+
+    async def read(self) -> TelemetryPage:
+        from gpufleet.telemetry import TelemetryError
+
+        self.reads += 1
+        if self.down:
+            raise TelemetryError("fake: connection refused")
+        at = self.cluster.clock.now()
+        key = TelemetryPod("ml", "p0")
+        return TelemetryPage(self.name, at, {key: PodUsage(key, at, ("GPU-1",), 30.0, 0.3, 10.0)}, 1)
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_the_controller_polls_its_telemetry_source_into_the_ledger(tmp_path: Path) -> None:
+    cluster = cluster_with(pending=1)
+    store = open_ledger(str(tmp_path / "ledger.db"))
+    source = Pages(cluster)
+    options = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
+    c = Controller(cluster.client("c"), cluster.clock, options, ledger=store,
+                   accounting=AccountingConfig(telemetry_interval=30.0), telemetry=source)
+    assert c.accountant is not None and c.telemetry is source
+    async with informing(c):
+        await c.cycle()
+        flush(c)
+        source.down = True  # an unreachable source: the poller backs off, nothing stops
+        poller = asyncio.create_task(c._poll_telemetry(c.accountant, source))
+        for _ in range(10):
+            await cluster.clock.advance(1)
+        source.down = False
+        for _ in range(200):
+            await cluster.clock.advance(1)
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+        flush(c)
+    assert source.reads >= 3
+    (interval,) = store.intervals()
+    assert interval.samples >= 2 and interval.gpu_util_mean == pytest.approx(30.0)
