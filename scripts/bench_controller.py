@@ -89,7 +89,7 @@ def _serve(shape: str, scale: float, conn: Connection, profile_to: str | None = 
 
 async def _control(
     url: str, concurrency: int, http: str, expected_bound: int, manager: str | None, annotate: str,
-    scheduled_events: bool = True, engine_in_thread: bool = True,
+    scheduled_events: bool = True, engine_in_thread: bool = True, database: str | None = None,
 ) -> dict[str, Any]:
     from gpufleet.kube import Controller, ControllerConfig, Kind, RealClock, connect
 
@@ -97,7 +97,12 @@ async def _control(
                   timeout=60.0, list_chunk_size=None)
     config = ControllerConfig(identity="bench", min_interval=0.0, concurrency=concurrency, annotate_via=annotate,
                               scheduled_events=scheduled_events, engine_in_thread=engine_in_thread)
-    controller = Controller(api, RealClock(), config)
+    ledger: dict[str, Any] = {}
+    if database:  # the usage ledger on (a fresh file each run)
+        from gpufleet.ledger import open_ledger
+
+        ledger = {"ledger": open_ledger(database)}
+    controller = Controller(api, RealClock(), config, **ledger)
     bound = {"pods": 0}
     done = asyncio.Event()
 
@@ -148,6 +153,9 @@ async def _control(
     engine = controller.metrics.engine_duration.collect()[0].samples
     engine_s = next(s.value for s in engine if s.name.endswith("_sum"))
     await api.close()
+    if controller.accountant is not None:  # every interval written (after the clock stopped)
+        controller.accountant.writer.flush(force=True)
+        cpu_marks["ledger_written"] = controller.accountant.writer.status.written
     return {**marks, "controller_cpu_s": round(cpu, 2), "engine_s": round(engine_s, 2), **cpu_marks,
             "client_calls": controller.binder.calls, "cycles": cycles}
 
@@ -165,7 +173,7 @@ async def _control_inprocess(shape: str, scale: float, *args: Any) -> tuple[dict
 
 def run_once(shape: str, scale: float, concurrency: int, http: str, profile: str | None = None,
              manager: str | None = "gpufleet", annotate: str = "patch",
-             scheduled_events: bool = True, emulator: str = "process") -> dict[str, Any]:
+             scheduled_events: bool = True, emulator: str = "process", database: str | None = None) -> dict[str, Any]:
     from gpufleet.bench.shapes import make_shape
 
     snapshot = make_shape(shape, scale=scale)
@@ -173,7 +181,13 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: str
     already = sum(1 for p in snapshot.pods if p.node_name is not None)
     # Profiled: the engine on the event loop's thread, where cProfile sees it (and no GIL handover
     # between the two threads is charged to whatever the loop was running).
-    args = (concurrency, http, pending + already, manager, annotate, scheduled_events, not profile)
+    if database:
+        import os
+
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(database + suffix)
+    args = (concurrency, http, pending + already, manager, annotate, scheduled_events, not profile, database)
     profiler: Any = None
     if profile and profile.endswith(".pyi"):  # sampled (pyinstrument): shares of CPU, not call counts
         from pyinstrument import Profiler
@@ -218,7 +232,8 @@ def run_once(shape: str, scale: float, concurrency: int, http: str, profile: str
     cpu = result["controller_cpu_s"]
     return {
         "shape": shape, "scale": scale, "http": http, "annotate": annotate, "concurrency": concurrency, "pods": pending,
-        "scheduled_events": scheduled_events, "emulator": emulator,
+        "scheduled_events": scheduled_events, "emulator": emulator, "ledger": bool(database),
+        "ledger_written": result.get("ledger_written"),
         "seconds": round(result["bound"], 2),
         "pods_per_s": round(pending / result["bound"], 1),
         "bind_phase_pods_per_s": round(pending / (result["bound"] - result.get("decided", 0.0)), 1),
@@ -253,14 +268,31 @@ def main() -> None:
                              "event loop, as the contract tests run it")
     parser.add_argument("--no-scheduled-events", dest="scheduled_events", action="store_false",
                         help="without the Scheduled Event of each bound pod")
+    parser.add_argument("--database", metavar="FILE",
+                        help="the usage ledger on, in this SQLite file (made afresh each run)")
+    parser.add_argument("--ledger-ab", action="store_true",
+                        help="interleave runs with the ledger off and on (--database names its file): "
+                             "medians of each and their ratio")
     args = parser.parse_args()
-    runs = [run_once(args.shape, args.scale, args.concurrency, args.http, args.profile, args.field_manager or None,
-                     args.annotate_via, args.scheduled_events, args.emulator) for _ in range(args.repeat)]
-    for run in runs:
+    if args.ledger_ab and not args.database:
+        parser.error("--ledger-ab needs --database FILE")
+    plan = [None, args.database] * args.repeat if args.ledger_ab else [args.database] * args.repeat
+    runs = []
+    for database in plan:
+        run = run_once(args.shape, args.scale, args.concurrency, args.http, args.profile, args.field_manager or None,
+                       args.annotate_via, args.scheduled_events, args.emulator, database)
+        runs.append(run)
         print(json.dumps(run), flush=True)
-    if len(runs) > 1:
-        print(json.dumps({"median_pods_per_s": statistics.median(r["pods_per_s"] for r in runs),
-                          "median_seconds": statistics.median(r["seconds"] for r in runs)}))
+    for ledger in sorted({r["ledger"] for r in runs}):
+        chosen = [r for r in runs if r["ledger"] == ledger]
+        if len(chosen) > 1:
+            print(json.dumps({"ledger": ledger, "median_pods_per_s": statistics.median(r["pods_per_s"] for r in chosen),
+                              "median_seconds": statistics.median(r["seconds"] for r in chosen),
+                              "median_controller_cpu_s": statistics.median(r["controller_cpu_s"] for r in chosen)}))
+    if args.ledger_ab and len(runs) > 1:
+        off = statistics.median(r["pods_per_s"] for r in runs if not r["ledger"])
+        on = statistics.median(r["pods_per_s"] for r in runs if r["ledger"])
+        print(json.dumps({"ledger_on_over_off_pods_per_s": round(on / off, 3)}))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+from typing import Any
 
 import click
 
@@ -68,12 +69,27 @@ async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> N
                    "carries the annotations and the API server writes them with the node (one call per pod).")
 @click.option("--http", "http_engine", type=click.Choice(["aiohttp", "httpx"]), default="aiohttp", show_default=True,
               help="HTTP engine under lightkube (httpx honours HTTP proxies).")
+@click.option("--database", default=None, metavar="URL",
+              help="The usage ledger: an SQLite file path (or sqlite:///FILE) or postgresql+psycopg://...; "
+                   "default: no ledger.")
+@click.option("--cost-centre-labels", "--cost-center-labels", "cost_centre_labels", default="", metavar="KEYS",
+              help="Pod label keys (comma-separated) copied onto each ledger interval, e.g. team,cost-center.")
+@click.option("--ledger-buffer", type=click.IntRange(1), default=200_000, show_default=True,
+              help="Ledger events held in memory while the database cannot be written.")
+@click.option("--telemetry-exporters", default=None, metavar="URLS",
+              help="dcgm-exporter /metrics URLs (comma-separated) read for the ledger's GPU utilisation.")
+@click.option("--telemetry-prometheus", default=None, metavar="URL",
+              help="Or a Prometheus server (base URL) asked for the dcgm-exporter series.")
+@click.option("--telemetry-interval", type=FiniteFloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds between telemetry reads.")
 @log_level_option
 @log_format_option
 def controller(kubeconfig: str | None, server: str | None, namespace: str, lease_name: str, identity: str | None,
                leader_elect: bool, min_interval: float, metrics_port: int, health_port: int | None,
                concurrency: int, annotate_via: str, http_engine: str, log_level: str,
-               log_format: str = "text") -> None:
+               log_format: str = "text", database: str | None = None, cost_centre_labels: str = "",
+               ledger_buffer: int = 200_000, telemetry_exporters: str | None = None,
+               telemetry_prometheus: str | None = None, telemetry_interval: float = 30.0) -> None:
     """Run the scheduler controller: bind pods of schedulerName gpufleet with the engine's decisions.
 
     See docs/controller.md.
@@ -81,6 +97,8 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     from gpufleet.kube import connect
 
     configure_logging(log_level, log_format)
+    ledger = _ledger(database, cost_centre_labels, ledger_buffer, telemetry_exporters, telemetry_prometheus,
+                     telemetry_interval, (namespace, identity or _default_identity()))
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
         raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     try:
@@ -93,6 +111,47 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
                               annotate_via=annotate_via)
     ports = tuple(p for p in (metrics_port, health_port) if p)
     try:
-        asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics()), "0.0.0.0", ports))
+        asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics(), **ledger), "0.0.0.0", ports))
     except OSError as err:
         raise CommandError(f"cannot serve on ports {ports}: {err.strerror or err}", exit_code=1) from None
+
+
+def _ledger(database: str | None, labels: str, buffer: int, exporters: str | None, prometheus: str | None,
+            interval: float, pod: tuple[str, str]) -> dict[str, Any]:
+    """The Controller's ledger arguments from the options (none without --database); bad ones: exit 2."""
+    keys = tuple(k.strip() for k in labels.split(",") if k.strip())
+    if database is None:
+        for flag, value in (("--cost-centre-labels", keys), ("--telemetry-exporters", exporters),
+                            ("--telemetry-prometheus", prometheus)):
+            if value:
+                raise CommandError(f"{flag}: needs --database (the usage ledger is off without it)")
+        return {}
+    if exporters and prometheus:
+        raise CommandError("--telemetry-exporters and --telemetry-prometheus: give one of them")
+    from gpufleet.kube.controller.accounting import AccountingConfig
+    from gpufleet.ledger import open_ledger
+
+    store = open_ledger(database, connect=False)  # a bad URL: exit 2; an unreachable database: buffered
+    telemetry: Any = None
+    clock = RealClock()
+    if exporters:
+        from gpufleet.telemetry import ExporterScrape
+
+        telemetry = ExporterScrape(_urls("--telemetry-exporters", exporters), now=clock.now)
+    elif prometheus:
+        from gpufleet.telemetry import PrometheusQuery
+
+        telemetry = PrometheusQuery(_urls("--telemetry-prometheus", prometheus)[0], now=clock.now)
+    config = AccountingConfig(cost_centre_labels=keys, buffer_capacity=buffer, telemetry_interval=interval,
+                              event_pod=pod)
+    return {"ledger": store, "accounting": config, "telemetry": telemetry}
+
+
+def _urls(flag: str, text: str) -> list[str]:
+    urls = [u.strip() for u in text.split(",") if u.strip()]
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise CommandError(f"{flag}: {url!r} is not an http:// or https:// URL")
+    if not urls:
+        raise CommandError(f"{flag}: no URL given")
+    return urls

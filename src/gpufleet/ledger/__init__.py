@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         to_micros,
     )
     from gpufleet.ledger.reconciliation import ObservedPod, Reconciliation, reconcile
+    from gpufleet.ledger.spot import is_spot_node
     from gpufleet.ledger.store import LedgerStore, database_url, open_ledger
     from gpufleet.ledger.writer import Backoff, BufferedWriter, LedgerSink, WriterStatus
 
@@ -62,6 +63,7 @@ _WHERE = {
     "ObservedPod": "gpufleet.ledger.reconciliation",
     "Reconciliation": "gpufleet.ledger.reconciliation",
     "reconcile": "gpufleet.ledger.reconciliation",
+    "is_spot_node": "gpufleet.ledger.spot",
     "LedgerSink": "gpufleet.ledger.writer",
     "LedgerStore": "gpufleet.ledger.store",
     "database_url": "gpufleet.ledger.store",
@@ -93,6 +95,7 @@ __all__ = [
     "capacity_type_of",
     "database_url",
     "gpu_amount",
+    "is_spot_node",
     "open_ledger",
     "reconcile",
     "to_micros",

@@ -140,6 +140,10 @@ class Binder:
         self._claim_uses: dict[PodKey, list[tuple[Kind, str, str]]] = {}
         self._claim_problems: dict[PodKey, str] = {}
         self.calls = 0  # API calls made (for API-calls-per-binding figures)
+        # With the usage ledger on: the annotations that stamp a binding with its bound time (the
+        # clock's time when bind_gangs started), written with the others; the times by pod.
+        self.stamp: Callable[[float], Mapping[str, str]] | None = None
+        self.stamps: dict[PodKey, float] = {}
 
     async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
         """One API call with the leader check, the concurrency limit and retries."""
@@ -183,6 +187,8 @@ class Binder:
                 # Volume and DRA claim writes come first (one stage: what the pod's Binding needs written).
                 first = BindStage.BINDING_VOLUMES if b.volumes or b.devices else BindStage.ANNOTATING
                 self.inflight[b.pod] = InFlight(b, gang, first, now)
+                if self.stamp is not None:
+                    self.stamps[b.pod] = now
         self._plan_claims(b for _, bindings in gangs for b in bindings if b.devices)
         try:
             results = await asyncio.gather(
@@ -363,6 +369,8 @@ class Binder:
         (binding mode; an annotation to remove still needs a patch: a Binding only sets)."""
         memory = self.gpu_memory_of(binding.node) if self.gpu_memory_of is not None else None
         patch = desired_annotations(pod, binding, memory)
+        if self.stamp is not None:
+            patch.update(self.stamp(self.stamps.get(binding.pod, self.clock.now())))
         if not patch:
             return {}
         if self.annotate_via == "binding" and all(v is not None for v in patch.values()):

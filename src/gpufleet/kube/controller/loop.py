@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from gpufleet.adapters import DeviceView, resolve_devices
@@ -52,6 +53,7 @@ from gpufleet.domain.nodes import TooManyGpus
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import IncrementalEngine, Screened, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.accounting import Accountant, AccountingConfig, LedgerBackend, stamp
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
@@ -83,6 +85,7 @@ from gpufleet.kube.controller.reporting import (
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 from gpufleet.policy import ProjectIndex
+from gpufleet.telemetry import TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
 
@@ -165,6 +168,9 @@ class Controller:
         config: ControllerConfig,
         metrics: ControllerMetrics | None = None,
         engine: Callable[[Snapshot], Decisions] | None = None,
+        ledger: LedgerBackend | None = None,
+        accounting: AccountingConfig | None = None,
+        telemetry: TelemetrySource | None = None,
     ) -> None:
         self.api = api
         # The engine: called like schedule(snapshot), once per cycle, with this cluster's successive
@@ -195,6 +201,26 @@ class Controller:
         # (e.g. TelemetryUsage.facts of kube.controller.metrics_usage); None: those series absent.
         self.gpu_usage: Callable[[float, Collection[str]], GpuUsageFacts | None] | None = None
         self._queue_of: Mapping[PodKey, str] = {}  # the last cycle's, for completed pods' queues
+        # The usage ledger (gpufleet.kube.controller.accounting): None while it is off.
+        self.accountant = self._accountant(ledger, accounting or AccountingConfig())
+        self._reconcile_due = self.accountant is not None  # the ledger reconciled at each start of a term
+        self.telemetry = telemetry if self.accountant is not None else None
+
+    def _accountant(self, ledger: LedgerBackend | None, config: AccountingConfig) -> Accountant | None:
+        if ledger is None:
+            return None
+        from gpufleet.ledger import BufferedWriter
+
+        status: list[Accountant] = []  # the writer reports drops (and flushes) to the accountant's metrics
+        writer = BufferedWriter(ledger, capacity=config.buffer_capacity, batch_size=config.batch_size,
+                                clock=self.clock.now, on_status=lambda st: status[0].on_status(st))
+        accountant = Accountant(ledger, writer, self.clock, config, self.metrics, self.cache.get,
+                                partial(self.events.emit, force=True), is_leader=self.is_leader,
+                                pods=partial(self.cache.objects, Kind.POD))
+        status.append(accountant)
+        self.cache.hooks.append(accountant.on_change)
+        self.binder.stamp = stamp
+        return accountant
 
     # --------------------------------------------------------------------------- lifecycle
 
@@ -213,12 +239,23 @@ class Controller:
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         tasks.append(asyncio.create_task(self._loop(), name="cycles"))
+        stop_writer = asyncio.Event()
+        writer = None
+        if self.accountant is not None:
+            writer = asyncio.create_task(self.accountant.run(stop_writer), name="ledger-writer")
+            if self.telemetry is not None:
+                tasks.append(asyncio.create_task(self._poll_telemetry(self.accountant, self.telemetry),
+                                                 name="telemetry"))
         try:
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks, *([writer] if writer is not None else []))
         finally:
             for task in [*tasks, *self._event_tasks]:
                 task.cancel()
             await asyncio.gather(*tasks, *self._event_tasks, return_exceptions=True)
+            if writer is not None:  # the buffered ledger events get one more try
+                stop_writer.set()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(writer), 20)
             if self.elector is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.elector.release())
@@ -229,6 +266,7 @@ class Controller:
         self.victims.clear()
         self.binder.forget()
         if leading:
+            self._reconcile_due = self.accountant is not None
             self._dirty.set()
         else:  # a follower shows no queue gauges: sums over replicas count the leader's alone
             self.metrics.queues.clear()
@@ -253,6 +291,22 @@ class Controller:
         if relevant_change(kind, old, new):
             self._dirty.set()
 
+    async def _poll_telemetry(self, accountant: Accountant, source: TelemetrySource) -> None:
+        from gpufleet.telemetry import TelemetryPoller
+
+        poller = TelemetryPoller(source, accountant.on_page, now=self.clock.now, sleep=self.clock.sleep,
+                                 interval_s=accountant.config.telemetry_interval)
+        await poller.run()
+
+    async def _reconcile_ledger(self, accountant: Accountant) -> None:
+        """Before the first cycle: the ledger against the informers' pods. Waits at most
+        ``reconcile_wait`` seconds; a ledger that cannot be read then is reconciled in the background."""
+        task = asyncio.create_task(accountant.reconcile(self.snapshot, lambda: self.cache.objects(Kind.POD)),
+                                   name="ledger-reconcile")
+        self._event_tasks.add(task)  # cancelled with the controller
+        task.add_done_callback(self._event_tasks.discard)
+        await asyncio.wait({task}, timeout=accountant.config.reconcile_wait)
+
     async def _loop(self) -> None:
         await self.cache.all_synced.wait()
         self._dirty.set()
@@ -261,6 +315,9 @@ class Controller:
             if not self.is_leader():
                 self._last_cycle = self.clock.now()  # a follower only paces its wake-ups
                 continue
+            if self._reconcile_due and self.accountant is not None:
+                self._reconcile_due = False
+                await self._reconcile_ledger(self.accountant)
             try:
                 await self.cycle()
             except Exception:  # a bug or an unexpected answer must not stop scheduling for good
@@ -472,6 +529,10 @@ class Controller:
         due = [v.eviction for v in self.victims.values()
                if v.state == EvictState.REQUESTED or (v.state in _RETRIED and v.next_try <= now)]
         evicted = await self.binder.evict(due) if due else []
+        if self.accountant is not None:
+            for eviction, evict_outcome in zip(due, evicted, strict=True):
+                if evict_outcome.result == "evicted":
+                    self.accountant.evicted(eviction, now)
         for evict_outcome in evicted:
             self._after_eviction(evict_outcome, now)
         await self._victim_events(evicted)
@@ -486,9 +547,24 @@ class Controller:
             failed.update(outcome.failed)
         if failed:
             self._dirty.set()  # the engine decides the failed ones again
+        if self.accountant is not None:
+            self._account_bindings(view, ready, bound)
         await self._binding_failure_events(outcomes)
         self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
+
+    def _account_bindings(self, view: SnapshotView, ready: Sequence[tuple[str, Sequence[Binding]]],
+                          bound: Sequence[PodKey]) -> None:
+        """Open the intervals of the pods bound this cycle, at the times their annotations carry."""
+        assert self.accountant is not None
+        stamps = self.binder.stamps
+        done = set(bound)
+        by_pod = {b.pod: b for _, bindings in ready for b in bindings if b.pod in done}
+        self.accountant.bound(view, [(key, by_pod[key].node, by_pod[key].gpus, stamps[key])
+                                     for key in bound if key in by_pod and key in stamps])
+        for _, bindings in ready:
+            for b in bindings:
+                stamps.pop(b.pod, None)
 
     def _scheduled_events(self, bound: Sequence[PodKey]) -> None:
         """A ``Scheduled`` Event per bound pod (kube-scheduler's reason and note), posted in the

@@ -64,6 +64,21 @@ class ControllerMetrics:
         self.queues = QueueMetrics(r)  # per queue and project, GPU health (docs/metrics.md)
         self._queue_labels: set[str] = set()
         self._resource_labels: set[tuple[str, str]] = set()
+        self._ledger_metrics(r)
+
+    def _ledger_metrics(self, r: CollectorRegistry) -> None:
+        """The usage ledger's writer (``gpufleet controller --database``); zero while it is off."""
+        self.ledger_buffered = Gauge("gpufleet_ledger_buffered_events",
+                                     "Usage ledger events waiting in memory to be written.", registry=r)
+        self.ledger_dropped = Counter("gpufleet_ledger_dropped_events_total",
+                                      "Usage ledger events dropped because the buffer was full.", registry=r)
+        self.ledger_written = Gauge("gpufleet_ledger_written_events",
+                                    "Usage ledger events written since the controller started.", registry=r)
+        self.ledger_failures = Gauge("gpufleet_ledger_write_failures",
+                                     "Failed usage ledger writes in a row (0 while writes succeed).", registry=r)
+        self.ledger_reconcile_failures = Counter(
+            "gpufleet_ledger_reconcile_failures_total",
+            "Reconciliations of the usage ledger after a start that could not read the database.", registry=r)
 
     def api_error(self, operation: str, status: int) -> None:
         self.api_errors.labels(operation, str(status)).inc()
