@@ -65,6 +65,7 @@ from gpufleet.domain.model import (
     WithinQueue,
 )
 from gpufleet.domain.wire import (
+    ANNOTATION_BOUND_AT,
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     ANNOTATION_GPU_MEMORY,
@@ -88,6 +89,7 @@ from gpufleet.domain.wire import (
 )
 
 __all__ = [
+    "ANNOTATION_BOUND_AT",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",

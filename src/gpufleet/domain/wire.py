@@ -12,6 +12,7 @@ domain model, whose quantities are keyed by them.
 from __future__ import annotations
 
 __all__ = [
+    "ANNOTATION_BOUND_AT",
     "ANNOTATION_BOUND_BY_CONTROLLER",
     "ANNOTATION_DEFAULT_CLASS",
     "ANNOTATION_DEVICES_ALLOCATED",
@@ -64,6 +65,8 @@ LABEL_POOL = f"{LABEL_PREFIX}pool"  # informational: lets pods select a node poo
 LABEL_SPOT = f"{LABEL_PREFIX}spot"  # "true" on spot nodes
 LABEL_RACK = f"topology.{API_GROUP}/rack"
 ANNOTATION_GPU_BLOCKS = f"{LABEL_PREFIX}gpu-blocks"
+# When the controller bound the pod (RFC 3339, microseconds): the usage ledger's interval identity.
+ANNOTATION_BOUND_AT = f"{LABEL_PREFIX}bound-at"
 ANNOTATION_GPU_MEMORY = f"{LABEL_PREFIX}gpu-memory"
 ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
 ANNOTATION_MPS_MEM_LIMIT = f"{LABEL_PREFIX}mps-mem-limit"

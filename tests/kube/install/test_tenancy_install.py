@@ -195,7 +195,7 @@ def decide(spec: dict[str, Any], activation: dict[str, Any], user: str) -> str |
 SUBMITTED, GRANT, INDEX = "gpufleet.dev/submitted-by", "gpufleet.dev/queue-grant", "gpufleet.dev/gpu-index"
 ONLY_CONTROLLER = ("only gpufleet's controller may set, change or remove the annotations gpufleet.dev/submitted-by, "
                    "gpufleet.dev/queue-grant, gpufleet.dev/gpu-index, gpufleet.dev/gpu-blocks, "
-                   "gpufleet.dev/mps-mem-limit after creation")
+                   "gpufleet.dev/mps-mem-limit, gpufleet.dev/bound-at after creation")
 
 
 @needs_cel
@@ -221,6 +221,10 @@ ONLY_CONTROLLER = ("only gpufleet's controller may set, change or remove the ann
     ("UPDATE", "alice", {INDEX: "0"}, None, ONLY_CONTROLLER),
     ("UPDATE", "alice", {"gpufleet.dev/gpu-blocks": "100"}, {"gpufleet.dev/gpu-blocks": "25"}, ONLY_CONTROLLER),
     ("UPDATE", "alice", {"gpufleet.dev/mps-mem-limit": "0=80G"}, {}, ONLY_CONTROLLER),
+    # the ledger's bound time: a tenant moving it would shorten what its pod is charged
+    ("UPDATE", "alice", {"gpufleet.dev/bound-at": "2030-01-01T00:00:00.000000Z"},
+     {"gpufleet.dev/bound-at": "2026-11-24T20:00:00.000000Z"}, ONLY_CONTROLLER),
+    ("UPDATE", CONTROLLER, {"gpufleet.dev/bound-at": "2026-11-24T20:00:00.000000Z"}, {}, None),
     ("UPDATE", CONTROLLER, {INDEX: "3", "gpufleet.dev/mps-mem-limit": "3=20G"}, {INDEX: "0"}, None),
     ("UPDATE", "system:serviceaccount:other:gpufleet-controller", {INDEX: "3"}, {INDEX: "0"}, ONLY_CONTROLLER),
     ("UPDATE", "alice", {"team": "y"}, {"team": "x"}, None),

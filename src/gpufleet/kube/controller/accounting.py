@@ -28,10 +28,10 @@ from functools import partial
 from typing import Any, Protocol
 
 from gpufleet.domain import (
+    ANNOTATION_BOUND_AT,
     ANNOTATION_GPU_INDEX,
     GPU,
     LABEL_GPU_PRODUCT,
-    LABEL_PREFIX,
     MILLI,
     SCHEDULER_NAME,
     Eviction,
@@ -77,7 +77,6 @@ __all__ = ["ANNOTATION_BOUND_AT", "Accountant", "AccountingConfig", "LedgerBacke
 log = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
-ANNOTATION_BOUND_AT = f"{LABEL_PREFIX}bound-at"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _MIB = 1024 * 1024

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.domain.wire import (
+    ANNOTATION_BOUND_AT,
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     ANNOTATION_GPU_MEMORY,
@@ -111,7 +112,7 @@ POLICY_SUFFIX = "pod-annotations"  # the policy and its binding: <release>-pod-a
 # Written by the webhook at creation, or by the controller: nobody else may set or change them later.
 GUARDED_ANNOTATIONS = (
     ANNOTATION_SUBMITTED_BY, ANNOTATION_QUEUE_GRANT, ANNOTATION_GPU_INDEX, ANNOTATION_GPU_BLOCKS,
-    ANNOTATION_MPS_MEM_LIMIT,
+    ANNOTATION_MPS_MEM_LIMIT, ANNOTATION_BOUND_AT,
 )  # fmt: skip
 
 
