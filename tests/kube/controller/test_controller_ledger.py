@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.accounting import (
@@ -363,9 +364,17 @@ async def test_the_controller_polls_its_telemetry_source_into_the_ledger(tmp_pat
         source.down = False
         for _ in range(200):
             await cluster.clock.advance(1)
+        # the same pages feed the used-GPU metric: 1 GPU at 30 %
+        assert c.gpu_usage is not None
+        await c.cycle()
+        used = [sample.value for family in text_string_to_metric_families(c.metrics.render().decode())
+                for sample in family.samples
+                if sample.name == "gpufleet_queue_used_gpus" and sample.labels.get("queue") == "team-a"]
+        assert used == [pytest.approx(0.3)]
         poller.cancel()
         await asyncio.gather(poller, return_exceptions=True)
         flush(c)
+    assert c.gpu_usage is None  # no poller, no used series
     assert source.reads >= 3
     (interval,) = store.intervals()
     assert interval.samples >= 2 and interval.gpu_util_mean == pytest.approx(30.0)

@@ -72,6 +72,7 @@ from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.controller.metrics_queues import GpuUsageFacts, completion_seconds, cycle_figures
+from gpufleet.kube.controller.metrics_usage import TelemetryUsage
 from gpufleet.kube.controller.pod_status import marked_unschedulable, pending_status_patch
 from gpufleet.kube.controller.reporting import (
     EndState,
@@ -85,7 +86,7 @@ from gpufleet.kube.controller.reporting import (
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 from gpufleet.policy import ProjectIndex
-from gpufleet.telemetry import TelemetrySource
+from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
 
@@ -294,9 +295,20 @@ class Controller:
     async def _poll_telemetry(self, accountant: Accountant, source: TelemetrySource) -> None:
         from gpufleet.telemetry import TelemetryPoller
 
-        poller = TelemetryPoller(source, accountant.on_page, now=self.clock.now, sleep=self.clock.sleep,
+        # One read feeds both the ledger's samples and the used/idle GPU metrics (docs/metrics.md).
+        usage = TelemetryUsage()
+        self.gpu_usage = usage.facts
+
+        def take(page: TelemetryPage) -> None:
+            accountant.on_page(page)
+            usage.observe(page)
+
+        poller = TelemetryPoller(source, take, now=self.clock.now, sleep=self.clock.sleep,
                                  interval_s=accountant.config.telemetry_interval)
-        await poller.run()
+        try:
+            await poller.run()
+        finally:
+            self.gpu_usage = None
 
     async def _reconcile_ledger(self, accountant: Accountant) -> None:
         """Before the first cycle: the ledger against the informers' pods. Waits at most
