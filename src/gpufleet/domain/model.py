@@ -54,6 +54,7 @@ class WithinQueue(str, Enum):
 class EvictionReason(str, Enum):
     RECLAIM = "reclaim"
     PREEMPT = "preempt"
+    IDLE = "idle"  # a Project's idle policy stopped it: the controller's, never the engine's decision
 
 
 @dataclass(frozen=True, slots=True)

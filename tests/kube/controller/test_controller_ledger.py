@@ -26,6 +26,7 @@ from gpufleet.telemetry import PodUsage, TelemetryPage
 from gpufleet.testing.fake_cluster import FakeCluster
 
 from .controller_objects import bound_pods, informing, node, pod, queue
+from .test_controller_projects import project
 
 pytestmark = pytest.mark.asyncio
 
@@ -327,10 +328,11 @@ class Pages:
 
     name = "fake"
 
-    def __init__(self, cluster: FakeCluster) -> None:
+    def __init__(self, cluster: FakeCluster, util: float = 30.0) -> None:
         self.cluster = cluster
         self.down = False
         self.reads = 0
+        self.util = util
 
     async def read(self) -> TelemetryPage:
         from gpufleet.telemetry import TelemetryError
@@ -340,7 +342,7 @@ class Pages:
             raise TelemetryError("fake: connection refused")
         at = self.cluster.clock.now()
         key = TelemetryPod("ml", "p0")
-        return TelemetryPage(self.name, at, {key: PodUsage(key, at, ("GPU-1",), 30.0, 0.3, 10.0)}, 1)
+        return TelemetryPage(self.name, at, {key: PodUsage(key, at, ("GPU-1",), self.util, 0.3, 10.0)}, 1)
 
     async def close(self) -> None:
         return None
@@ -378,3 +380,66 @@ async def test_the_controller_polls_its_telemetry_source_into_the_ledger(tmp_pat
     assert source.reads >= 3
     (interval,) = store.intervals()
     assert interval.samples >= 2 and interval.gpu_util_mean == pytest.approx(30.0)
+
+
+async def test_an_idle_policy_warns_then_stops_the_idle_pod(tmp_path: Path) -> None:
+    """docs/semantics-notes.md, "Idle policy": a Warning Event warnMinutes before the stop, then an
+    eviction whose interval ends with reason idle; a pod of a Project without the policy is left alone."""
+    cluster = cluster_with(pending=1)
+    governed = project("ml-vision", names=["ml"])
+    governed["spec"]["idlePolicy"] = {"idleMinutes": 10, "warnMinutes": 3}
+    cluster.put(Kind.PROJECT, governed)
+    store = open_ledger(str(tmp_path / "ledger.db"))
+    source = Pages(cluster, util=1.0)  # 1 %: under the idle threshold
+    options = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
+    c = Controller(cluster.client("c"), cluster.clock, options, ledger=store,
+                   accounting=AccountingConfig(telemetry_interval=30.0), telemetry=source)
+    assert c.accountant is not None
+
+    def events(reason: str) -> list[dict[str, Any]]:
+        return [e for e in cluster.objects(Kind.EVENT) if e["reason"] == reason]
+
+    async with informing(c):
+        await c.cycle()
+        assert bound_pods(cluster) == {"ml/p0": "n0"}
+        poller = asyncio.create_task(c._poll_telemetry(c.accountant, source))
+        start = cluster.clock.now()
+        warned_at = stopped_at = None
+        while cluster.clock.now() - start < 20 * 60 and stopped_at is None:
+            await cluster.clock.advance(30)
+            await c.cycle()
+            if warned_at is None and events("IdleWarning"):
+                warned_at = cluster.clock.now()
+            if events("IdleStopped"):
+                stopped_at = cluster.clock.now()
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+        flush(c)
+    assert warned_at is not None and stopped_at is not None
+    assert stopped_at - warned_at >= 3 * 60  # the full notice
+    assert 7 * 60 <= warned_at - start <= 9 * 60  # low since the first sample: 10m - 3m, within a read or two
+    (warning,) = events("IdleWarning")
+    assert warning["type"] == "Warning" and "project ml-vision stops pods idle for 10m" in warning["note"]
+    assert "ml/p0" not in bound_pods(cluster)
+    (interval,) = store.intervals()
+    assert interval.end_reason is EndReason.IDLE and interval.preemptor is None
+
+
+async def test_without_an_idle_policy_an_idle_pod_stays(tmp_path: Path) -> None:
+    cluster = cluster_with(pending=1)
+    cluster.put(Kind.PROJECT, project("ml-vision", names=["ml"]))
+    source = Pages(cluster, util=0.0)
+    options = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False)
+    c = Controller(cluster.client("c"), cluster.clock, options, ledger=open_ledger(str(tmp_path / "l.db")),
+                   accounting=AccountingConfig(telemetry_interval=30.0), telemetry=source)
+    assert c.accountant is not None
+    async with informing(c):
+        await c.cycle()
+        poller = asyncio.create_task(c._poll_telemetry(c.accountant, source))
+        for _ in range(60):
+            await cluster.clock.advance(30)
+            await c.cycle()
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+    assert bound_pods(cluster) == {"ml/p0": "n0"}
+    assert not [e for e in cluster.objects(Kind.EVENT) if e["reason"].startswith("Idle")]

@@ -81,7 +81,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _MIB = 1024 * 1024
 _ENDED = {"Succeeded": EndReason.COMPLETED, "Failed": EndReason.FAILED}
-_EVICTED = {EvictionReason.RECLAIM: EndReason.EVICTED_RECLAIM, EvictionReason.PREEMPT: EndReason.EVICTED_PREEMPTION}
+_EVICTED = {EvictionReason.RECLAIM: EndReason.EVICTED_RECLAIM, EvictionReason.PREEMPT: EndReason.EVICTED_PREEMPTION,
+            EvictionReason.IDLE: EndReason.IDLE}
+
+
+def _preemptor(eviction: Eviction) -> str | None:
+    """The pod an eviction made room for (an idle stop made room for nobody)."""
+    return None if eviction.reason is EvictionReason.IDLE else str(eviction.by)
 
 
 def format_time(seconds: float) -> str:
@@ -222,6 +228,9 @@ class Accountant:
         self._outage = False  # a Warning Event was posted for the current run of failed writes
         self._last_dropped = 0
         self._projects: ProjectIndex | None = None
+        # Evictions asked for and not yet answered: a pod deleted meanwhile (the API server may
+        # delete it before the eviction call returns) ends for the eviction's reason, not "deleted".
+        self._evicting: dict[str, Eviction] = {}
         self._project_view: object = None
 
     # ------------------------------------------------------------------ building records
@@ -273,14 +282,25 @@ class Accountant:
         if starts:
             self.writer.submit_many(starts)
 
+    def evicting(self, evictions: Iterable[Eviction]) -> None:
+        """The controller is about to ask for these evictions (:meth:`evicted` or :meth:`not_evicted`
+        follows each)."""
+        for eviction in evictions:
+            self._evicting[str(eviction.pod)] = eviction
+
+    def not_evicted(self, eviction: Eviction) -> None:
+        self._evicting.pop(str(eviction.pod), None)
+
     def evicted(self, eviction: Eviction, now: float) -> None:
-        """The controller evicted ``eviction.pod``: its interval ends now, for the preemptor."""
+        """The controller evicted ``eviction.pod``: its interval ends now, for the preemptor (a second
+        end of the same interval, from its deletion, changes nothing)."""
+        self._evicting.pop(str(eviction.pod), None)
         namespace, _, name = eviction.pod.partition("/")
         raw = self.cached(Kind.POD, namespace, name)
         at = bound_time(raw) if raw is not None else None
         if raw is None or at is None or not _uid(raw):
             return
-        self.writer.submit(IntervalEnd(_uid(raw), at, max(now, at), _EVICTED[eviction.reason], str(eviction.by)))
+        self.writer.submit(IntervalEnd(_uid(raw), at, max(now, at), _EVICTED[eviction.reason], _preemptor(eviction)))
 
     def on_change(self, kind: Kind, old: JsonDict | None, new: JsonDict | None) -> None:
         """The informers' hook: a pod that ended or went away, a node that went away."""
@@ -306,6 +326,11 @@ class Accountant:
             finished = _finished_at(new)
             self._end(new, reason, at if finished is None else min(finished, at))
             return
+        meta = old.get("metadata") or {}
+        eviction = self._evicting.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
+        if eviction is not None:
+            self._end(old, _EVICTED[eviction.reason], self.clock.now(), _preemptor(eviction))
+            return
         node = _node(old)
         node_obj = self.cached(Kind.NODE, "", node) if node else None
         if node_obj is None or not _node_ready(node_obj):
@@ -324,12 +349,12 @@ class Accountant:
             if _node(pod) == name and _phase(pod) not in _ENDED and _ours(pod):
                 self._end(pod, reason, now)
 
-    def _end(self, pod: Mapping[str, Any], reason: EndReason, at: float) -> None:
+    def _end(self, pod: Mapping[str, Any], reason: EndReason, at: float, preemptor: str | None = None) -> None:
         bound_at = bound_time(pod)
         uid = _uid(pod)
         if bound_at is None or not uid:
             return
-        self.writer.submit(IntervalEnd(uid, bound_at, max(at, bound_at), reason))
+        self.writer.submit(IntervalEnd(uid, bound_at, max(at, bound_at), reason, preemptor))
 
     # ------------------------------------------------------------------ reconciliation
 

@@ -44,6 +44,7 @@ from gpufleet.domain import (
     Binding,
     Decisions,
     Eviction,
+    EvictionReason,
     PendingPod,
     PodKey,
     ResourceClaim,
@@ -85,7 +86,7 @@ from gpufleet.kube.controller.reporting import (
     same_status,
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
-from gpufleet.policy import ProjectIndex
+from gpufleet.policy import IdleStep, IdleWatch, ProjectIndex, idle_actions
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -202,6 +203,10 @@ class Controller:
         # (e.g. TelemetryUsage.facts of kube.controller.metrics_usage); None: those series absent.
         self.gpu_usage: Callable[[float, Collection[str]], GpuUsageFacts | None] | None = None
         self._queue_of: Mapping[PodKey, str] = {}  # the last cycle's, for completed pods' queues
+        # The Projects' idle policies (docs/semantics-notes.md, "Idle policy"): the telemetry they read
+        # (set while a poller runs) and the warnings given, by pod and start of its low run.
+        self._idle_usage: TelemetryUsage | None = None
+        self._idle_warned: dict[tuple[PodKey, float], float] = {}
         # The usage ledger (gpufleet.kube.controller.accounting): None while it is off.
         self.accountant = self._accountant(ledger, accounting or AccountingConfig())
         self._reconcile_due = self.accountant is not None  # the ledger reconciled at each start of a term
@@ -295,9 +300,11 @@ class Controller:
     async def _poll_telemetry(self, accountant: Accountant, source: TelemetrySource) -> None:
         from gpufleet.telemetry import TelemetryPoller
 
-        # One read feeds both the ledger's samples and the used/idle GPU metrics (docs/metrics.md).
+        # One read feeds the ledger's samples, the used/idle GPU metrics (docs/metrics.md) and the
+        # Projects' idle policies.
         usage = TelemetryUsage()
         self.gpu_usage = usage.facts
+        self._idle_usage = usage
 
         def take(page: TelemetryPage) -> None:
             accountant.on_page(page)
@@ -309,6 +316,7 @@ class Controller:
             await poller.run()
         finally:
             self.gpu_usage = None
+            self._idle_usage = None
 
     async def _reconcile_ledger(self, accountant: Accountant) -> None:
         """Before the first cycle: the ledger against the informers' pods. Waits at most
@@ -540,14 +548,11 @@ class Controller:
 
         due = [v.eviction for v in self.victims.values()
                if v.state == EvictState.REQUESTED or (v.state in _RETRIED and v.next_try <= now)]
-        evicted = await self.binder.evict(due) if due else []
-        if self.accountant is not None:
-            for eviction, evict_outcome in zip(due, evicted, strict=True):
-                if evict_outcome.result == "evicted":
-                    self.accountant.evicted(eviction, now)
+        evicted = await self._evict(due, now) if due else []
         for evict_outcome in evicted:
             self._after_eviction(evict_outcome, now)
         await self._victim_events(evicted)
+        await self._idle_policies(view, now)
 
         ready.extend(self._ready_plans())
         with collector_paused(len(ready) >= PAUSE_GC_FROM):
@@ -564,6 +569,65 @@ class Controller:
         await self._binding_failure_events(outcomes)
         self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
+
+    async def _evict(self, evictions: Sequence[Eviction], now: float) -> list[EvictOutcome]:
+        """The evictions asked of the API server, their ledger intervals ended for their reasons."""
+        if self.accountant is None:
+            return await self.binder.evict(evictions)
+        self.accountant.evicting(evictions)
+        try:
+            outcomes = await self.binder.evict(evictions)
+        except BaseException:  # NotLeader, cancellation: none of them is known to be evicted
+            for eviction in evictions:
+                self.accountant.not_evicted(eviction)
+            raise
+        for eviction, outcome in zip(evictions, outcomes, strict=True):
+            if outcome.result == "evicted":
+                self.accountant.evicted(eviction, now)
+            else:
+                self.accountant.not_evicted(eviction)
+        return outcomes
+
+    async def _idle_policies(self, view: SnapshotView, now: float) -> None:
+        """Warn, then stop, the pods whose GPUs stay idle in Projects that opted in
+        (``gpufleet.policy.idle_actions``): a Warning Event first; the stop is an eviction whose
+        ledger interval ends with reason ``idle``. Needs telemetry; a refused eviction is tried again
+        next cycle."""
+        usage = self._idle_usage
+        if usage is None or not any(p.idle_policy is not None for p in view.snapshot.projects):
+            self._idle_warned.clear()
+            return
+        from gpufleet.telemetry import PodKey as TelemetryPod
+
+        index = ProjectIndex.build(view.snapshot.projects, namespace_labels(view.snapshot.namespaces),
+                                   {pod.namespace for pod in view.pods.values()})
+        watches: list[IdleWatch] = []
+        runs: dict[PodKey, float] = {}
+        for key, pod in view.pods.items():
+            if pod.node_name is None or pod.scheduler_name != SCHEDULER_NAME:
+                continue
+            low = usage.tracker.low_since(TelemetryPod(pod.namespace, pod.name), now)
+            if low is not None:
+                runs[key] = low
+                watches.append(IdleWatch(key, pod.labels, low, self._idle_warned.get((key, low))))
+        # warnings of low runs that ended (the pod used its GPUs again, or is gone) are forgotten
+        self._idle_warned = {k: at for k, at in self._idle_warned.items() if runs.get(k[0]) == k[1]}
+        actions = idle_actions(index, watches, now)
+        stops = [Eviction(a.pod, EvictionReason.IDLE, a.pod) for a in actions if a.step is IdleStep.STOP]
+        outcomes = dict(zip((e.pod for e in stops), await self._evict(stops, now), strict=True)) if stops else {}
+        for action in actions:
+            if action.step is IdleStep.WARN:
+                await self.events.emit(self._event(action.pod, "IdleWarning", action.message, "Warning", "Idle"),
+                                       force=True)
+                self._idle_warned[(action.pod, runs[action.pod])] = now
+                continue
+            outcome = outcomes[action.pod]
+            if outcome.result == "evicted":
+                await self.events.emit(self._event(action.pod, "IdleStopped", action.message, "Normal", "Idle"),
+                                       force=True)
+            elif outcome.result in ("blocked", "failed"):
+                note = f"{action.message}; the eviction was refused: {outcome.message}"
+                await self.events.emit(self._event(action.pod, "IdleStopBlocked", note, "Warning", "Idle"))
 
     def _account_bindings(self, view: SnapshotView, ready: Sequence[tuple[str, Sequence[Binding]]],
                           bound: Sequence[PodKey]) -> None:
