@@ -85,7 +85,7 @@ def test_a_failed_batch_is_retried_in_order_with_its_ends() -> None:
 
 def test_the_backoff_doubles_up_to_its_maximum_and_resets_on_success() -> None:
     clock, sink = Clock(), FlakySink()
-    writer = BufferedWriter(sink, clock=clock, backoff=Backoff(initial=0.5, factor=2.0, maximum=4.0))
+    writer = BufferedWriter(sink, clock=clock, backoff=Backoff(initial_s=0.5, factor=2.0, maximum_s=4.0))
     writer.submit(start("u1"))
     sink.down = True
     attempts_at = []
@@ -105,7 +105,7 @@ def test_the_backoff_doubles_up_to_its_maximum_and_resets_on_success() -> None:
 
 def test_run_sleeps_as_the_backoff_says_and_flushes_at_stop() -> None:
     clock, sink = Clock(), FlakySink()
-    writer = BufferedWriter(sink, clock=clock, backoff=Backoff(initial=1.0, factor=3.0, maximum=100.0))
+    writer = BufferedWriter(sink, clock=clock, backoff=Backoff(initial_s=1.0, factor=3.0, maximum_s=100.0))
     writer.submit(start("u1"))
     sink.down = True
     stop = asyncio.Event()

@@ -23,9 +23,12 @@ from functools import partial
 from itertools import islice
 from typing import Protocol
 
+from gpufleet.domain.retry import Backoff
 from gpufleet.ledger.model import LedgerEvent
 
 __all__ = ["Backoff", "BufferedWriter", "LedgerSink", "WriterStatus"]
+
+_DEFAULT_BACKOFF = Backoff()  # a database away: first retry after 0.5 s, at most every minute
 
 
 class LedgerSink(Protocol):
@@ -33,20 +36,6 @@ class LedgerSink(Protocol):
     transaction per call, idempotent, raising on failure."""
 
     def write(self, events: Sequence[LedgerEvent]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff: the n-th failure in a row waits ``min(maximum, initial * factor ** (n - 1))``."""
-
-    initial: float = 0.5
-    factor: float = 2.0
-    maximum: float = 60.0
-
-    def delay(self, failures: int) -> float:
-        if failures <= 0:
-            return 0.0
-        return float(min(self.maximum, self.initial * self.factor ** (failures - 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +64,7 @@ class BufferedWriter:
         *,
         capacity: int = 200_000,
         batch_size: int = 5_000,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = _DEFAULT_BACKOFF,
         clock: Callable[[], float] = time.monotonic,
         on_status: Callable[[WriterStatus], None] | None = None,
     ) -> None:

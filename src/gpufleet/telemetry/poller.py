@@ -10,26 +10,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from gpufleet.domain.retry import Backoff
 from gpufleet.telemetry.model import TelemetryError, TelemetryPage
 from gpufleet.telemetry.port import TelemetrySource
 
 __all__ = ["Backoff", "PollerStats", "TelemetryPoller"]
 
 _LOG = logging.getLogger("gpufleet.telemetry")
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """The wait after ``n`` failures in a row: ``initial_s * factor ** (n - 1)``, at most ``maximum_s``."""
-
-    initial_s: float = 5.0
-    factor: float = 2.0
-    maximum_s: float = 300.0
-
-    def delay(self, failures: int) -> float:
-        if failures <= 0:
-            return 0.0
-        return min(self.maximum_s, self.initial_s * self.factor ** min(failures - 1, 64))
 
 
 @dataclass(slots=True)
@@ -56,7 +43,8 @@ class TelemetryPoller:
         self.now = now
         self.sleep = sleep
         self.interval_s = interval_s
-        self.backoff = backoff if backoff is not None else Backoff()
+        # an exporter or Prometheus away: first retry after 5 s, at most every 5 minutes
+        self.backoff = backoff if backoff is not None else Backoff(initial_s=5.0, maximum_s=300.0)
         self.stats = PollerStats()
         self.log = logger if logger is not None else _LOG
         self._stopped = False
