@@ -101,7 +101,7 @@ def test_the_origin_is_the_traces_own_start_or_the_option(files: dict[str, str],
     (["--ledger", "sqlite+aiosqlite:///x.db"], "--ledger 'sqlite+aiosqlite:///x.db': SQLite through the driver"),
     (["--ledger", "x.db", "--compare", "seed=1"], "--ledger: one run per ledger; not with --compare"),
     (["--ledger-origin", "2026-11-01"], "--ledger-origin: only with --ledger"),
-    (["--ledger", "x.db", "--ledger-origin", "soon"], '--ledger-origin: "soon" is not an ISO-8601 date-time'),
+    (["--ledger", "x.db", "--ledger-origin", "soon"], '--ledger-origin: "soon": not a date (YYYY-MM-DD) or an ISO 8601 time'),
 ])
 def test_bad_ledger_options_are_one_line_and_exit_2(files: dict[str, str], tmp_path: Path, extra: list[str],
                                                     message: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,6 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -42,6 +41,7 @@ from sqlalchemy.sql import FromClause
 
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.prices import PriceList
+from gpufleet.adapters.times import parse_when
 from gpufleet.ledger._schema import intervals, labels
 from gpufleet.ledger.model import EndReason, to_micros
 from gpufleet.ledger.store import LedgerStore
@@ -106,21 +106,6 @@ def parse_group_by(text: str, option: str = "--group-by") -> tuple[str, ...]:
     return tuple(keys)
 
 
-def parse_when(text: str, option: str) -> float:
-    """Epoch seconds of a date (``2026-11-01``, midnight UTC) or an ISO 8601 time (``2026-11-01T08:00``,
-    UTC unless it carries an offset); :class:`InputError` naming the option otherwise."""
-    value = text.strip()
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputError(f"{option}: {describe(text)}: not a date (YYYY-MM-DD) or an ISO 8601 time "
-                         "(YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM])") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    seconds = moment.timestamp()
-    if seconds < 0:
-        raise InputError(f"{option}: {describe(text)}: before 1970")
-    return seconds
 
 
 # ------------------------------------------------------------------------------------------ results

@@ -23,9 +23,8 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 
-from gpufleet.adapters.errors import InputError, describe
+from gpufleet.adapters.times import parse_when
 from gpufleet.domain import LABEL_GPU_PRODUCT, MILLI
 from gpufleet.ledger.model import EndReason, Interval, IntervalStart, gpu_amount
 from gpufleet.sim.jobs import SimJob
@@ -49,18 +48,8 @@ _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 def parse_origin(text: str, option: str = "--ledger-origin") -> float:
     """An ISO-8601 date-time (``2026-11-01T00:00:00Z``; no offset means UTC) in epoch seconds, or an
-    InputError naming ``option``."""
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InputError(f"{option}: {describe(text)} is not an ISO-8601 date-time "
-                         "(e.g. 2026-11-01T00:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    seconds = moment.timestamp()
-    if seconds < 0:
-        raise InputError(f"{option}: {describe(text)} is before 1970")
-    return seconds
+    InputError naming ``option`` (the one reading of command-line times, as the reports' window)."""
+    return parse_when(text, option)
 
 
 def pod_uid(run_key: str, pod_name: str, start: int) -> str:
