@@ -32,16 +32,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
-from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
+from gpufleet.adapters._documents import one_document
 from gpufleet.adapters._fields import FieldError
 from gpufleet.adapters._k8s_core import _nvlink_domains
-from gpufleet.adapters._k8s_models import _message, loc_path
-from gpufleet.adapters._yaml_parse import parse_documents
+from gpufleet.adapters._k8s_models import _message
 from gpufleet.adapters.errors import InputError, describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.adapters.traces.records import TraceNode
@@ -350,17 +349,7 @@ def _layout(doc: ClusterSpecDocument) -> ClusterLayout:
 
 def load_cluster_spec_text(text: str, source: str = "<cluster spec>") -> ClusterLayout:
     """The cluster described by one ``ClusterSpec`` YAML document; InputError for any problem."""
-    docs = [doc for doc in parse_documents(text, source) if doc is not None]
-    if len(docs) != 1:
-        raise InputError(f"{source}: expected one ClusterSpec document, got {len(docs)}")
-    raw: Any = docs[0]
-    if not isinstance(raw, dict):
-        raise InputError(f"{source}: expected a ClusterSpec (a mapping), got {describe(raw)}")
-    try:
-        doc = ClusterSpecDocument.model_validate(raw)
-    except PydanticValidationError as err:
-        first = err.errors(include_url=False)[0]
-        raise InputError(f"{source}: {loc_path(first['loc'])}: {_error_message(first)}") from None
+    doc = one_document(text, source, ClusterSpecDocument, "ClusterSpec", "a ClusterSpec (a mapping)", _error_message)
     try:
         return _layout(doc)
     except FieldError as err:

@@ -21,14 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
-from pydantic import ValidationError as PydanticValidationError
 
-from gpufleet.adapters._k8s_models import _message, loc_path
-from gpufleet.adapters._yaml_parse import parse_documents
-from gpufleet.adapters.errors import InputError, describe
+from gpufleet.adapters._documents import one_document
 from gpufleet.adapters.k8s_yaml import _read_text
 
 __all__ = ["GpuRates", "PriceList", "load_prices_file", "load_prices_text"]
@@ -94,17 +91,7 @@ class _PricesFile(_Model):
 
 def load_prices_text(text: str, source: str = "<prices>") -> PriceList:
     """The price list of one YAML document; :class:`InputError` naming ``source`` and the field."""
-    docs = [doc for doc in parse_documents(text, source) if doc is not None]
-    if len(docs) != 1:
-        raise InputError(f"{source}: expected one prices document, got {len(docs)}")
-    raw: Any = docs[0]
-    if not isinstance(raw, dict):
-        raise InputError(f"{source}: expected a mapping (currency, default, gpus, ...), got {describe(raw)}")
-    try:
-        doc = _PricesFile.model_validate(raw)
-    except PydanticValidationError as err:
-        first = err.errors(include_url=False)[0]
-        raise InputError(f"{source}: {loc_path(first['loc']) or '(top)'}: {_message(first)}") from None
+    doc = one_document(text, source, _PricesFile, "prices", "a mapping (currency, default, gpus, ...)")
     return PriceList(
         currency=doc.currency,
         default=doc.default.rates(),
