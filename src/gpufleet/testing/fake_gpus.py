@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gpufleet.agent.gpus import GpuInfo, GpuReader
+from gpufleet.agent.gpus import GpuHealthReading, GpuInfo, GpuReader, GpuUtilisation, ProcessUtilisation, XidEvent
 
 __all__ = ["FakeGpuReader", "fake_gpus"]
 
@@ -46,6 +46,17 @@ class FakeGpuReader:
                            for gpu in self._gpus)
         self._changes += 1
         self._event.set()
+
+    def health(self) -> tuple[GpuHealthReading, ...]:
+        return tuple(GpuHealthReading(index=gpu.index, uuid=gpu.uuid) for gpu in self._gpus)
+
+    def xid_events(self) -> tuple[XidEvent, ...]:
+        return ()
+
+    def utilisation(self) -> tuple[tuple[GpuUtilisation, ...], tuple[ProcessUtilisation, ...]]:
+        gpus = tuple(GpuUtilisation(index=gpu.index, uuid=gpu.uuid, gpu_util_percent=0.0, memory_used_mib=0,
+                                    memory_total_mib=gpu.memory_mib) for gpu in self._gpus)
+        return gpus, ()
 
     async def changed(self) -> None:
         while self._changes == self._seen:

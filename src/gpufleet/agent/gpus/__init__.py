@@ -4,6 +4,24 @@ The NVML adapter is imported by its module name only (``gpufleet.agent.gpus.nvml
 face does not need the ``agent`` extra (nvidia-ml-py).
 """
 
-from gpufleet.agent.gpus.port import GpuInfo, GpuReader, GpuReaderError
+from gpufleet.agent.gpus.port import (
+    GpuHealthReading,
+    GpuInfo,
+    GpuReader,
+    GpuReaderError,
+    GpuUtilisation,
+    MigInstance,
+    ProcessUtilisation,
+    XidEvent,
+)
 
-__all__ = ["GpuInfo", "GpuReader", "GpuReaderError"]
+__all__ = [
+    "GpuHealthReading",
+    "GpuInfo",
+    "GpuReader",
+    "GpuReaderError",
+    "GpuUtilisation",
+    "MigInstance",
+    "ProcessUtilisation",
+    "XidEvent",
+]
