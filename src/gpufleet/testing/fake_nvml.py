@@ -335,7 +335,6 @@ class FakeNvml:
     NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
     NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
     nvmlEventTypeXidCriticalError = 0x0000000000000008
-    nvmlEventTypeMigConfigChange = 0x0000000000000100
 
     NVMLError = NVMLError
     NVMLError_Uninitialized = ERROR_CLASSES["NVMLError_Uninitialized"]

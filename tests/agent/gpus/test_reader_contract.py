@@ -1,18 +1,18 @@
-"""One contract for every GpuReader: the fake of the tests and, where a driver and a GPU are present,
-the NVML reader (skipped otherwise: this machine and CI have no GPU)."""
+"""One contract for every GpuReader: the fake of the tests, the NVML reader over the fake NVML and,
+where a driver and a GPU are present, the NVML reader over the real NVML (skipped otherwise: this
+machine and CI have no GPU)."""
 
 from __future__ import annotations
 
 import asyncio
-import types
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from gpufleet.agent.gpus import GpuReader, GpuReaderError
-from gpufleet.agent.gpus.nvml import NvmlGpuReader, open_nvml
+from gpufleet.agent.gpus.nvml import open_nvml
 from gpufleet.testing import FakeGpuReader, fake_gpus
+from gpufleet.testing.fake_nvml import FakeNvml
 
 
 def _nvml_reader() -> GpuReader:
@@ -27,9 +27,19 @@ def _nvml_reader() -> GpuReader:
     return reader
 
 
-@pytest.fixture(params=["fake", "nvml"])
+def _made(kind: str) -> GpuReader:
+    if kind == "fake":
+        return FakeGpuReader(fake_gpus(4))
+    if kind == "nvml-fake":
+        nvml = FakeNvml.with_gpus(4)
+        nvml.connect(0, 1)
+        return open_nvml(nvml)
+    return _nvml_reader()
+
+
+@pytest.fixture(params=["fake", "nvml-fake", "nvml"])
 def reader(request: pytest.FixtureRequest) -> Iterator[GpuReader]:
-    made: GpuReader = FakeGpuReader(fake_gpus(4)) if request.param == "fake" else _nvml_reader()
+    made = _made(request.param)
     yield made
     made.close()
 
@@ -45,7 +55,37 @@ def test_a_reader_lists_the_gpus_in_index_order_with_their_identity(reader: GpuR
         assert gpu.memory_mib > 0
         assert gpu.minor >= 0
         assert isinstance(gpu.mig_enabled, bool) and isinstance(gpu.healthy, bool)
+        assert gpu.index not in gpu.nvlink_peers
+        assert all(0 <= peer < len(gpus) for peer in gpu.nvlink_peers)
+        assert gpu.mig_enabled or not gpu.mig_instances
     assert reader.read() == gpus  # nothing changed: the same answer
+
+
+def test_health_gives_one_reading_per_gpu_in_index_order(reader: GpuReader) -> None:
+    gpus = reader.read()
+    readings = reader.health()
+    assert [(r.index, r.uuid) for r in readings] == [(g.index, g.uuid) for g in gpus]
+    for reading in readings:
+        assert not reading.lost and reading.error is None  # healthy GPUs here
+        for counter in (reading.ecc_dbe_volatile, reading.retired_pages_sbe, reading.retired_pages_dbe):
+            assert counter is None or counter >= 0
+
+
+def test_xid_events_return_at_once_when_none_came(reader: GpuReader) -> None:
+    assert reader.xid_events() == ()
+    assert reader.xid_events() == ()
+
+
+def test_utilisation_names_known_gpus_with_their_memory(reader: GpuReader) -> None:
+    gpus = {gpu.index: gpu for gpu in reader.read()}
+    per_gpu, per_process = reader.utilisation()
+    assert per_gpu  # whole GPUs, not in MIG mode, report their utilisation
+    for reading in per_gpu:
+        assert gpus[reading.index].uuid == reading.uuid
+        assert 0.0 <= reading.gpu_util_percent <= 100.0
+        assert 0 <= reading.memory_used_mib <= reading.memory_total_mib == gpus[reading.index].memory_mib
+    for process in per_process:
+        assert gpus[process.index].uuid == process.uuid and process.pid > 0
 
 
 @pytest.mark.asyncio
@@ -57,6 +97,7 @@ async def test_changed_waits_while_nothing_changes(reader: GpuReader) -> None:
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+    reader.close()  # ends NVML's wait in its thread before the event loop closes (closing twice is harmless)
 
 
 @pytest.mark.asyncio
@@ -69,57 +110,15 @@ async def test_the_fake_reports_a_health_change() -> None:
     assert [gpu.healthy for gpu in reader.read()] == [True, False]
 
 
-# ------------------------------------------------------------------------ the NVML adapter's own rules
-
-
-class _NVMLError(Exception):
-    pass
-
-
-class _Timeout(_NVMLError):
-    pass
-
-
-def _fake_pynvml(events: list[Any]) -> Any:
-    """Enough of pynvml for two GPUs, and Xid events handed out in order (then timeouts)."""
-
-    def wait(_set: Any, _ms: int) -> Any:
-        if not events:
-            raise _Timeout()
-        return events.pop(0)
-
-    def mig_mode(handle: int) -> tuple[int, int]:
-        if handle == 0:
-            raise _NVMLError("Not Supported")
-        return (1, 1)
-
-    return types.SimpleNamespace(
-        NVMLError=_NVMLError, NVMLError_Timeout=_Timeout, NVML_DEVICE_MIG_ENABLE=1,
-        nvmlEventTypeXidCriticalError=8,
-        nvmlDeviceGetCount=lambda: 2,
-        nvmlDeviceGetHandleByIndex=lambda i: i,
-        nvmlDeviceGetUUID=lambda h: f"GPU-{h}",
-        nvmlDeviceGetName=lambda h: "NVIDIA A100-SXM4-80GB",
-        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=81920 * 1024 * 1024),
-        nvmlDeviceGetMinorNumber=lambda h: 10 + h,
-        nvmlDeviceGetMigMode=mig_mode,
-        nvmlEventSetCreate=lambda: "set",
-        nvmlDeviceRegisterEvents=lambda h, kind, s: None,
-        nvmlEventSetWait=wait,
-        nvmlEventSetFree=lambda s: None,
-        nvmlShutdown=lambda: None,
-    )
-
-
 @pytest.mark.asyncio
-async def test_nvml_marks_a_gpu_unhealthy_on_a_critical_xid_but_not_on_an_application_one() -> None:
-    events = [types.SimpleNamespace(device=1, eventType=8, eventData=13),  # application: ignored
-              types.SimpleNamespace(device=1, eventType=8, eventData=79)]  # fallen off the bus
-    reader = NvmlGpuReader(_fake_pynvml(events))
-    assert [(g.uuid, g.minor, g.memory_mib, g.mig_enabled, g.healthy) for g in reader.read()] == [
-        ("GPU-0", 10, 81920, False, True), ("GPU-1", 11, 81920, True, True)]
-    await asyncio.wait_for(reader.changed(), 10)
-    assert [g.healthy for g in reader.read()] == [True, False]
+async def test_the_nvml_reader_reports_a_health_change_on_a_critical_xid() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    reader = open_nvml(nvml)
+    waiting = asyncio.ensure_future(reader.changed())
+    await asyncio.sleep(0)
+    nvml.queue_xid(1, 79)
+    await asyncio.wait_for(waiting, 10)
+    assert [gpu.healthy for gpu in reader.read()] == [True, False]
     reader.close()
 
 
