@@ -2,6 +2,8 @@
 
 - :mod:`gpufleet.agent.gpus`: the node's GPUs (the :class:`~gpufleet.agent.gpus.GpuReader` port and
   its NVML adapter, the only place NVML is imported);
+- :mod:`gpufleet.agent.discovery`: the Node labels and annotations the GPUs call for (pure), and the
+  patch that writes them;
 - :mod:`gpufleet.agent.deviceplugin`: ``gpufleet device-plugin``, the kubelet device plugin (the only
   place gRPC is imported).
 
