@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 MIB = 1024 * 1024
+_SAMPLES_KEPT = 100  # process utilisation samples kept per GPU
 
 # NVML's return codes (nvml.h), as nvidia-ml-py names them; each gets an NVMLError subclass.
 ERROR_CODES: dict[str, int] = {
@@ -434,6 +435,7 @@ class FakeNvml:
         """A process on the GPU: a utilisation sample at ``timestamp_us`` and its memory."""
         gpu = self.gpus[index]
         gpu.samples.append(c_nvmlProcessUtilizationSample_t(pid, timestamp_us, sm_util, 0))
+        del gpu.samples[:-_SAMPLES_KEPT]  # the driver keeps a ring buffer of recent samples
         gpu.processes = [p for p in gpu.processes if p.pid != pid]
         gpu.processes.append(c_nvmlProcessInfo_v3_t(pid, memory_mib * MIB))
 
