@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.agent.gpus import GpuHealthReading, GpuReaderError, ProcessUtilisation, XidEvent
 from gpufleet.agent.gpus.nvml import NvmlGpuReader, mig_profile_name, open_nvml
@@ -320,3 +322,49 @@ def test_nvml_errors_are_built_from_their_code_as_pynvml_builds_them() -> None:
     assert type(NVMLError(GPU_IS_LOST)) is FakeNvml.NVMLError_GpuIsLost
     assert FakeNvml.NVMLError_NotSupported().value == NOT_SUPPORTED
     assert str(NVMLError(12345)) == "NVML Error with code 12345"
+
+
+
+def test_an_unreadable_gpu_is_one_log_line_and_an_unknown_health(caplog: pytest.LogCaptureFixture) -> None:
+    nvml = FakeNvml.with_gpus(2)
+    nvml.fail("nvmlDeviceGetUUID", UNKNOWN, index=1)
+    with caplog.at_level("WARNING", logger="gpufleet.agent.gpus.nvml"):
+        reader = open_nvml(nvml)
+    assert caplog.messages == [
+        "GPU 1 cannot be read (nvmlDeviceGetUUID: Unknown Error): listed as GPU-unreadable-1, unhealthy"]
+    assert reader.health()[1] == GpuHealthReading(index=1, uuid="GPU-unreadable-1",
+                                                  error="nvmlDeviceGetUUID: Unknown Error")
+    assert [g.healthy for g in reader.read()] == [True, False]
+
+
+def test_an_xid_for_a_device_the_reader_does_not_know_is_logged_and_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    nvml = FakeNvml.with_gpus(1)
+    reader = open_nvml(nvml)
+    # NVML only reports events of registered devices: forget the one GPU, to reach the guard
+    reader._by_key.clear()
+    reader._by_uuid.clear()
+    nvml.queue_xid(0, 79)
+    with caplog.at_level("WARNING", logger="gpufleet.agent.gpus.nvml"):
+        assert reader.xid_events() == ()
+    assert caplog.messages == ["NVML reported Xid 79 for a GPU this reader did not enumerate; ignored"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 8).flatmap(lambda n: st.tuples(
+    st.just(n), st.frozensets(st.integers(0, n - 1)),
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12))))
+def test_nvlink_peers_are_the_symmetric_closure_of_the_links_and_switches_are_flagged(
+        case: tuple[int, frozenset[int], list[tuple[int, int]]]) -> None:
+    count, switched, pairs = case
+    nvml = FakeNvml.with_gpus(count)
+    nvml.nvswitch(switched)
+    wired = [(a, b) for a, b in pairs if a != b and a not in switched and b not in switched]
+    for a, b in wired:
+        nvml.connect(a, b)
+    expected: dict[int, set[int]] = {i: set() for i in range(count)}
+    for a, b in wired:
+        expected[a].add(b)
+        expected[b].add(a)
+    gpus = open_nvml(nvml).read()
+    assert [set(g.nvlink_peers) for g in gpus] == [expected[i] for i in range(count)]
+    assert {g.index for g in gpus if g.nvswitch} == switched

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import math
 import re
 import threading
@@ -45,6 +46,8 @@ from gpufleet.agent.gpus.port import (
 )
 
 __all__ = ["APPLICATION_XIDS", "NvmlGpuReader", "mig_profile_name", "open_nvml"]
+
+log = logging.getLogger(__name__)
 
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 _WAIT_MS = 1000  # one blocking wait for events; cancellation is seen between two
@@ -159,6 +162,9 @@ class NvmlGpuReader:
         except nvml.NVMLError as err:
             raise GpuReaderError(f"NVML cannot list the GPUs: {err}") from None
         self._gpus = [self._enumerate(index) for index in range(count)]
+        for gpu in self._gpus:
+            if gpu.problem is not None:
+                log.warning("GPU %d cannot be read (%s): listed as %s, unhealthy", gpu.index, gpu.problem, gpu.uuid)
         self._by_key = {_handle_key(gpu.handle): gpu.index for gpu in self._gpus if gpu.handle is not None}
         self._by_bus = {gpu.bus_key: gpu.index for gpu in self._gpus if gpu.handle is not None}
         self._by_uuid = {gpu.uuid: gpu.index for gpu in self._gpus}
@@ -366,6 +372,7 @@ class NvmlGpuReader:
             with contextlib.suppress(nvml.NVMLError):
                 index = self._by_uuid.get(_text(nvml.nvmlDeviceGetUUID(event.device)))
         if index is None:
+            log.warning("NVML reported Xid %d for a GPU this reader did not enumerate; ignored", int(event.eventData))
             return
         xid = int(event.eventData)
         with self._lock:
