@@ -3,7 +3,8 @@
 Two adapters implement the port: :class:`gpufleet.agent.gpus.nvml.NvmlGpuReader` over NVML (the
 only module that imports ``pynvml``, from the ``agent`` extra) and the fake
 :class:`gpufleet.testing.fake_gpus.FakeGpuReader` of the tests; ``tests/agent/gpus`` runs the same
-contract against both (the NVML half only where a driver and a GPU are present).
+contract against both, the NVML reader running over the fake NVML of
+:mod:`gpufleet.testing.fake_nvml` and, where a driver and a GPU are present, over the real one.
 """
 
 from __future__ import annotations
