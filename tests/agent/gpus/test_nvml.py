@@ -368,3 +368,15 @@ def test_nvlink_peers_are_the_symmetric_closure_of_the_links_and_switches_are_fl
     gpus = open_nvml(nvml).read()
     assert [set(g.nvlink_peers) for g in gpus] == [expected[i] for i in range(count)]
     assert {g.index for g in gpus if g.nvswitch} == switched
+
+
+def test_gpus_added_or_removed_are_seen_when_nvml_is_opened_again() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    reader = open_nvml(nvml)
+    added = nvml.add_gpu()
+    removed = nvml.remove_gpu(0)
+    gpus = reader.read()  # NVML enumerates at init: the same two GPUs, the removed one lost
+    assert [(g.uuid, g.healthy) for g in gpus] == [(removed.uuid, False), (nvml.gpu(0).uuid, True)]
+    reader.close()
+    again = open_nvml(nvml).read()
+    assert [g.uuid for g in again] == [nvml.gpu(0).uuid, added.uuid]
