@@ -271,3 +271,11 @@ def test_policy_rejects_nonsense() -> None:
         HealthPolicy(clean_period_s=0)
     with pytest.raises(ValueError, match="storm_xids"):
         HealthPolicy(storm_xids=0)
+
+
+def test_a_new_level_condition_on_an_already_unhealthy_gpu_is_a_change_once() -> None:
+    marked = run(healthy_at(), 0.0, [reading(row_remap_failure=True)])
+    both = run(marked, 1.0, [reading(row_remap_failure=True, retired_pages_dbe=60)])
+    (change,) = both.changes
+    assert "row remapping failed" in change.reason and "60 retired pages" in change.reason
+    assert run(both, 2.0, [reading(row_remap_failure=True, retired_pages_dbe=60)]).changes == ()

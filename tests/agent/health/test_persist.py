@@ -60,3 +60,12 @@ def test_after_a_corrupted_annotation_a_persisting_condition_is_marked_again() -
     loaded = load_health("not json")
     result = run(loaded.gpus, 100.0, [reading(0, lost=True), reading(1)])
     assert [gpu.state.value for gpu in result.gpus] == ["Unhealthy", "Healthy"]
+
+
+def test_dumping_never_raises_and_an_out_of_bounds_value_is_refused_on_reading() -> None:
+    from gpufleet.agent.health import GpuHealth, HealthState
+
+    odd = GpuHealth(index=0, uuid="GPU-" + "x" * 200, state=HealthState.HEALTHY, reason="", since=float("nan"))
+    loaded = load_health(dump_health([odd]))
+    assert dict(loaded.gpus) == {}
+    assert loaded.error is not None and loaded.error.startswith(f"annotation {ANNOTATION_GPU_HEALTH}: gpus.0.")

@@ -259,11 +259,12 @@ def _apply(gpu: GpuHealth, event: HealthEvent, judged: _Judgement, now: float, p
                    app_xid_times=judged.app_xid_times)
     if event is HealthEvent.BAD_SIGNAL:
         # A new change when something happened now: a state change, an edge signal, or a level signal
-        # that the previous reading did not have (clean_since was running or the GPU was not unhealthy).
-        new_bad = gpu.state is not state or bool(judged.edge) or gpu.clean_since is not None
+        # that the previous reading did not have (clean_since was running, or its words are new).
+        new_bad = (gpu.state is not state or bool(judged.edge) or gpu.clean_since is not None
+                   or any(message not in gpu.reason for message in judged.level))
         if not new_bad:
             return replace(kept, clean_since=None), None
-        reason = _cut("; ".join(judged.edge + judged.level))
+        reason = _cut("; ".join(judged.level + judged.edge))  # the lasting conditions first: never cut
         after = replace(kept, state=state, reason=reason, since=now if gpu.state is not state else gpu.since,
                         last_bad_at=now,
                         clean_since=None if judged.level or judged.read_failed is not None else now)

@@ -61,11 +61,14 @@ class LoadedHealth:
 
 
 def dump_health(gpus: Iterable[GpuHealth]) -> str:
-    """The annotation's value for ``gpus`` (compact JSON, GPUs in index order)."""
-    document = _HealthDocument(version=1, gpus=[
-        _GpuModel(index=gpu.index, uuid=gpu.uuid, state=gpu.state.value, reason=gpu.reason, since=gpu.since,
-                  lastBadAt=gpu.last_bad_at, cleanSince=gpu.clean_since, eccDbeBaseline=gpu.ecc_dbe_baseline,
-                  pending=gpu.pending, appXidTimes=list(gpu.app_xid_times))
+    """The annotation's value for ``gpus`` (compact JSON, GPUs in index order). Never raises: the
+    models are built unvalidated, so a value out of the annotation's bounds (a 200-character UUID)
+    is written, and refused by :func:`load_health` with its one line, not a crash of the agent."""
+    document = _HealthDocument.model_construct(version=1, gpus=[
+        _GpuModel.model_construct(
+            index=gpu.index, uuid=gpu.uuid, state=gpu.state.value, reason=gpu.reason, since=gpu.since,
+            lastBadAt=gpu.last_bad_at, cleanSince=gpu.clean_since, eccDbeBaseline=gpu.ecc_dbe_baseline,
+            pending=gpu.pending, appXidTimes=list(gpu.app_xid_times))
         for gpu in sorted(gpus, key=lambda gpu: gpu.index)
     ])
     return document.model_dump_json(exclude_defaults=True)
