@@ -279,3 +279,8 @@ def test_a_new_level_condition_on_an_already_unhealthy_gpu_is_a_change_once() ->
     (change,) = both.changes
     assert "row remapping failed" in change.reason and "60 retired pages" in change.reason
     assert run(both, 2.0, [reading(row_remap_failure=True, retired_pages_dbe=60)]).changes == ()
+
+
+def test_the_same_xid_twice_in_one_poll_is_named_once() -> None:
+    marked = run(healthy_at(), 1.0, [reading()], [xid(79), xid(79)])
+    assert by_index(marked)[0].reason == "Xid 79: GPU has fallen off the bus; action: reboot the node"

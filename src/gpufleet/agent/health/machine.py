@@ -201,7 +201,7 @@ def _judge_xids(gpu: GpuHealth, events: Iterable[XidEvent], now: float, policy: 
             storm_counted += 1
     if storm_counted and len(times) >= policy.storm_xids:
         out.edge.append(f"Xid storm: {len(times)} application Xids within {_seconds(policy.storm_window_s)} "
-                        f"(threshold {policy.storm_xids}): the GPU fails every program; action: reset the GPU")
+                        f"(threshold {policy.storm_xids}): several programs fail on this GPU; action: reset the GPU")
     out.app_xid_times = tuple(times[-policy.storm_xids:])  # all the rule needs: bounded on the Node
 
 
@@ -264,7 +264,7 @@ def _apply(gpu: GpuHealth, event: HealthEvent, judged: _Judgement, now: float, p
                    or any(message not in gpu.reason for message in judged.level))
         if not new_bad:
             return replace(kept, clean_since=None), None
-        reason = _cut("; ".join(judged.level + judged.edge))  # the lasting conditions first: never cut
+        reason = _cut("; ".join(dict.fromkeys(judged.level + judged.edge)))  # lasting ones first: never cut
         after = replace(kept, state=state, reason=reason, since=now if gpu.state is not state else gpu.since,
                         last_bad_at=now,
                         clean_since=None if judged.level or judged.read_failed is not None else now)
