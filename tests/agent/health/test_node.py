@@ -108,3 +108,12 @@ def test_condition_unknown_when_a_gpu_is_unknown_or_nvml_unreadable_or_no_gpu() 
 def test_condition_message_is_bounded() -> None:
     condition = node_condition([gpu(i, HealthState.UNHEALTHY, "x" * 500) for i in range(8)])
     assert len(condition.message) <= 1024
+
+
+def test_merge_uncordon_keeps_what_is_already_asked() -> None:
+    from gpufleet.agent.health import merge_uncordon
+
+    assert merge_uncordon(None, [3]) == "3"
+    assert merge_uncordon("1", [3]) == "1,3"
+    assert merge_uncordon("3", [3]) == "3"
+    assert merge_uncordon("garbage", [2]) == "2"

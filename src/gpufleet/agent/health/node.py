@@ -28,6 +28,7 @@ __all__ = [
     "HealthAnnotationError",
     "NodeCondition",
     "format_gpu_indices",
+    "merge_uncordon",
     "node_condition",
     "parse_gpu_indices",
     "parse_uncordon",
@@ -69,6 +70,17 @@ def parse_gpu_indices(text: str, where: str) -> frozenset[int]:
 def parse_uncordon(text: str) -> frozenset[int]:
     """The GPU indices of the operator's ``gpufleet.dev/gpu-uncordon`` annotation (``"3"``, ``"1,3"``)."""
     return parse_gpu_indices(text, f"annotation {ANNOTATION_GPU_UNCORDON}")
+
+
+def merge_uncordon(existing: str | None, indices: Iterable[int]) -> str:
+    """The ``gpufleet.dev/gpu-uncordon`` value once ``indices`` are added to what is already asked
+    (``gpufleet gpu uncordon`` must not drop another operator's pending request); an unreadable
+    existing value is replaced, as the agent would refuse it anyway."""
+    try:
+        asked = parse_uncordon(existing) if existing is not None else frozenset()
+    except HealthAnnotationError:
+        asked = frozenset()
+    return format_gpu_indices(asked | frozenset(indices))
 
 
 def unhealthy_indices(gpus: Iterable[GpuHealth]) -> frozenset[int]:
