@@ -81,7 +81,14 @@ def test_a_storm_of_application_xids_marks_the_gpu() -> None:
     assert state(result) is H
     result = run(result, 40.0, [reading()], [xid(13)], policy=policy)
     assert state(result) is U
-    assert by_index(result)[0].reason.startswith("Xid storm: 3 application Xids within 60 s")
+    assert by_index(result)[0].reason.startswith("Xid storm: application Xids at 3 polls within 60 s")
+
+
+def test_a_burst_of_application_xids_in_one_poll_counts_once() -> None:
+    policy = HealthPolicy(storm_xids=3, storm_window_s=60.0)
+    result = run(healthy_at(), 1.0, [reading()], [xid(13)] * 20, policy=policy)
+    assert state(result) is H
+    assert by_index(result)[0].app_xid_times == (1.0,)
 
 
 def test_application_xids_spread_beyond_the_window_are_no_storm() -> None:

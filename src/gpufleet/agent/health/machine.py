@@ -99,9 +99,9 @@ class HealthPolicy:
     # health check and diagnostics have used (DCGM_LIMIT_MAX_RETIRED_PAGES, later 63 to match NVIDIA's
     # field diagnostic), the point where NVIDIA considers a pre-Ampere board for RMA.
     retired_pages_threshold: int = 60
-    # The storm rule: this many application Xids on one GPU within the window mark it. A single
-    # crash-looping pod restarts at most about six times in ten minutes (the kubelet's back-off doubles
-    # from 10 s to 5 min), so ten in ten minutes means several programs fail on this GPU.
+    # The storm rule: application Xids at this many polls within the window mark the GPU (a poll's burst
+    # counts once). A single crash-looping pod restarts at most about six times in ten minutes (the
+    # kubelet's back-off doubles from 10 s to 5 min), so ten in ten minutes means several programs fail.
     storm_xids: int = 10
     storm_window_s: float = 600.0
     # A page retirement or row remap waiting for a GPU reset: DCGM reports it as a warning (the GPU
@@ -132,7 +132,7 @@ class GpuHealth:
     clean_since: float | None = None  # start of the current run of clean readings; None while a signal holds
     ecc_dbe_baseline: int | None = None  # the double-bit ECC count of the last reading: only a rise is bad
     pending: bool = False  # the last reading had a page retirement or row remap waiting for a reset
-    app_xid_times: tuple[float, ...] = field(default=())  # storm-counted Xids within the window, oldest first
+    app_xid_times: tuple[float, ...] = field(default=())  # polls with storm-counted Xids in the window, oldest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,19 +189,22 @@ class _Judgement:
 def _judge_xids(gpu: GpuHealth, events: Iterable[XidEvent], now: float, policy: HealthPolicy,
                 out: _Judgement) -> None:
     times = [t for t in gpu.app_xid_times if now - t < policy.storm_window_s]
-    storm_counted = 0
+    counted = False
     for event in events:
         rule = xid_rule(event.xid)
         if rule.marks_unhealthy:
             out.edge.append(rule.reason())
         else:
             out.notices.append(f"{rule.reason()} (reported; the GPU is not marked)")
-        if rule.counts_toward_storm:
-            times.append(now)
-            storm_counted += 1
-    if storm_counted and len(times) >= policy.storm_xids:
-        out.edge.append(f"Xid storm: {len(times)} application Xids within {_seconds(policy.storm_window_s)} "
-                        f"(threshold {policy.storm_xids}): several programs fail on this GPU; action: reset the GPU")
+        counted = counted or rule.counts_toward_storm
+    if counted:
+        # One count per poll, not per event: one fault of one program can log a burst of Xid 13s (one
+        # per SM), which must not pass for a storm.
+        times.append(now)
+        if len(times) >= policy.storm_xids:
+            out.edge.append(f"Xid storm: application Xids at {len(times)} polls within "
+                            f"{_seconds(policy.storm_window_s)} (threshold {policy.storm_xids}): several programs "
+                            "fail on this GPU; action: reset the GPU")
     out.app_xid_times = tuple(times[-policy.storm_xids:])  # all the rule needs: bounded on the Node
 
 
