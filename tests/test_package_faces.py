@@ -10,7 +10,8 @@ import pytest
 
 
 @pytest.mark.parametrize("package", ["gpufleet.adapters", "gpufleet.domain", "gpufleet.kube", "gpufleet.sim",
-                                     "gpufleet.testing", "gpufleet.agent.gpus", "gpufleet.agent.deviceplugin"])
+                                     "gpufleet.testing", "gpufleet.agent.gpus", "gpufleet.agent.deviceplugin",
+                                     "gpufleet.agent.health"])
 def test_every_name_of_a_face_resolves(package: str) -> None:
     module = importlib.import_module(package)
     for name in module.__all__:
