@@ -94,4 +94,4 @@ def test_the_cache_holds_only_the_last_poll_processes_and_never_more_than_its_ca
     owners.owners([108, 109])  # the newest two were kept
     assert reader.cgroups == list(range(100, 110))
     owners.owners([100])
-    assert owners.cached == (100,)
+    assert list(owners.cached) == [100]
