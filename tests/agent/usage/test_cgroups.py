@@ -90,6 +90,14 @@ def test_any_uid_and_container_round_trip(uid: uuid.UUID, cid: bytes, layout: st
     assert parse_cgroup(text) == CgroupOwner(str(uid), cid.hex())
 
 
+@given(uid=st.binary(min_size=16, max_size=16), cid=st.binary(min_size=32, max_size=32),
+       systemd=st.booleans())
+def test_any_static_pod_hash_round_trips(uid: bytes, cid: bytes, systemd: bool) -> None:
+    path = (f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.hex()}.slice/crio-{cid.hex()}.scope"
+            if systemd else f"/kubepods/besteffort/pod{uid.hex()}/{cid.hex()}")
+    assert parse_cgroup(f"0::{path}\n") == CgroupOwner(uid.hex(), cid.hex())
+
+
 @given(st.text())
 def test_garbage_never_raises(text: str) -> None:
     owner = parse_cgroup(text)

@@ -116,6 +116,15 @@ def test_the_telemetry_reader_derives_the_pods_usage_that_was_fed(tree: ProcTree
     assert all(r.model == "NVIDIA H100 80GB HBM3" for r in readings)
 
 
+def test_after_a_failed_read_no_stale_figure_is_served(tree: ProcTree) -> None:
+    agent = exporter(tree)
+    agent.clear(AT + 1)
+    text = agent.render().decode()
+    assert parse_exporter_text(text, "agent") == []
+    assert samples(text, AGENT_UPDATE_TIME) == {frozenset(): AT + 1}
+    assert samples(text, AGENT_UPDATES + "_total") == {frozenset(): 1}
+
+
 def test_a_pod_share_is_capped_at_the_whole_gpu(tree: ProcTree) -> None:
     agent = exporter(tree)
     agent.update(UTIL[:1], [proc(0, 100, 80, 10), proc(0, 104, 70, 10)], PODS, now=AT + 1)

@@ -50,7 +50,16 @@ _DCGM_HELP = {GPU_UTIL: "GPU utilization (in %).", FB_USED: "Framebuffer memory 
 
 class UsageExporter:
     """Call :meth:`update` at each poll with what :meth:`GpuReader.utilisation` gave and the node's
-    pods; serve :attr:`registry` (or :meth:`render`'s bytes) on ``/metrics``.
+    pods; serve :attr:`registry` (or :meth:`render`'s bytes) on ``/metrics``::
+
+        exporter = UsageExporter(node_name, HostProcReader("/host/proc"), driver_version=version)
+        ...  # each poll:
+        try:
+            gpus, processes = reader.utilisation()
+        except GpuReaderError:
+            exporter.clear(now)  # and log the one line
+        else:
+            exporter.update(gpus, processes, pods, now=now, devices=reader_gpus)
 
     ``node_name``: the ``Hostname`` label; ``proc``: where processes' cgroups are read (default: the
     host's ``/proc``; :class:`HostProcReader` with ``/host/proc`` where the DaemonSet mounts it
@@ -83,6 +92,13 @@ class UsageExporter:
         self.sample = pod_shares(gpus, processes, owners, pods, now, self._indices)
         self.updates += 1
         return self.sample
+
+    def clear(self, now: float) -> None:
+        """Serve no GPU figures until the next :meth:`update`: for a poll whose read failed
+        (:class:`~gpufleet.agent.gpus.GpuReaderError`), so that no stale figure is taken for a fresh
+        one (telemetry then sees no reading, and the idle rule calls the pods ``unknown`` once the
+        last reading is old). The agent's own counters stay."""
+        self.sample = UsageSample(at=now, gpus=(), shares=(), processes={})
 
     def render(self) -> bytes:
         """The page in Prometheus's text format (0.0.4)."""
