@@ -460,7 +460,12 @@ class FakeCluster:
         if blocked is not None:
             raise ApiError(429, "TooManyRequests", f"{PDB_MESSAGE} {blocked}")
         if self.graceful_eviction:
-            self._patch(Kind.POD, namespace, name, {"metadata": {"deletionTimestamp": format_time(self.clock.now())}})
+            # An Eviction with no DeleteOptions: the pod's own grace period, as kube-apiserver gives it
+            # (deletionTimestamp is when the grace ends).
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            self._patch(Kind.POD, namespace, name, {"metadata": {
+                "deletionTimestamp": format_time(self.clock.now() + float(grace)),
+                "deletionGracePeriodSeconds": grace}})
         else:
             self.delete(Kind.POD, namespace, name)
 
