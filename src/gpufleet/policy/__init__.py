@@ -20,6 +20,7 @@ from gpufleet.policy.drain import (
     RunningPod,
     drain_node,
     drain_plan,
+    node_facts,
     node_signal,
 )
 from gpufleet.policy.idle import IdleAction, IdleStep, IdleWatch, idle_actions, idle_policy_for
@@ -76,6 +77,7 @@ __all__ = [
     "in_node_pools",
     "namespace_problem",
     "no_pool_node_reason",
+    "node_facts",
     "node_signal",
     "non_preemptible_problem",
     "normalize_image",

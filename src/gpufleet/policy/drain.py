@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpufleet.domain import EvictionReason, GpuFailurePolicy, PodKey, SchedulerConfig
+from gpufleet.domain import ANNOTATION_DRAIN, EvictionReason, GpuFailurePolicy, Node, PodKey, SchedulerConfig
 
 __all__ = [
     "DRAIN_REASONS", "DrainNode", "DrainPlan", "FailedGpuPod", "GangDrain", "RunningPod", "drain_node", "drain_plan",
-    "node_signal",
+    "node_facts", "node_signal",
 ]
 
 # The reasons a drain gives, most urgent first: a gang caught by several takes the first.
@@ -147,3 +147,10 @@ def drain_node(name: str, taints: Iterable[str], labels: Mapping[str, str], *, u
                unhealthy_gpus: frozenset[int] = frozenset()) -> DrainNode:
     """A :class:`DrainNode` from a node's taint keys and labels."""
     return DrainNode(name, frozenset(taints) | frozenset(labels), unschedulable, drain_marked, spot, unhealthy_gpus)
+
+
+def node_facts(node: Node, spot: bool) -> DrainNode:
+    """What the rule reads of a snapshot's node (``spot``: its capacity type is spot)."""
+    return drain_node(node.name, (t.key for t in node.taints), node.labels, unschedulable=node.unschedulable,
+                      drain_marked=node.annotations.get(ANNOTATION_DRAIN) == "true", spot=spot,
+                      unhealthy_gpus=node.unhealthy_gpus)

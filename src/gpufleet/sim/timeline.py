@@ -573,7 +573,7 @@ class Timeline:
         """The jobs a spot notice on node ``i`` drains: the controller's rule (gpufleet.policy.drain_plan)
         on the node tainted with the AWS Node Termination Handler's notice and the jobs on it."""
         name = self.base_nodes[i].name
-        notice = DrainNode(name, frozenset({SIM_SPOT_NOTICE}), spot=True)
+        notice = DrainNode(name, frozenset({SIM_SPOT_NOTICE}), spot=True)  # the rule reads only this of it
         config = replace(self.setup.config, interruption_keys=(SIM_SPOT_NOTICE,))
         running: list[RunningPod] = []
         by_gang: dict[str, int] = {}

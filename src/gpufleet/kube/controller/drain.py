@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gpufleet.domain import ANNOTATION_DRAIN, Node, Pod, PodKey, Snapshot
+from gpufleet.domain import Node, Pod, PodKey, Snapshot
 from gpufleet.domain.queues import gang_id
 from gpufleet.ledger import is_spot_node
-from gpufleet.policy import DrainNode, DrainPlan, RunningPod, drain_node, drain_plan
+from gpufleet.policy import DrainNode, DrainPlan, RunningPod, drain_plan, node_facts
 
 __all__ = ["DrainInputs", "gang_age"]
 
@@ -32,12 +32,9 @@ class DrainInputs:
         seen = self._nodes.get(id(node))
         if seen is not None and seen[0] is node:
             return seen[1]
-        taints = frozenset(t.key for t in node.taints)
-        marked = node.annotations.get(ANNOTATION_DRAIN) == "true"
-        relevant = node.unschedulable or node.unhealthy_gpus or not keys.isdisjoint(taints) or \
-            not keys.isdisjoint(node.labels)
-        found = drain_node(node.name, taints, node.labels, unschedulable=node.unschedulable, drain_marked=marked,
-                           spot=is_spot_node(node.labels), unhealthy_gpus=node.unhealthy_gpus) if relevant else None
+        relevant = node.unschedulable or node.unhealthy_gpus or not keys.isdisjoint(node.labels) or \
+            any(t.key in keys for t in node.taints)
+        found = node_facts(node, is_spot_node(node.labels)) if relevant else None
         self._nodes[id(node)] = (node, found)
         return found
 
