@@ -102,13 +102,15 @@ def test_the_policy_and_its_binding() -> None:
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"] == {"resourceRules": [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+        {"apiGroups": ["gpufleet.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["podgroups"]},
         *({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
           for group, resource in (("batch", "jobs"), ("batch", "cronjobs"), ("apps", "deployments"),
                                   ("apps", "replicasets"), ("apps", "statefulsets")))]}
     assert [v["name"] for v in spec["variables"]] == [
         "controller", "trusted", "annotations", "oldAnnotations", "guarded", "workload"]
     assert spec["variables"][0]["expression"] == f"'{CONTROLLER}'"
-    assert len(spec["validations"]) == 3
+    assert len(spec["validations"]) == 4  # submitted-by, queue-grant, the guarded ones, queued-at
     assert all(v["reason"] == "Forbidden" for v in spec["validations"])
     assert "authorizer.group('gpufleet.dev').resource('queues').namespace(request.namespace)" in (
         spec["validations"][1]["expression"])
