@@ -429,6 +429,8 @@ class FakeCluster:
 
     def pdb_blocking(self, namespace: str, pod: Mapping[str, Any]) -> str | None:
         """Why evicting ``pod`` would break a PodDisruptionBudget of its namespace, or None."""
+        if not self._stores[Kind.PDB].objects:  # no budget anywhere: no walk over every pod per eviction
+            return None
         labels = _meta(pod).get("labels") or {}
         pods = [p for (ns, _), p in self._stores[Kind.POD].objects.items() if ns == namespace]
         for (ns, pdb_name), pdb in sorted(self._stores[Kind.PDB].objects.items()):

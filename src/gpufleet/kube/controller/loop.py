@@ -88,7 +88,7 @@ from gpufleet.kube.controller.reporting import (
     same_status,
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
-from gpufleet.policy import DRAIN_REASONS, DrainPlan, IdleStep, IdleWatch, ProjectIndex, idle_actions
+from gpufleet.policy import DRAIN_REASONS, DrainPlan, GangDrain, IdleStep, IdleWatch, ProjectIndex, idle_actions
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -548,7 +548,7 @@ class Controller:
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
                 self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
-        await self._drain_gangs(view)
+        drained = await self._drain_gangs(view, now)
         busy = self._busy_nodes()
         ready: list[tuple[str, Sequence[Binding]]] = []
         for gang, bindings in gangs.items():
@@ -562,6 +562,7 @@ class Controller:
         evicted = await self._evict(due, now) if due else []
         for evict_outcome in evicted:
             self._after_eviction(evict_outcome, now)
+        evicted = drained + evicted
         await self._victim_events(evicted)
         await self._idle_policies(view, now)
 
@@ -599,15 +600,15 @@ class Controller:
                 self.accountant.not_evicted(eviction)
         return outcomes
 
-    async def _drain_gangs(self, view: SnapshotView) -> None:
+    async def _drain_gangs(self, view: SnapshotView, now: float) -> list[EvictOutcome]:
         """Carry out this cycle's drain plan (``gpufleet.policy.drain_plan``): report the pods on failed
-        GPUs, keep each drained gang's age on its PodGroup, then hand its pods to the evictions of this
-        cycle (asked with the others, retried as they are, their ledger intervals ended for the reason)."""
+        GPUs; for each gang newly drained, keep its age on its PodGroup, then evict its pods (gangs side
+        by side, each its age first: its pods must not come back before its age is written). A refused
+        eviction is retried as the others are; the ledger intervals end for the drain's reason."""
         plan = self._drain
         self.metrics.failed_gpu_pods.set(len(plan.failed))
         events = [(self._event(f.pod, "GPUFailed", f.message, "Warning", "Health"), False) for f in plan.failed]
         new = [d for d in plan.drains if any(p not in self.victims for p in d.pods)]
-        await asyncio.gather(*(self._keep_age(view, d.gang) for d in new))
         for drain in new:
             for key in drain.pods:
                 if key not in self.victims:
@@ -617,17 +618,28 @@ class Controller:
                                                why=drain.message)
             log.info("draining gang %s (%s): %s", drain.gang, drain.reason.value, drain.message,
                      extra={"gang": drain.gang, "reason": drain.reason.value, "pods": len(drain.pods)})
-        await self._emit_all(events)
 
-    async def _keep_age(self, view: SnapshotView, gang: str) -> None:
+        async def drain_one(drain: GangDrain) -> list[EvictOutcome]:
+            await self._keep_age(view, drain)
+            asked = [self.victims[k].eviction for k in drain.pods
+                     if k in self.victims and self.victims[k].state == EvictState.REQUESTED]
+            return await self._evict(asked, now) if asked else []
+
+        outcomes = [o for done in await asyncio.gather(*(drain_one(d) for d in new)) for o in done]
+        for outcome in outcomes:
+            self._after_eviction(outcome, now)
+        await self._emit_all(events)
+        return outcomes
+
+    async def _keep_age(self, view: SnapshotView, drain: GangDrain) -> None:
         """Write the gang's age on its PodGroup (``gpufleet.dev/queued-at``) before its pods go, so that
         the pods its owner makes again queue at its original position. A gang with no PodGroup has
         nothing that outlives it. A failed write is logged: the node goes either way."""
+        gang = drain.gang
         group = view.groups.get(gang)
         if group is None:
             return
-        age = gang_age((p for p in view.pods.values() if p.group_label == group.name
-                        and p.namespace == group.namespace), group.queued_at)
+        age = gang_age((p for p in map(view.pods.get, drain.pods) if p is not None), group.queued_at)
         if age is None or (group.queued_at is not None and group.queued_at <= age):
             return
         patch = {"metadata": {"annotations": {ANNOTATION_QUEUED_AT: format_time(age)}}}
