@@ -150,6 +150,9 @@ async def test_a_spot_notice_drains_the_gang_whole_and_it_requeues_at_its_positi
         assert sorted(where(store, f"train-r-{i}") or "" for i in range(4)) == ["b", "c", "c", "d"]
         assert all(where(store, f"late-{i}") is None for i in range(4))
         await synced(c, store)
+        # requeued: the group's age is dropped, so that a later gang of the same PodGroup queues by its own
+        group = store.object(Kind.POD_GROUP, "ml", "train")
+        assert group is not None and ANNOTATION_QUEUED_AT not in group["metadata"].get("annotations", {})
         again = await c.cycle()
         assert not again.evicted  # drained once
         assert store.count("evict") == 4

@@ -579,6 +579,7 @@ class Controller:
         if self.accountant is not None:
             self._account_bindings(view, ready, bound)
         await self._binding_failure_events(outcomes)
+        await self._requeued(view, outcomes)
         self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
 
@@ -648,6 +649,22 @@ class Controller:
                                                                                group.name, patch))
         except ApiError as err:
             log.warning("podgroup %s: queued-at not written (it requeues as new): %s", gang, err)
+
+    async def _requeued(self, view: SnapshotView, outcomes: Sequence[BindOutcome]) -> None:
+        """A drained gang bound again has had its requeue: its group's ``queued-at`` is removed, so that a
+        later gang of the same PodGroup queues by its own age (a tenant reusing a group keeps no old place)."""
+        done = [view.groups[o.gang] for o in outcomes
+                if o.bound and not o.failed and o.gang in view.groups and view.groups[o.gang].queued_at is not None]
+        patch: JsonDict = {"metadata": {"annotations": {ANNOTATION_QUEUED_AT: None}}}
+
+        async def clear(namespace: str, name: str) -> None:
+            try:
+                await self.binder._call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, namespace, name,
+                                                                                   patch))
+            except ApiError as err:
+                log.warning("podgroup %s/%s: queued-at not removed: %s", namespace, name, err)
+
+        await asyncio.gather(*(clear(g.namespace, g.name) for g in done))
 
     async def _idle_policies(self, view: SnapshotView, now: float) -> None:
         """Warn, then stop, the pods whose GPUs stay idle in Projects that opted in
