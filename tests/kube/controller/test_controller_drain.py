@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gpufleet.domain import ANNOTATION_QUEUED_AT
+from gpufleet.domain import ANNOTATION_QUEUED_AT, PodKey
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
@@ -21,7 +21,7 @@ from gpufleet.ledger import EndReason, open_ledger
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import eventually, informing, node, pod, pod_group, queue
+from .controller_objects import eventually, informing, node, pdb, pod, pod_group, queue
 
 pytestmark = pytest.mark.asyncio
 
@@ -216,4 +216,35 @@ async def test_a_tenant_cannot_forge_its_queue_position(emulator: ApiServerEmula
         await c.cycle()
     assert where(store, "honest") == "a"
     assert where(store, "forger") is None and where(store, "fg-0") is None
+    await c.api.close()
+
+
+async def test_a_budget_that_refuses_holds_only_its_pod(emulator: ApiServerEmulator) -> None:
+    """A PodDisruptionBudget is honoured: its pod is asked again later, with a DrainBlocked Event; the rest
+    of the gang goes (a gang is of no use partly, and the node goes either way)."""
+    store = emulator.store
+    store.put(Kind.QUEUE, queue("team-a", 16))
+    store.put(Kind.NODE, node("a", gpus=2, labels=SPOT))
+    store.put(Kind.POD_GROUP, with_group("g", 2, "2026-01-01T00:00:00Z"))
+    members = gang("g", 2, "2026-01-01T00:00:00Z")
+    members[0]["metadata"]["labels"]["app"] = "guarded"
+    for p in members:
+        store.put(Kind.POD, p)
+    store.put(Kind.PDB, pdb("keep-one", {"app": "guarded"}, min_available=1))
+    c = controller(emulator)
+    async with informing(c, real_time=True):
+        await synced(c, store)
+        await c.cycle()
+        for p in ("g-0", "g-1"):  # running, as the budget counts them
+            obj = copy.deepcopy(store.object(Kind.POD, "ml", p))
+            assert obj is not None
+            obj["status"]["phase"] = "Running"
+            store.put(Kind.POD, obj)
+        taint(store, "a", ITN)
+        await synced(c, store)
+        result = await c.cycle()
+        assert {(o.pod, o.result) for o in result.evicted} == {("ml/g-0", "blocked"), ("ml/g-1", "evicted")}
+        await eventually(lambda: any(e.get("reason") == "DrainBlocked" and "keep-one" in e.get("note", "")
+                                     for e in store.objects(Kind.EVENT)), what="DrainBlocked Event")
+        assert c.victims[PodKey("ml/g-0")].next_try > 0  # asked again after eviction_retry
     await c.api.close()
