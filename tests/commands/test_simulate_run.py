@@ -206,3 +206,21 @@ def test_a_line_per_finished_run_when_stderr_is_not_a_terminal() -> None:
     done = [line for line in err.splitlines() if " done: " in line]
     assert [line.split(" (")[0] for line in done] == ["gpufleet simulate run: run 1/2 done: baseline",
                                                       "gpufleet simulate run: run 2/2 done: placement=spread"]
+
+
+def test_a_spot_notice_saves_the_work_a_reclaim_would_lose(files: dict[str, str]) -> None:
+    """``spot-notice``: the reclaimed nodes' gangs are drained with their grace period and keep their work;
+    reclaims without a notice (the same seed) lose it."""
+    base = ["--trace", files["trace"], "--cluster", files["cluster"], "--queue-by", "vc", "--format", "json",
+            "--seed", "5", "--checkpoint", "0"]
+
+    def outages(*failures: str) -> dict[str, float]:
+        code, out, err = _invoke(*base, "--failures", ",".join(("spot-rate=20,spot-down=5m", *failures)))
+        assert code == 0, err
+        return dict(json.loads(out)["runs"][0]["outages"])
+
+    sudden, noticed, short = outages(), outages("spot-notice=2m"), outages("spot-notice=2m", "grace=5m")
+    assert sudden["spot_reclaims"] > 0 and noticed["spot_reclaims"] > 0
+    assert sudden["jobs_interrupted"] > 0 and noticed["jobs_interrupted"] > 0  # the requeues
+    assert sudden["gpu_hours_lost"] > 0 and noticed["gpu_hours_lost"] == 0
+    assert short["gpu_hours_lost"] > 0  # a grace longer than the notice: no checkpoint in time

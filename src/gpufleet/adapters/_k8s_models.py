@@ -25,10 +25,13 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
-from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping, opt_str, req_str
+from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping, opt_str, req_str, timestamp
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
+    ANNOTATION_QUEUED_AT,
+    DEFAULT_INTERRUPTION_KEYS,
+    GpuFailurePolicy,
     IdlePolicy,
     ImagePolicy,
     LabelSelector,
@@ -48,6 +51,7 @@ from gpufleet.policy.images import pattern_problem
 
 __all__ = [
     "QUANTITY_JSON_SCHEMA",
+    "DrainSpec",
     "PodGroupSpec",
     "ProjectModel",
     "QueueSpec",
@@ -136,6 +140,17 @@ class PodGroupSpec(_Spec):
     )
 
 
+class DrainSpec(_Spec):
+    interruptionKeys: list[Annotated[StrictStr, Field(min_length=1, max_length=317)]] | None = Field(
+        None, max_length=64,
+        description="Taint or label keys that mark a node for interruption (it drains); "
+                    "absent: the common AWS, GCP, Azure and Karpenter handlers' keys.",
+    )
+    drainCordoned: StrictBool = Field(
+        False, description="Drain every cordoned node, not only those annotated gpufleet.dev/drain=true."
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -149,6 +164,13 @@ class SchedulerConfigSpec(_Spec):
     placement: Placement = Field(Placement.BINPACK, description="Node placement strategy.")
     requireProject: StrictBool = Field(
         False, description="Pods of namespaces that belong to no Project wait."
+    )
+    onGPUFailure: GpuFailurePolicy = Field(
+        GpuFailurePolicy.EVICT,
+        description="A running pod on a GPU listed unhealthy: evict its whole gang (it requeues), or keep it.",
+    )
+    drain: DrainSpec = Field(
+        default_factory=lambda: DrainSpec(), description="Which nodes are drained gang by gang."
     )
 
 
@@ -255,7 +277,25 @@ def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
         priority_class_name=spec.priorityClassName or None,
         topology_required=spec.topology.required or None,
         topology_preferred=spec.topology.preferred or None,
+        queued_at=_queued_at(meta),
     )
+
+
+def _queued_at(meta: dict[str, Any]) -> float | None:
+    """The group's ``gpufleet.dev/queued-at`` (the controller's), never earlier than its creation: a
+    forged one gains nothing a tenant could not get by creating its pods with the group. Unreadable: none."""
+    annotations = meta.get("annotations")
+    text = annotations.get(ANNOTATION_QUEUED_AT) if isinstance(annotations, dict) else None
+    if text is None:
+        return None
+    try:
+        queued = timestamp(text, f"metadata.annotations[{ANNOTATION_QUEUED_AT}]")
+        created = timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    except FieldError:
+        return None
+    if queued is None:
+        return None
+    return max(queued, created) if created is not None else queued
 
 
 def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
@@ -268,6 +308,10 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         non_preemptible_priority=spec.nonPreemptiblePriority,
         placement=spec.placement,
         require_project=spec.requireProject,
+        on_gpu_failure=spec.onGPUFailure,
+        interruption_keys=(tuple(spec.drain.interruptionKeys) if spec.drain.interruptionKeys is not None
+                           else DEFAULT_INTERRUPTION_KEYS),
+        drain_cordoned=spec.drain.drainCordoned,
     )
 
 

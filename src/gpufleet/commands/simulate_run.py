@@ -81,7 +81,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--checkpoint", default="30m", show_default=True, callback=_duration,
               help="Checkpoint interval of jobs that do not set one; 0: never (an interruption loses everything).")
 @click.option("--failures", multiple=True,
-              help="Outages: mtbf=30d,repair=4h / spot-rate=0.05,spot-down=10m / an outage YAML file. Repeatable.")
+              help="Outages: mtbf=30d,repair=4h / spot-rate=0.05,spot-down=10m,spot-notice=2m,grace=30s / an outage "
+                   "YAML file. Repeatable.")
 @click.option("--until", default=None, callback=_duration, help="Stop at this virtual time; later jobs are dropped.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N jobs (by submission).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the outage models.")

@@ -55,6 +55,31 @@ class EvictionReason(str, Enum):
     RECLAIM = "reclaim"
     PREEMPT = "preempt"
     IDLE = "idle"  # a Project's idle policy stopped it: the controller's, never the engine's decision
+    # Drains (gpufleet.policy.drain_plan; docs/semantics-notes.md, "Draining nodes and failed GPUs"):
+    # the controller's and the simulator's, never the engine's decision.
+    SPOT = "spot"  # its spot node got an interruption notice
+    MAINTENANCE = "maintenance"  # its node is going for maintenance (a notice, or a marked cordon)
+    GPU_FAILURE = "gpu-failure"  # a pod of its gang holds a GPU listed unhealthy (onGPUFailure: evict)
+
+
+class GpuFailurePolicy(str, Enum):
+    """What happens to a running pod on a GPU listed unhealthy: its gang evicted, or kept running."""
+
+    EVICT = "evict"
+    KEEP = "keep"
+
+
+# The taint or label keys of the common interruption handlers (docs/semantics-notes.md, "Draining
+# nodes and failed GPUs"): a node carrying one of them is drained.
+DEFAULT_INTERRUPTION_KEYS = (
+    "aws-node-termination-handler/spot-itn",
+    "aws-node-termination-handler/scheduled-maintenance",
+    "aws-node-termination-handler/asg-lifecycle-termination",
+    "cloud.google.com/impending-node-termination",
+    "karpenter.sh/disrupted",
+    "karpenter.sh/disruption",
+    "aks-node-termination-handler/preempt",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +453,9 @@ class PodGroup:
     priority_class_name: str | None = None
     topology_required: str | None = None
     topology_preferred: str | None = None
+    # The gang's age kept across a drain (annotation gpufleet.dev/queued-at, written by the controller),
+    # never earlier than the PodGroup's creation; None: none.
+    queued_at: float | None = None
 
     @property
     def key(self) -> GroupKey:
@@ -441,6 +469,10 @@ class SchedulerConfig:
     non_preemptible_priority: int = DEFAULT_NON_PREEMPTIBLE_PRIORITY
     placement: Placement = Placement.BINPACK
     require_project: bool = False  # pods of namespaces in no Project wait (docs/semantics-notes.md, "Projects")
+    # Drains (docs/semantics-notes.md, "Draining nodes and failed GPUs")
+    on_gpu_failure: GpuFailurePolicy = GpuFailurePolicy.EVICT
+    interruption_keys: tuple[str, ...] = DEFAULT_INTERRUPTION_KEYS
+    drain_cordoned: bool = False  # every cordoned node drains, not only those annotated gpufleet.dev/drain
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").

@@ -16,11 +16,13 @@ __all__ = [
     "ANNOTATION_BOUND_BY_CONTROLLER",
     "ANNOTATION_DEFAULT_CLASS",
     "ANNOTATION_DEVICES_ALLOCATED",
+    "ANNOTATION_DRAIN",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
     "ANNOTATION_MPS_MEM_LIMIT",
     "ANNOTATION_NVLINK_DOMAINS",
+    "ANNOTATION_QUEUED_AT",
     "ANNOTATION_QUEUE_GRANT",
     "ANNOTATION_SELECTED_NODE",
     "ANNOTATION_SUBMITTED_BY",
@@ -68,6 +70,11 @@ ANNOTATION_GPU_BLOCKS = f"{LABEL_PREFIX}gpu-blocks"
 # When the controller bound the pod (RFC 3339, microseconds): the usage ledger's interval identity.
 ANNOTATION_BOUND_AT = f"{LABEL_PREFIX}bound-at"
 ANNOTATION_GPU_MEMORY = f"{LABEL_PREFIX}gpu-memory"
+# On a PodGroup, written by the controller before it drains the gang: the gang's age (RFC 3339), so that
+# its recreated pods queue at their original position. Guarded like bound-at.
+ANNOTATION_QUEUED_AT = f"{LABEL_PREFIX}queued-at"
+# On a cordoned Node, the operator's: "true" drains it (docs/semantics-notes.md, "Draining nodes").
+ANNOTATION_DRAIN = f"{LABEL_PREFIX}drain"
 ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
 ANNOTATION_MPS_MEM_LIMIT = f"{LABEL_PREFIX}mps-mem-limit"
 ANNOTATION_UNHEALTHY_GPUS = f"{LABEL_PREFIX}unhealthy-gpus"

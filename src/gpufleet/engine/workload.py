@@ -243,7 +243,7 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             priority=priority,
             preemptible=all(i.preemptible for i in infos),
             ours=True,
-            creation=min(i.pod.creation_time for i in infos),
+            creation=_age(infos, group),
             topology_required=group.topology_required if group else None,
             topology_preferred=group.topology_preferred if group else None,
             group=group,
@@ -264,3 +264,12 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key (a labelled one first)
     return gangs
 
+
+
+def _age(infos: list[PodInfo], group: PodGroup | None) -> float:
+    """A gang's age: its pods' earliest creation, or its group's ``queued-at`` (kept across a drain,
+    docs/semantics-notes.md, "Draining nodes and failed GPUs") when that is earlier."""
+    created = min(i.pod.creation_time for i in infos)
+    if group is not None and group.queued_at is not None:
+        return min(created, group.queued_at)
+    return created

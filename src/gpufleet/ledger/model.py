@@ -43,6 +43,8 @@ class EndReason(StrEnum):
     SPOT_RECLAIM = "spot-reclaim"  # its spot/preemptible node was taken back by the provider
     DELETED = "deleted"  # deleted by someone else, or gone without a status that says otherwise
     IDLE = "idle"  # stopped by a Project's idle policy
+    MAINTENANCE = "maintenance"  # drained: its node was going for maintenance (a notice or a marked cordon)
+    GPU_FAILURE = "gpu-failure"  # drained: its gang held a GPU listed unhealthy (onGPUFailure: evict)
 
 
 def to_micros(seconds: float) -> int:

@@ -11,6 +11,18 @@ from gpufleet.policy.admission import (
     admit_pod_group,
     admit_workload,
 )
+from gpufleet.policy.drain import (
+    DRAIN_REASONS,
+    DrainNode,
+    DrainPlan,
+    FailedGpuPod,
+    GangDrain,
+    RunningPod,
+    drain_node,
+    drain_plan,
+    node_facts,
+    node_signal,
+)
 from gpufleet.policy.idle import IdleAction, IdleStep, IdleWatch, idle_actions, idle_policy_for
 from gpufleet.policy.images import ImageRef, glob_matches, normalize_image, pattern_problem
 from gpufleet.policy.projects import ProjectIndex
@@ -33,10 +45,15 @@ from gpufleet.policy.rules import (
 )
 
 __all__ = [
+    "DRAIN_REASONS",
     "AccessReviewer",
     "Admission",
     "AdmissionContext",
     "Denial",
+    "DrainNode",
+    "DrainPlan",
+    "FailedGpuPod",
+    "GangDrain",
     "IdleAction",
     "IdleStep",
     "IdleWatch",
@@ -46,10 +63,13 @@ __all__ = [
     "RbacAuthorizer",
     "Role",
     "RoleBinding",
+    "RunningPod",
     "Subject",
     "admit_pod",
     "admit_pod_group",
     "admit_workload",
+    "drain_node",
+    "drain_plan",
     "glob_matches",
     "gpu_cap_problem",
     "idle_actions",
@@ -57,6 +77,8 @@ __all__ = [
     "in_node_pools",
     "namespace_problem",
     "no_pool_node_reason",
+    "node_facts",
+    "node_signal",
     "non_preemptible_problem",
     "normalize_image",
     "outside_pools_reason",

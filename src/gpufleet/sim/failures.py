@@ -6,6 +6,14 @@ explicit outages; it may be given several times and the parts add up::
     --failures mtbf=30d,repair=4h              # every node fails on average every 30 days
     --failures spot-rate=0.02,spot-down=10m    # each spot node is reclaimed 0.02 times an hour
     --failures outages.yaml                    # outages: [{node: n1, at: 2h, for: 30m, kind: failure}]
+    --failures spot-rate=0.02,spot-notice=2m   # each reclaim is announced 2 minutes ahead: its gangs drain
+    --failures spot-notice=30s,grace=60s       # a job needs 60 s to write its checkpoint: 30 s is too short
+
+A spot reclaim with a notice (``spot-notice``, default 0: none) drains its node the way the controller
+does (``gpufleet.policy.drain_plan``; docs/semantics-notes.md, "Draining nodes and failed GPUs"): at the
+notice the node takes no new job and its gangs are stopped and requeued at their original position; a
+job keeps its work up to the notice when its grace period (``grace``, default 30 s) fits in the notice,
+else up to its last periodic checkpoint. The node goes at the end of the notice.
 
 Durations are seconds or a number with a unit ``s``, ``m``, ``h`` or ``d``. Random times are
 exponential (a Poisson process per node) drawn from a NumPy generator seeded with
@@ -48,6 +56,8 @@ class FailureModel:
     repair_s: float = 4 * 3600.0
     spot_rate_per_hour: float | None = None  # reclaims per hour of one spot node; None: none
     spot_down_s: float = 600.0  # until a replacement spot node is back
+    spot_notice_s: float = 0.0  # a reclaim's notice before the node goes; 0: none (the node goes at once)
+    grace_s: float = 30.0  # a drained job's grace period: it checkpoints on SIGTERM when this fits the notice
     outages: tuple[NodeOutage, ...] = ()
 
     @property
@@ -119,7 +129,7 @@ def _load_outages(path: str) -> tuple[NodeOutage, ...]:
     return tuple(out)
 
 
-_KEYS = {"mtbf", "repair", "spot-rate", "spot-down"}
+_KEYS = {"mtbf", "repair", "spot-rate", "spot-down", "spot-notice", "grace"}
 
 
 def parse_failures(values: Sequence[str]) -> FailureModel:
@@ -154,6 +164,8 @@ def parse_failures(values: Sequence[str]) -> FailureModel:
         repair_s=fields.get("repair", base.repair_s),
         spot_rate_per_hour=fields.get("spot-rate") or None,
         spot_down_s=fields.get("spot-down", base.spot_down_s),
+        spot_notice_s=fields.get("spot-notice", base.spot_notice_s),
+        grace_s=fields.get("grace", base.grace_s),
         outages=tuple(sorted(outages, key=lambda o: (o.at_s, o.node))),
     )
 

@@ -32,7 +32,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -56,6 +56,7 @@ from gpufleet.domain import (
     Snapshot,
 )
 from gpufleet.engine import IncrementalEngine
+from gpufleet.policy import DrainNode, RunningPod, drain_plan
 from gpufleet.sim.clock import VirtualClock
 from gpufleet.sim.cluster import Occupancy, SimCluster, Typical
 from gpufleet.sim.events import EventKind, EventQueue
@@ -87,6 +88,10 @@ class JobStatus(str, Enum):
     RUNNING = "running"
     COMPLETED = "completed"
     REJECTED = "rejected"  # can never fit this cluster (see jobs.py)
+
+
+# The taint a simulated spot notice puts on its node (the AWS Node Termination Handler's).
+SIM_SPOT_NOTICE = "aws-node-termination-handler/spot-itn"
 
 
 class InterruptKind(str, Enum):
@@ -507,12 +512,15 @@ class Timeline:
         self.groups.pop(job.name, None)
         self.finished += 1
 
-    def _interrupt(self, j: int, t: float, kind: InterruptKind, preemptor: tuple[int, int] | None = None) -> None:
-        """Stop a running job, keep its work up to the last checkpoint, and queue it again."""
+    def _interrupt(self, j: int, t: float, kind: InterruptKind, preemptor: tuple[int, int] | None = None,
+                   checkpointed: bool = False) -> None:
+        """Stop a running job, keep its work up to the last checkpoint (``checkpointed``: it wrote one
+        now, in its grace period), and queue it again."""
         job, run = self.jobs[j], self.runs[j]
         elapsed = self._stop(j, t, kind, preemptor)
         ckpt = job.checkpoint_s
-        kept = math.floor(elapsed / ckpt) * ckpt if ckpt > 0 else 0.0
+        periodic = math.floor(elapsed / ckpt) * ckpt if ckpt > 0 else 0.0
+        kept = elapsed if checkpointed else periodic
         lost = elapsed - kept
         run.saved_s += kept
         run.lost_s += lost
@@ -535,7 +543,8 @@ class Timeline:
             gap = self.streams.next_gap(i, OutageStreams.SPOT_STREAM, 3600.0 / model.spot_rate_per_hour)
             self.events.push(t + length + gap, EventKind.NODE_DOWN, i, detail=length, tag=tag)
         self.outage_counts[kind.value] += 1
-        back = t + length
+        notice = model.spot_notice_s if kind is OutageKind.SPOT else 0.0
+        back = t + notice + length  # with a notice, t is the notice: the node is closed from then on
         was_down = not self.occupancy.up[i]
         if was_down and back <= self.node_down_until[i]:
             return  # inside an outage that lasts longer
@@ -546,14 +555,35 @@ class Timeline:
             return  # the outage is extended
         self.nodes_down += 1
         reason = InterruptKind.FAILURE if kind is OutageKind.FAILURE else InterruptKind.SPOT
-        for j in sorted(self.node_jobs[i]):
-            self._interrupt(j, t, reason)
+        if notice > 0:
+            checkpointed = model.grace_s <= notice
+            for j in self._drained(i):
+                self._interrupt(j, t, reason, checkpointed=checkpointed)
+        else:
+            for j in sorted(self.node_jobs[i]):
+                self._interrupt(j, t, reason)
         before = self.occupancy.capacity_milli()
         self.occupancy.set_up(i, False)
         self._set_node(i, self._cordoned(self.base_nodes[i]))
         self.c_t.append(t)
         self.c_d.append(self.occupancy.capacity_milli() - before)
         self.dirty = True
+
+    def _drained(self, i: int) -> list[int]:
+        """The jobs a spot notice on node ``i`` drains: the controller's rule (gpufleet.policy.drain_plan)
+        on the node tainted with the AWS Node Termination Handler's notice and the jobs on it."""
+        name = self.base_nodes[i].name
+        notice = DrainNode(name, frozenset({SIM_SPOT_NOTICE}), spot=True)  # the rule reads only this of it
+        config = replace(self.setup.config, interruption_keys=(SIM_SPOT_NOTICE,))
+        running: list[RunningPod] = []
+        by_gang: dict[str, int] = {}
+        for j in self.node_jobs[i]:
+            job = self.jobs[j]
+            by_gang[job.name] = j
+            for (node, gpus, _), pod in zip(self.runs[j].placement, job.pod_names, strict=True):
+                running.append(RunningPod(PodKey(f"{NAMESPACE}/{pod}"), job.name, self.nodes[node].name, gpus))
+        plan = drain_plan([notice], running, config)
+        return sorted(by_gang[d.gang] for d in plan.drains)
 
     def _node_up(self, i: int, t: float) -> None:
         self.nodes_down -= 1

@@ -429,6 +429,8 @@ class FakeCluster:
 
     def pdb_blocking(self, namespace: str, pod: Mapping[str, Any]) -> str | None:
         """Why evicting ``pod`` would break a PodDisruptionBudget of its namespace, or None."""
+        if not self._stores[Kind.PDB].objects:  # no budget anywhere: no walk over every pod per eviction
+            return None
         labels = _meta(pod).get("labels") or {}
         pods = [p for (ns, _), p in self._stores[Kind.POD].objects.items() if ns == namespace]
         for (ns, pdb_name), pdb in sorted(self._stores[Kind.PDB].objects.items()):
@@ -460,7 +462,12 @@ class FakeCluster:
         if blocked is not None:
             raise ApiError(429, "TooManyRequests", f"{PDB_MESSAGE} {blocked}")
         if self.graceful_eviction:
-            self._patch(Kind.POD, namespace, name, {"metadata": {"deletionTimestamp": format_time(self.clock.now())}})
+            # An Eviction with no DeleteOptions: the pod's own grace period, as kube-apiserver gives it
+            # (deletionTimestamp is when the grace ends).
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            self._patch(Kind.POD, namespace, name, {"metadata": {
+                "deletionTimestamp": format_time(self.clock.now() + float(grace)),
+                "deletionGracePeriodSeconds": grace}})
         else:
             self.delete(Kind.POD, namespace, name)
 

@@ -214,3 +214,23 @@ def test_report_of_a_running_pod_evicted_and_of_a_gang_member() -> None:
     assert report["queuePosition"] == {"queue": "team-a", "rank": 1, "count": 4}  # older than a-huge: first
     assert explain_with(client(objects), "ml", "done").report["state"] == "finished"
     assert explain_with(client(objects), "default", "web").report["state"] == "foreign"
+
+
+@pytest.mark.parametrize(("policy", "drained"), [("evict", True), ("keep", False)])
+def test_a_running_pod_on_a_failed_gpu(policy: str, drained: bool) -> None:
+    objects = cluster_objects()
+    objects[Kind.NODE][0]["metadata"].setdefault("annotations", {})["gpufleet.dev/unhealthy-gpus"] = "2"
+    objects[Kind.SCHEDULER_CONFIG] = [{"metadata": {"name": "default"}, "spec": {"onGPUFailure": policy}}]
+    lines = explain("team-b", "b-run-1", client(objects)).splitlines()
+    assert lines[1].startswith("GPU 2 of node n2 listed unhealthy (gpufleet.dev/unhealthy-gpus): ")
+    assert any(line.startswith("Its gang is drained (gpu-failure)") for line in lines) is drained
+
+
+def test_a_running_pod_on_a_node_with_a_spot_notice() -> None:
+    objects = cluster_objects()
+    objects[Kind.NODE][0]["spec"]["taints"] = [{"key": "cloud.google.com/impending-node-termination",
+                                                "effect": "NoSchedule"}]
+    objects[Kind.NODE][0]["metadata"]["labels"]["cloud.google.com/gke-spot"] = "true"
+    text = explain("team-b", "b-run-1", client(objects))
+    assert "Its gang is drained (spot): node n2 drains: spot interruption notice" in text
+    assert "It would keep running" not in text

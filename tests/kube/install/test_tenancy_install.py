@@ -102,13 +102,15 @@ def test_the_policy_and_its_binding() -> None:
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"] == {"resourceRules": [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+        {"apiGroups": ["gpufleet.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["podgroups"]},
         *({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
           for group, resource in (("batch", "jobs"), ("batch", "cronjobs"), ("apps", "deployments"),
                                   ("apps", "replicasets"), ("apps", "statefulsets")))]}
     assert [v["name"] for v in spec["variables"]] == [
         "controller", "trusted", "annotations", "oldAnnotations", "guarded", "workload"]
     assert spec["variables"][0]["expression"] == f"'{CONTROLLER}'"
-    assert len(spec["validations"]) == 3
+    assert len(spec["validations"]) == 4  # submitted-by, queue-grant, the guarded ones, queued-at
     assert all(v["reason"] == "Forbidden" for v in spec["validations"])
     assert "authorizer.group('gpufleet.dev').resource('queues').namespace(request.namespace)" in (
         spec["validations"][1]["expression"])
@@ -195,7 +197,8 @@ def decide(spec: dict[str, Any], activation: dict[str, Any], user: str) -> str |
 SUBMITTED, GRANT, INDEX = "gpufleet.dev/submitted-by", "gpufleet.dev/queue-grant", "gpufleet.dev/gpu-index"
 ONLY_CONTROLLER = ("only gpufleet's controller may set, change or remove the annotations gpufleet.dev/submitted-by, "
                    "gpufleet.dev/queue-grant, gpufleet.dev/gpu-index, gpufleet.dev/gpu-blocks, "
-                   "gpufleet.dev/mps-mem-limit, gpufleet.dev/bound-at after creation")
+                   "gpufleet.dev/mps-mem-limit, gpufleet.dev/bound-at, gpufleet.dev/queued-at after creation")
+QUEUED = "gpufleet.dev/queued-at"  # a drained gang's age, on its PodGroup
 
 
 @needs_cel
@@ -228,6 +231,13 @@ ONLY_CONTROLLER = ("only gpufleet's controller may set, change or remove the ann
     ("UPDATE", CONTROLLER, {INDEX: "3", "gpufleet.dev/mps-mem-limit": "3=20G"}, {INDEX: "0"}, None),
     ("UPDATE", "system:serviceaccount:other:gpufleet-controller", {INDEX: "3"}, {INDEX: "0"}, ONLY_CONTROLLER),
     ("UPDATE", "alice", {"team": "y"}, {"team": "x"}, None),
+    # a gang's queue position: a tenant cannot set it at creation nor move it later
+    ("CREATE", "alice", {QUEUED: "2020-01-01T00:00:00.000000Z"}, None,
+     "only gpufleet's controller may set gpufleet.dev/queued-at"),
+    ("CREATE", CONTROLLER, {QUEUED: "2026-01-01T00:00:00.000000Z"}, None, None),
+    ("UPDATE", "alice", {QUEUED: "2020-01-01T00:00:00.000000Z"}, {QUEUED: "2026-01-01T00:00:00.000000Z"},
+     ONLY_CONTROLLER),
+    ("UPDATE", CONTROLLER, {QUEUED: "2026-01-01T00:00:00.000000Z"}, {}, None),
     ("UPDATE", "alice", None, None, None),
 ])  # fmt: skip
 def test_the_policy_decides(operation: str, user: str, annotations: dict[str, str] | None,

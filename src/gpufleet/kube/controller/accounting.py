@@ -82,12 +82,16 @@ _MICRO = timedelta(microseconds=1)
 _MIB = 1024 * 1024
 _ENDED = {"Succeeded": EndReason.COMPLETED, "Failed": EndReason.FAILED}
 _EVICTED = {EvictionReason.RECLAIM: EndReason.EVICTED_RECLAIM, EvictionReason.PREEMPT: EndReason.EVICTED_PREEMPTION,
-            EvictionReason.IDLE: EndReason.IDLE}
+            EvictionReason.IDLE: EndReason.IDLE, EvictionReason.SPOT: EndReason.SPOT_RECLAIM,
+            EvictionReason.MAINTENANCE: EndReason.MAINTENANCE, EvictionReason.GPU_FAILURE: EndReason.GPU_FAILURE}
+# Evictions no pod caused: the policy's own (idle, drains); their interval has no preemptor.
+_NO_PREEMPTOR = frozenset({EvictionReason.IDLE, EvictionReason.SPOT, EvictionReason.MAINTENANCE,
+                           EvictionReason.GPU_FAILURE})
 
 
 def _preemptor(eviction: Eviction) -> str | None:
     """The pod an eviction made room for (an idle stop made room for nobody)."""
-    return None if eviction.reason is EvictionReason.IDLE else str(eviction.by)
+    return None if eviction.reason in _NO_PREEMPTOR else str(eviction.by)
 
 
 def format_time(seconds: float) -> str:

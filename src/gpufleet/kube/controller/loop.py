@@ -37,6 +37,7 @@ from typing import Any
 
 from gpufleet.adapters import DeviceView, resolve_devices
 from gpufleet.domain import (
+    ANNOTATION_QUEUED_AT,
     LABEL_GPU_MEMORY,
     LABEL_POD_GROUP,
     MILLI,
@@ -54,7 +55,7 @@ from gpufleet.domain.nodes import TooManyGpus
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import IncrementalEngine, Screened, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
-from gpufleet.kube.controller.accounting import Accountant, AccountingConfig, LedgerBackend, stamp
+from gpufleet.kube.controller.accounting import Accountant, AccountingConfig, LedgerBackend, format_time, stamp
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
@@ -67,6 +68,7 @@ from gpufleet.kube.controller.convert import (
     label_selector_matches,
     relevant_change,
 )
+from gpufleet.kube.controller.drain import DrainInputs, gang_age
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
 from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
@@ -86,7 +88,7 @@ from gpufleet.kube.controller.reporting import (
     same_status,
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
-from gpufleet.policy import IdleStep, IdleWatch, ProjectIndex, idle_actions
+from gpufleet.policy import DRAIN_REASONS, DrainPlan, GangDrain, IdleStep, IdleWatch, ProjectIndex, idle_actions
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -129,6 +131,7 @@ class Victim:
     state: EvictState  # see gpufleet.kube.controller.lifecycle.EVICTION
     message: str = ""
     next_try: float = 0.0
+    why: str = ""  # a drain's reason in words, for its Event
 
 
 @dataclass
@@ -194,6 +197,10 @@ class Controller:
         self.events = EventRecorder(api, clock, config.identity, self.metrics)
         self.plans: dict[str, Plan] = {}
         self.victims: dict[PodKey, Victim] = {}
+        # Draining nodes and failed GPUs (docs/semantics-notes.md): the rule's input kept between cycles,
+        # and this cycle's plan.
+        self._drain_inputs = DrainInputs()
+        self._drain = DrainPlan()
         self.cycles = 0
         self.last: CycleResult | None = None
         self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
@@ -477,6 +484,9 @@ class Controller:
             return self.last
         devices = await self._resolve_devices(view)
         view = replace(view, snapshot=devices.snapshot, pods={p.key: p for p in devices.snapshot.pods})
+        self._drain = self._drain_inputs.plan(view.snapshot, view.pods)
+        if self._drain.closed:  # nothing new lands on a draining node
+            view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
         decisions = devices.attach(await self._decide(view))
         for warning in (*devices.warnings, *decisions.warnings):
@@ -538,6 +548,7 @@ class Controller:
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
                 self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
+        drained = await self._drain_gangs(view, now)
         busy = self._busy_nodes()
         ready: list[tuple[str, Sequence[Binding]]] = []
         for gang, bindings in gangs.items():
@@ -551,6 +562,7 @@ class Controller:
         evicted = await self._evict(due, now) if due else []
         for evict_outcome in evicted:
             self._after_eviction(evict_outcome, now)
+        evicted = drained + evicted
         await self._victim_events(evicted)
         await self._idle_policies(view, now)
 
@@ -567,6 +579,7 @@ class Controller:
         if self.accountant is not None:
             self._account_bindings(view, ready, bound)
         await self._binding_failure_events(outcomes)
+        await self._requeued(view, outcomes)
         self._scheduled_events(bound)
         return CycleResult(decisions, tuple(bound), failed, tuple(evicted), tuple(self.plans))
 
@@ -587,6 +600,71 @@ class Controller:
             else:
                 self.accountant.not_evicted(eviction)
         return outcomes
+
+    async def _drain_gangs(self, view: SnapshotView, now: float) -> list[EvictOutcome]:
+        """Carry out this cycle's drain plan (``gpufleet.policy.drain_plan``): report the pods on failed
+        GPUs; for each gang newly drained, keep its age on its PodGroup, then evict its pods (gangs side
+        by side, each its age first: its pods must not come back before its age is written). A refused
+        eviction is retried as the others are; the ledger intervals end for the drain's reason."""
+        plan = self._drain
+        self.metrics.failed_gpu_pods.set(len(plan.failed))
+        events = [(self._event(f.pod, "GPUFailed", f.message, "Warning", "Health"), False) for f in plan.failed]
+        new = [d for d in plan.drains if any(p not in self.victims for p in d.pods)]
+        for drain in new:
+            for key in drain.pods:
+                if key not in self.victims:
+                    pod = view.pods.get(key)
+                    node = str(pod.node_name) if pod is not None and pod.node_name else drain.node
+                    self.victims[key] = Victim(Eviction(key, drain.reason, key), node, EvictState.REQUESTED,
+                                               why=drain.message)
+            log.info("draining gang %s (%s): %s", drain.gang, drain.reason.value, drain.message,
+                     extra={"gang": drain.gang, "reason": drain.reason.value, "pods": len(drain.pods)})
+
+        async def drain_one(drain: GangDrain) -> list[EvictOutcome]:
+            await self._keep_age(view, drain)
+            asked = [self.victims[k].eviction for k in drain.pods
+                     if k in self.victims and self.victims[k].state == EvictState.REQUESTED]
+            return await self._evict(asked, now) if asked else []
+
+        outcomes = [o for done in await asyncio.gather(*(drain_one(d) for d in new)) for o in done]
+        for outcome in outcomes:
+            self._after_eviction(outcome, now)
+        await self._emit_all(events)
+        return outcomes
+
+    async def _keep_age(self, view: SnapshotView, drain: GangDrain) -> None:
+        """Write the gang's age on its PodGroup (``gpufleet.dev/queued-at``) before its pods go, so that
+        the pods its owner makes again queue at its original position. A gang with no PodGroup has
+        nothing that outlives it. A failed write is logged: the node goes either way."""
+        gang = drain.gang
+        group = view.groups.get(gang)
+        if group is None:
+            return
+        age = gang_age((p for p in map(view.pods.get, drain.pods) if p is not None), group.queued_at)
+        if age is None or (group.queued_at is not None and group.queued_at <= age):
+            return
+        patch = {"metadata": {"annotations": {ANNOTATION_QUEUED_AT: format_time(age)}}}
+        try:
+            await self.binder._call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, group.namespace,
+                                                                               group.name, patch))
+        except ApiError as err:
+            log.warning("podgroup %s: queued-at not written (it requeues as new): %s", gang, err)
+
+    async def _requeued(self, view: SnapshotView, outcomes: Sequence[BindOutcome]) -> None:
+        """A drained gang bound again has had its requeue: its group's ``queued-at`` is removed, so that a
+        later gang of the same PodGroup queues by its own age (a tenant reusing a group keeps no old place)."""
+        done = [view.groups[o.gang] for o in outcomes
+                if o.bound and not o.failed and o.gang in view.groups and view.groups[o.gang].queued_at is not None]
+        patch: JsonDict = {"metadata": {"annotations": {ANNOTATION_QUEUED_AT: None}}}
+
+        async def clear(namespace: str, name: str) -> None:
+            try:
+                await self.binder._call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, namespace, name,
+                                                                                   patch))
+            except ApiError as err:
+                log.warning("podgroup %s/%s: queued-at not removed: %s", namespace, name, err)
+
+        await asyncio.gather(*(clear(g.namespace, g.name) for g in done))
 
     async def _idle_policies(self, view: SnapshotView, now: float) -> None:
         """Warn, then stop, the pods whose GPUs stay idle in Projects that opted in
@@ -763,6 +841,14 @@ class Controller:
             if victim is None:
                 continue
             e = victim.eviction
+            if e.reason in DRAIN_REASONS:
+                if outcome.result == "evicted":
+                    events.append((self._event(e.pod, "Drained", f"Evicted by gpufleet ({e.reason.value}): "
+                                               f"{victim.why}", "Normal", "Draining"), True))
+                elif outcome.result in ("blocked", "failed"):
+                    events.append((self._event(e.pod, "DrainBlocked", f"{self._blocked_text(victim)}",
+                                               "Warning", "Draining"), False))
+                continue
             if outcome.result == "evicted":
                 note = f"Evicted by gpufleet ({e.reason.value}) to make room for {e.by}"
                 events.append((self._event(e.pod, "Preempted", note, "Normal", "Preempting"), True))

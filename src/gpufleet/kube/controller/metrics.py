@@ -42,8 +42,13 @@ class ControllerMetrics:
             ["result"], registry=r,
         )
         self.evictions = Counter(
-            "gpufleet_evictions_total", "Evictions requested, by reason (reclaim, preempt) and result.",
+            "gpufleet_evictions_total",
+            "Evictions requested, by reason (reclaim, preempt, idle; drains: spot, maintenance, gpu-failure), result.",
             ["reason", "result"], registry=r,
+        )
+        self.failed_gpu_pods = Gauge(
+            "gpufleet_pods_on_failed_gpus", "Running pods holding a GPU listed in gpufleet.dev/unhealthy-gpus.",
+            registry=r,
         )
         self.pending_gangs = Gauge("gpufleet_pending_gangs", "Gangs waiting to be admitted, per queue.",
                                    ["queue"], registry=r)

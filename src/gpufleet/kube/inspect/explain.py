@@ -17,10 +17,12 @@ from typing import Any
 
 from gpufleet.adapters import InputError, load_snapshot_documents, resolve_devices
 from gpufleet.domain import SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
-from gpufleet.domain.queues import gang_key
+from gpufleet.domain.queues import gang_id, gang_key
 from gpufleet.engine import admission_order, schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
 from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
+from gpufleet.ledger import is_spot_node
+from gpufleet.policy import RunningPod, drain_plan, node_facts
 
 __all__ = ["EXPLANATION_SCHEMA", "Explanation", "PodFacts", "explain_in_cluster", "explain_pod", "explain_report"]
 
@@ -88,6 +90,24 @@ def _gang_members(pod: Pod, snapshot: Snapshot) -> set[str]:
     return {p.key for p in snapshot.pods if p.namespace == pod.namespace and gang_key(p) == gang}
 
 
+_DRAINED = "Its gang is drained"
+
+
+def _drain_lines(pod: Pod, snapshot: Snapshot) -> list[str]:
+    """Whether the pod's gang is drained (docs/semantics-notes.md, "Draining nodes and failed GPUs"), and
+    whether it holds a failed GPU: the controller's rule, on the nodes of its gang."""
+    gang = gang_id(pod)
+    members = [p for p in snapshot.pods if p.bound and p.ours and gang_id(p) == gang]
+    where = {p.node_name for p in members}
+    nodes = [node_facts(n, is_spot_node(n.labels)) for n in snapshot.nodes if n.name in where]
+    running = [RunningPod(p.key, gang, str(p.node_name), p.gpu_index) for p in members]
+    plan = drain_plan(nodes, running, snapshot.config)
+    lines = [f.message[0].upper() + f.message[1:] + "." for f in plan.failed if f.pod == pod.key]
+    lines.extend(f"{_DRAINED} ({d.reason.value}): {d.message}; it requeues at its original position."
+                 for d in plan.drains)
+    return lines
+
+
 def _eviction_line(eviction: Eviction) -> str:
     return f"{eviction.pod} ({_WHY[eviction.reason].format(by=eviction.by)})"
 
@@ -140,10 +160,12 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
         claims = _claims_line(pod, snapshot, None)
         if claims is not None:
             lines.append(claims)
+        drain = _drain_lines(pod, snapshot)
+        lines.extend(drain)
         if eviction is not None:
             lines.append(f"gpufleet would evict it to make room for {eviction.by}: "
                          f"{_WHY[eviction.reason].format(by=eviction.by)}.")
-        else:
+        elif not any(line.startswith(_DRAINED) for line in drain):
             lines.append("It would keep running: nothing in the current state preempts it.")
         return lines
 

@@ -34,6 +34,8 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
+    # A drained gang's age on its PodGroup (annotation gpufleet.dev/queued-at).
+    {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     # Namespaces: informer (their labels are what namespaceSelectors of pod affinity terms match).
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},

@@ -31,6 +31,7 @@ from gpufleet.domain.wire import (
     ANNOTATION_GPU_MEMORY,
     ANNOTATION_MPS_MEM_LIMIT,
     ANNOTATION_QUEUE_GRANT,
+    ANNOTATION_QUEUED_AT,
     ANNOTATION_SUBMITTED_BY,
     API_GROUP,
     API_VERSION,
@@ -112,7 +113,7 @@ POLICY_SUFFIX = "pod-annotations"  # the policy and its binding: <release>-pod-a
 # Written by the webhook at creation, or by the controller: nobody else may set or change them later.
 GUARDED_ANNOTATIONS = (
     ANNOTATION_SUBMITTED_BY, ANNOTATION_QUEUE_GRANT, ANNOTATION_GPU_INDEX, ANNOTATION_GPU_BLOCKS,
-    ANNOTATION_MPS_MEM_LIMIT, ANNOTATION_BOUND_AT,
+    ANNOTATION_MPS_MEM_LIMIT, ANNOTATION_BOUND_AT, ANNOTATION_QUEUED_AT,
 )  # fmt: skip
 
 
@@ -180,6 +181,9 @@ def policy_spec_template() -> dict[str, Any]:
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [
             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+            # a PodGroup's queued-at (a drained gang's age): the controller's alone, at creation too
+            {"apiGroups": [API_GROUP], "apiVersions": [API_VERSION], "operations": ["CREATE", "UPDATE"],
+             "resources": ["podgroups"]},
             *workloads]},
         # Only pods that carry (or carried) one of the annotations are evaluated.
         "matchConditions": [{"name": "gpufleet-annotations", "expression":
@@ -213,6 +217,10 @@ def policy_spec_template() -> dict[str, Any]:
                            " || variables.annotations[k] == variables.oldAnnotations[k]))",
              "message": "only gpufleet's controller may set, change or remove the annotations "
                         f"{', '.join(GUARDED_ANNOTATIONS)} after creation",
+             "reason": "Forbidden"},
+            {"expression": f"request.operation != 'CREATE' || !('{ANNOTATION_QUEUED_AT}' in variables.annotations)"
+                           " || request.userInfo.username == variables.controller",
+             "message": f"only gpufleet's controller may set {ANNOTATION_QUEUED_AT}",
              "reason": "Forbidden"},
         ],
     }  # fmt: skip
