@@ -9,7 +9,7 @@ whole and fractional pods, a third spot or reserved, 70% with utilisation sample
 each, every tenth one still open, bound in time order as a controller writes them; each interval is one
 row, inserted in bulk (the driver's executemany) in batches of 50,000. Then runs ``report usage``
 grouped by project and GPU model with prices, over the whole month, ``--repeat`` times in-process
-(:func:`usage_report`: four SQL queries, sums and wait percentiles, grouped and total) and once through
+(:func:`usage_report`: two SQL statements, the sums and the wait percentiles, grouped and total) and once through
 the command line, and prints the medians: wall time, and this process's CPU time (SQLite runs in the
 process; PostgreSQL's server time is in the wall time only). Aggregation is in SQL: the report fetches
 one row per group.
