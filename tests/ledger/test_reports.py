@@ -206,3 +206,67 @@ def test_grouped_totals_sum_to_the_total(store: LedgerStore, drawn: list[tuple[A
     assert sum(row.intervals for row in report.rows) == total.intervals
     assert sum(row.waits for row in report.rows) == total.waits
     assert len({row.group for row in report.rows}) == len(report.rows)
+
+
+def _nearest_rank(waits: list[int], p: int) -> float | None:
+    """The p-th percentile by nearest rank, the plain way: the ceil(p n / 100)-th smallest."""
+    if not waits:
+        return None
+    ordered = sorted(waits)
+    return ordered[max(1, -(-p * len(ordered) // 100)) - 1] / 1_000_000
+
+
+_waiting = st.lists(st.tuples(
+    st.sampled_from(["p1", "p2", None]), st.sampled_from(["H100", "A100", None]), st.sampled_from(["q1", "q2"]),
+    st.integers(-4, 24), st.one_of(st.none(), st.integers(0, 5_000)),
+), min_size=1, max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=_waiting, keys=st.sampled_from([(), ("project", "gpu-model"), ("project",), ("queue", "gpu-model")]),
+       by_count=st.booleans())
+def test_wait_percentiles_are_the_nearest_ranks_of_a_plain_sort(
+    store: LedgerStore, drawn: list[tuple[Any, ...]], keys: tuple[str, ...], by_count: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whichever way SQL numbers the waits (an index walked in order, a sort, picks by VALUES or by
+    count), each group's p50/p95/p99 and the total's are what sorting its waits in Python gives."""
+    monkeypatch.setattr(reports, "MAX_PICK_PARAMETERS", 0 if by_count else 30_000)
+    batch = next(_batches)
+    since = T0 + 1000 * H * (batch + 1)  # the store is shared by the examples: each its own window
+    until = since + 18 * H
+    starts, waits = [], {}
+    for i, (project, model, queue, half_hours, wait_s) in enumerate(drawn):
+        uid, bound_at = f"w{batch}-{i}", since + half_hours * 1800 + i
+        created = None if wait_s is None else bound_at - wait_s - i / 1000
+        starts.append(IntervalStart(pod_uid=uid, bound_at=bound_at, namespace="ns", pod_name=uid, queue=queue,
+                                    node="n", gpus=1.0, project=project, gpu_model=model, created_at=created))
+        if created is not None and since <= bound_at < until:
+            group = {"project": project, "gpu-model": model, "queue": queue}
+            waits.setdefault(tuple(group[k] for k in keys), []).append(round((bound_at - created) * 1e6))
+    store.record_starts(starts)
+    report = usage_report(store, since=since, until=until, now=until + H, group_by=keys)
+    everything = [w for group in waits.values() for w in group]
+    rows = {row.group: row for row in report.rows} if keys else {}
+    for group, row in [((), report.total), *rows.items()]:
+        expected = everything if group == () else waits.get(group, [])
+        assert row.waits == len(expected)
+        for p in (50, 95, 99):
+            assert getattr(row, f"wait_p{p}_s") == _nearest_rank(expected, p), (group, p)
+
+
+def test_the_waits_are_numbered_along_an_index_on_sqlite(tmp_path: Any) -> None:
+    """Grouped by project and GPU model (and over all), the numbering of the waits walks the waits'
+    covering indexes (migration 0003): no sort of the waits, no visit to the table."""
+    from gpufleet.ledger import open_ledger
+
+    with open_ledger(str(tmp_path / "l.db")) as store:
+        fill(store)
+        window = reports._window(SINCE, UNTIL, LATER)
+        statement = reports._percentiles_statement(window, ("project", "gpu-model"), {None: 3, ("a", "b"): 3})
+        with store.reading() as conn:
+            sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            plan = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql).all()]
+    assert "SCAN ledger_intervals USING COVERING INDEX ix_ledger_intervals_project_model_waits" in plan, plan
+    assert "SCAN ledger_intervals USING COVERING INDEX ix_ledger_intervals_waits" in plan, plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan

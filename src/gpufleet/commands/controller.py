@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -22,7 +23,7 @@ from gpufleet.kube import (
     serve_http,
 )
 
-__all__ = ["controller"]
+__all__ = ["LedgerFlags", "controller", "ledger_flags"]
 
 DEFAULT_LEASE = "gpufleet-controller"
 DEFAULT_NAMESPACE = "gpufleet-system"
@@ -119,32 +120,52 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
 def _ledger(database: str | None, labels: str, buffer: int, exporters: str | None, prometheus: str | None,
             interval: float, pod: tuple[str, str]) -> dict[str, Any]:
     """The Controller's ledger arguments from the options (none without --database); bad ones: exit 2."""
-    keys = tuple(k.strip() for k in labels.split(",") if k.strip())
+    flags = ledger_flags(database, labels, exporters, prometheus)
     if database is None:
-        for flag, value in (("--cost-centre-labels", keys), ("--telemetry-exporters", exporters),
-                            ("--telemetry-prometheus", prometheus)):
-            if value:
-                raise CommandError(f"{flag}: needs --database (the usage ledger is off without it)")
         return {}
-    if exporters and prometheus:
-        raise CommandError("--telemetry-exporters and --telemetry-prometheus: give one of them")
+    keys = flags.cost_centre_labels
     from gpufleet.kube.controller.accounting import AccountingConfig
     from gpufleet.ledger import open_ledger
 
     store = open_ledger(database, connect=False)  # a bad URL: exit 2; an unreachable database: buffered
     telemetry: Any = None
     clock = RealClock()
-    if exporters:
+    if flags.exporters:
         from gpufleet.telemetry import ExporterScrape
 
-        telemetry = ExporterScrape(_urls("--telemetry-exporters", exporters), now=clock.now)
-    elif prometheus:
+        telemetry = ExporterScrape(list(flags.exporters), now=clock.now)
+    elif flags.prometheus:
         from gpufleet.telemetry import PrometheusQuery
 
-        telemetry = PrometheusQuery(_urls("--telemetry-prometheus", prometheus)[0], now=clock.now)
+        telemetry = PrometheusQuery(flags.prometheus, now=clock.now)
     config = AccountingConfig(cost_centre_labels=keys, buffer_capacity=buffer, telemetry_interval=interval,
                               event_pod=pod)
     return {"ledger": store, "accounting": config, "telemetry": telemetry}
+
+
+@dataclass(frozen=True)
+class LedgerFlags:
+    """The ledger's flags read: cost-centre label keys, dcgm-exporter URLs, a Prometheus URL."""
+
+    cost_centre_labels: tuple[str, ...] = ()
+    exporters: tuple[str, ...] = ()
+    prometheus: str = ""
+
+
+def ledger_flags(database: str | None, labels: str, exporters: str | None, prometheus: str | None) -> LedgerFlags:
+    """The ledger's flags as the controller reads them (``gpufleet manifests`` renders them under the same
+    rules); bad ones: :class:`CommandError` (one line, exit 2)."""
+    keys = tuple(k.strip() for k in labels.split(",") if k.strip())
+    if database is None:
+        for flag, value in (("--cost-centre-labels", keys), ("--telemetry-exporters", exporters),
+                            ("--telemetry-prometheus", prometheus)):
+            if value:
+                raise CommandError(f"{flag}: needs --database (the usage ledger is off without it)")
+        return LedgerFlags()
+    if exporters and prometheus:
+        raise CommandError("--telemetry-exporters and --telemetry-prometheus: give one of them")
+    return LedgerFlags(keys, tuple(_urls("--telemetry-exporters", exporters)) if exporters else (),
+                       _urls("--telemetry-prometheus", prometheus)[0] if prometheus else "")
 
 
 def _urls(flag: str, text: str) -> list[str]:

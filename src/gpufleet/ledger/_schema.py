@@ -73,6 +73,15 @@ Index(
     postgresql_where=intervals.c.ended_us.is_(None),
 )
 
+# The reports' waits in order (migration 0003): over all, and per project and GPU model. Partial (only
+# intervals with a creation time have a wait) and covering (both columns of the wait are in it too).
+_WAIT = intervals.c.bound_us - intervals.c.created_us
+_WITH_WAIT = intervals.c.created_us.is_not(None)
+Index("ix_ledger_intervals_waits", _WAIT, intervals.c.bound_us, intervals.c.created_us,
+      sqlite_where=_WITH_WAIT, postgresql_where=_WITH_WAIT)
+Index("ix_ledger_intervals_project_model_waits", intervals.c.project, intervals.c.gpu_model, _WAIT,
+      intervals.c.bound_us, intervals.c.created_us, sqlite_where=_WITH_WAIT, postgresql_where=_WITH_WAIT)
+
 labels = Table(
     "ledger_labels",
     metadata,

@@ -383,48 +383,78 @@ def _sums_statement(window: _Window, keys: Sequence[str], prices: PriceList | No
 
 MAX_PICK_PARAMETERS = 30_000  # bound parameters of the picks' VALUES (SQLite allows 32,766 in all)
 
+# Group keys whose waits an index of the ledger holds in order (migration 0003: the report's usual
+# grouping, a bill per project priced per GPU model); the waits over all have their own index.
+ORDERED_WAITS: frozenset[tuple[str, ...]] = frozenset({(), ("project", "gpu-model")})
+
+
+def _waits_bound_in(window: _Window, ordered: bool) -> ColumnElement[bool]:
+    """The intervals whose waits a report counts: bound in the window, creation time known.
+
+    ``ordered``: an index holds these waits in the order the window function numbers them (bound time
+    as its last column), so the bound time is compared as ``bound_us + 0``: without statistics SQLite
+    would take the range on ``ix_ledger_intervals_bound`` for a selective one and sort every wait it
+    finds; this way it walks the waits' index in order, no sort (``EXPLAIN QUERY PLAN``: ``SCAN ..
+    USING INDEX ix_ledger_intervals_waits``)."""
+    bound: ColumnElement[int] = _IC.bound_us + 0 if ordered else _IC.bound_us
+    return and_(bound >= window.since, bound < window.until, _IC.created_us.is_not(None))
+
+
+def _wait() -> ColumnElement[int]:
+    """An interval's wait, written as the waits' indexes are (``bound_us - created_us``)."""
+    return (_IC.bound_us - _IC.created_us).label("wait_us")
+
 
 def _percentiles_statement(
     window: _Window, keys: Sequence[str], counts: Mapping[tuple[str | None, ...] | None, int]
 ) -> Any | None:
     """The waits (bound - created, of the intervals bound in the window) at the nearest ranks,
-    ceil(p * n / 100), per group and over all, in one statement: ``(g0.., wait_us, rn_g, rn_t)``; None
-    when there is no wait.
+    ceil(p * n / 100), over all and per group, in one statement: ``(is_total, g0.., wait_us, rank)``;
+    None when there is no wait.
 
     Both dialects have window functions (SQLite since 3.25) but only PostgreSQL has ``percentile_disc``.
-    So the waits are numbered in SQL (``ROW_NUMBER`` per group and over all) and only the rows at a
-    wanted rank come back, at most 3 per group and 3 more: the ranks follow from the counts the sums
-    gave, joined in as a VALUES list (numbering by count windows instead costs twice the time; that is
-    the fallback when the list would pass the dialects' limit on bound parameters)."""
+    So the waits are numbered in SQL (``ROW_NUMBER``) and only the rows at a wanted rank come back, at
+    most 3 per group and 3 more. The numbering over all and the one per group are two SELECTs under a
+    UNION ALL, one window each: one SELECT with both windows sorts its rows twice, while each SELECT
+    alone walks an index in order where one holds its waits (:data:`ORDERED_WAITS`) and sorts once
+    otherwise. The group ranks follow from the counts the sums gave, joined in as a VALUES list
+    (numbering by count windows instead costs another sort; that is the fallback when the list would
+    pass the dialects' limit on bound parameters)."""
     total = counts.get(None, 0)
     if not total:
         return None
+    width = len(keys)
+    over_all = (select(_wait(), func.row_number().over(order_by=_wait()).label("rank"))
+                .where(_waits_bound_in(window, ordered=True)).subquery("over_all"))
+    totals = select(literal(1).label("is_total"), *(literal(None, String).label(f"g{i}") for i in range(width)),
+                    over_all.c.wait_us, over_all.c.rank).where(
+        over_all.c.rank.in_(sorted({_rank(total, p) for p in PERCENTILES})))
+    if not keys:
+        return totals
     source, columns = _group_columns(keys)
-    wait = (_IC.bound_us - _IC.created_us).label("wait_us")
-    numbered: list[ColumnElement[Any]] = [func.row_number().over(order_by=wait).label("rn_t")]
+    numbered: list[ColumnElement[Any]] = [func.row_number().over(partition_by=columns, order_by=_wait()).label("rank")]
     picks = sorted({(*group, _rank(n, p)) for group, n in counts.items() if group is not None and n
                     for p in PERCENTILES}, key=repr)
-    by_count = bool(columns) and len(picks) * (len(keys) + 1) > MAX_PICK_PARAMETERS
-    if columns:
-        numbered.append(func.row_number().over(partition_by=columns, order_by=wait).label("rn_g"))
+    by_count = len(picks) * (width + 1) > MAX_PICK_PARAMETERS
     if by_count:
         numbered.append(func.count().over(partition_by=columns).label("n_g"))
-    ranked = (select(*columns, wait, *numbered).select_from(source)
-              .where(_IC.bound_us >= window.since, _IC.bound_us < window.until, _IC.created_us.is_not(None))
-              .subquery("ranked"))
+    ranked = (select(*columns, _wait(), *numbered).select_from(source)
+              .where(_waits_bound_in(window, ordered=tuple(keys) in ORDERED_WAITS)).subquery("ranked"))
     r = ranked.c
-    group_out: list[Any] = [r[f"g{i}"] for i in range(len(keys))]
-    at_total = r.rn_t.in_(sorted({_rank(total, p) for p in PERCENTILES}))
-    if not columns:
-        return select(r.wait_us, r.rn_t).where(at_total)
+    group_out: list[Any] = [r[f"g{i}"] for i in range(width)]
+    head = [literal(0).label("is_total"), *group_out, r.wait_us, r.rank]
     if by_count:
-        at_group = or_(*(r.rn_g == (r.n_g * p + 99) // 100 for p in PERCENTILES))
-        return select(*group_out, r.wait_us, r.rn_g, r.rn_t).where(or_(at_total, at_group))
-    wanted = values(*(column(f"g{i}", String) for i in range(len(keys))), column("k", BigInteger),
-                    name="picks").data(picks).cte("picks")
-    match = and_(wanted.c.k == r.rn_g, *(wanted.c[f"g{i}"].is_not_distinct_from(g) for i, g in enumerate(group_out)))
-    return (select(*group_out, r.wait_us, r.rn_g, r.rn_t).select_from(ranked.outerjoin(wanted, match))
-            .where(or_(at_total, wanted.c.k.is_not(None))))
+        grouped = select(*head).where(or_(*(r.rank == (r.n_g * p + 99) // 100 for p in PERCENTILES)))
+    else:
+        wanted = values(*(column(f"g{i}", String) for i in range(width)), column("k", BigInteger),
+                        name="picks").data(picks).cte("picks")
+        match = and_(wanted.c.k == r.rank,
+                     *(wanted.c[f"g{i}"].is_not_distinct_from(g) for i, g in enumerate(group_out)))
+        # an outer join whose WHERE a NULL passes as far as SQLite's planner can tell: the numbered
+        # waits stay the outer loop (one pass), the picks an index looked up (an inner join
+        # materialises the waits instead)
+        grouped = select(*head).select_from(ranked.outerjoin(wanted, match)).where(func.coalesce(wanted.c.k, 0) > 0)
+    return union_all(grouped, totals)
 
 
 _Picks = dict[tuple[str | None, ...] | None, dict[int, int]]  # group (None: all) -> {p: wait_us}
@@ -438,15 +468,12 @@ def _picks(rows: Sequence[Any], width: int, counts: Mapping[tuple[str | None, ..
     """The waits at the percentile ranks per group (and under None, over all) from the picked rows."""
     out: _Picks = {}
     for row in rows:
-        wait_us = int(row[width])
-        places: list[tuple[tuple[str | None, ...] | None, int]] = [(None, int(row[-1]))]
-        if width:
-            places.append((tuple(row[:width]), int(row[width + 1])))
-        for group, rank in places:
-            count = counts.get(group, 0)
-            for p in PERCENTILES:
-                if rank == _rank(count, p):
-                    out.setdefault(group, {})[p] = wait_us
+        group = None if row[0] else tuple(row[1:1 + width])
+        wait_us, rank = int(row[1 + width]), int(row[2 + width])
+        count = counts.get(group, 0)
+        for p in PERCENTILES:
+            if rank == _rank(count, p):
+                out.setdefault(group, {})[p] = wait_us
     return out
 
 

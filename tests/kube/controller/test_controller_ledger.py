@@ -443,3 +443,61 @@ async def test_without_an_idle_policy_an_idle_pod_stays(tmp_path: Path) -> None:
         await asyncio.gather(poller, return_exceptions=True)
     assert bound_pods(cluster) == {"ml/p0": "n0"}
     assert not [e for e in cluster.objects(Kind.EVENT) if e["reason"].startswith("Idle")]
+
+
+@pytest.mark.parametrize("annotate_via", ["binding", "patch"])
+async def test_a_binding_retried_after_a_lost_answer_is_one_interval(tmp_path: Path, annotate_via: str) -> None:
+    """Over HTTP: the first Binding goes through but its answer is lost and the pod cannot be read back
+    (the binding counts as failed); before the watch shows the pod bound, the next cycle binds it again
+    (409: already bound, on our node). The pod carries the first attempt's bound time (a Binding that
+    is refused sets no annotation), so the ledger must record that one: one interval, which a restart's
+    reconciliation leaves as it is (not closed as ``deleted`` and opened again at another time)."""
+    from gpufleet.kube.client.lightkube_api import connect
+    from gpufleet.kube.client.port import RealClock
+    from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer
+    from gpufleet.kube.controller.metrics import ControllerMetrics
+    from gpufleet.testing.emulator import ApiServerEmulator
+
+    from .controller_objects import eventually, small_cluster
+
+    store = open_ledger(str(tmp_path / "ledger.db"))
+    async with ApiServerEmulator() as emulator:
+        api_store = emulator.store
+        small_cluster(api_store, nodes=1, pending=1)
+
+        def make() -> Controller:
+            config = ControllerConfig(identity="c", min_interval=0.0, engine_in_thread=False,
+                                      annotate_via=annotate_via)
+            return Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                              ControllerMetrics(), ledger=store, accounting=AccountingConfig())
+
+        c = make()
+        informers = [asyncio.create_task(Informer(c.api, k, c.cache, c.clock).run()) for k in INFORMED_KINDS]
+        try:
+            await eventually(lambda: c.ready, what="informers synced")
+        finally:  # from here on the cache lags behind the API server (a slow watch)
+            for task in informers:
+                task.cancel()
+            await asyncio.gather(*informers, return_exceptions=True)
+        api_store.fail("bind", 0, after_apply=True)  # bound, the answer lost
+        api_store.fail("get", 403, kind=Kind.POD)  # and the pod cannot be read back: the binding failed
+        first = await c.cycle()
+        assert first.bound == () and "ml/p0" in first.failed
+        second = await c.cycle()  # the cache still shows the pod pending: decided and bound again
+        assert second.bound == ("ml/p0",)
+        assert [call.status for call in api_store.calls if call.op == "bind"] == [0, 409, 409]
+        flush(c)
+        await c.api.close()
+        obj = api_store.object(Kind.POD, "ml", "p0")
+        assert obj is not None
+        stamped = parse_time(obj["metadata"]["annotations"][ANNOTATION_BOUND_AT])
+        assert [(i.start.pod_uid, i.start.bound_at) for i in store.intervals()] == [(obj["metadata"]["uid"], stamped)]
+
+        again = make()  # a restart: the ledger reconciled with what the API server shows
+        async with informing(again, real_time=True):
+            assert again.accountant is not None
+            await again._reconcile_ledger(again.accountant)
+            flush(again)
+        await again.api.close()
+    [interval] = store.intervals()
+    assert (interval.start.bound_at, interval.ended_at, interval.end_reason) == (stamped, None, None)

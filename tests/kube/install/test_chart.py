@@ -18,7 +18,7 @@ import yaml
 
 from gpufleet.adapters._k8s_models import queue_from_dict
 from gpufleet.kube.install.crds import CRD_KINDS, crd, crd_file_name, crd_yaml
-from gpufleet.kube.install.manifests import InstallOptions, controller_rbac_rules, install_objects
+from gpufleet.kube.install.manifests import InstallOptions, LedgerInstall, controller_rbac_rules, install_objects
 
 from .test_crds import KUBE_VERSIONS, api_server_errors
 
@@ -275,6 +275,10 @@ def _normalised(doc: dict[str, Any]) -> dict[str, Any]:
     for meta in (doc["metadata"], doc.get("spec", {}).get("template", {}).get("metadata", {})):
         for label in HELM_ONLY_LABELS:
             meta.get("labels", {}).pop(label, None)
+        if doc["kind"] == "PersistentVolumeClaim":  # Helm's keep-on-uninstall, which only Helm reads
+            meta.get("annotations", {}).pop("helm.sh/resource-policy", None)
+            if not meta.get("annotations"):
+                meta.pop("annotations", None)
         if doc["kind"] == "CustomResourceDefinition":  # + the keep annotation and the release's labels
             meta.pop("annotations", None)
             meta.get("labels", {}).pop("app.kubernetes.io/name", None)
@@ -285,15 +289,48 @@ def _normalised(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("webhook", [False, True], ids=["defaults", "webhook-with-cert-manager"])
-def test_the_chart_installs_what_gpufleet_manifests_prints(webhook: bool) -> None:
+_PG_URL = "postgresql+psycopg://gpufleet@db.example:5432/ledger"
+# (chart values, the same ledger for `gpufleet manifests`): SQLite on a claim with telemetry and labels,
+# SQLite on an emptyDir, PostgreSQL with its password from a Secret and a Prometheus server
+LEDGERS: dict[str, tuple[dict[str, Any], LedgerInstall | None]] = {
+    "no-ledger": ({}, None),
+    "sqlite-pvc": ({"controller": {"replicas": 1, "ledger": {"enabled": True, "costCentreLabels": ["team", "cc"],
+                                                           "bufferEvents": 5000, "sqlite": {"size": "20Gi"}},
+                                   "telemetry": {"exporters": ["http://a:9400/metrics", "http://b:9400/metrics"],
+                                                 "intervalSeconds": 15}}},
+                   LedgerInstall("/var/lib/gpufleet/ledger.db", ("team", "cc"), 5000,
+                                 ("http://a:9400/metrics", "http://b:9400/metrics"), telemetry_interval=15,
+                                 volume_size="20Gi")),
+    "sqlite-emptydir": ({"controller": {"replicas": 1, "ledger": {"enabled": True, "sqlite": {
+                            "path": "/data/l.db", "volume": "emptyDir"}}}},
+                        LedgerInstall("/data/l.db", volume="emptyDir")),
+    "postgres": ({"controller": {"ledger": {"enabled": True, "databaseUrl": _PG_URL,
+                                            "passwordSecret": {"name": "ledger-db"}},
+                                 "telemetry": {"prometheusUrl": "http://prometheus:9090"}}},
+                 LedgerInstall(_PG_URL, telemetry_prometheus="http://prometheus:9090", password_secret="ledger-db")),
+}
+
+
+def _merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in more.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+@pytest.mark.parametrize(("webhook", "ledger"), [(False, "no-ledger"), (True, "no-ledger"), (False, "sqlite-pvc"),
+                                                 (False, "sqlite-emptydir"), (False, "postgres")],
+                         ids=["defaults", "webhook-with-cert-manager", "ledger-sqlite-pvc", "ledger-sqlite-emptydir",
+                              "ledger-postgres"])
+def test_the_chart_installs_what_gpufleet_manifests_prints(webhook: bool, ledger: str) -> None:
     image = "registry.local/gpufleet:1.2.3"
     values: dict[str, Any] = {"image": {"repository": "registry.local/gpufleet", "tag": "1.2.3"},
                               "exampleQueues": {"create": True}}  # fmt: skip
     if webhook:
         values["webhook"] = {"enabled": True, "certificates": {"mode": "certManager"}}
-    chart_docs = render(values, upgrade=True)
-    options = InstallOptions(namespace=NAMESPACE, image=image, webhook=webhook)
+    ledger_values, ledger_install = LEDGERS[ledger]
+    chart_docs = render(_merged(values, ledger_values), upgrade=True)
+    options = InstallOptions(namespace=NAMESPACE, image=image, webhook=webhook, ledger=ledger_install)
     manifest_docs = [crd(kind) for kind in CRD_KINDS]
     manifest_docs += [d for d in install_objects(options) if d["kind"] != "Namespace"]
 

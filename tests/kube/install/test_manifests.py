@@ -145,7 +145,17 @@ def test_namespace_and_image_options_reach_every_object() -> None:
 @pytest.mark.parametrize(
     ("args", "field"),
     [(["--namespace", "Bad_NS"], "--namespace"), (["--namespace", ""], "--namespace"),
-     (["--image", "img with space"], "--image"), (["--image", "x\ny"], "--image")],
+     (["--image", "img with space"], "--image"), (["--image", "x\ny"], "--image"),
+     (["--database", "ledger.db"], "--database"), (["--database", "mysql://db/ledger"], "--database"),
+     (["--database", "postgresql+psycopg://u:secret@db/ledger"], "--database"),
+     (["--cost-centre-labels", "team"], "--cost-centre-labels"),
+     (["--telemetry-prometheus", "http://p:9090"], "--telemetry-prometheus"),
+     (["--database", "/var/lib/gpufleet/l.db", "--telemetry-exporters", "x:9400"], "--telemetry-exporters"),
+     (["--database", "/var/lib/gpufleet/l.db", "--telemetry-exporters", "http://x/metrics",
+       "--telemetry-prometheus", "http://p"], "--telemetry-exporters"),
+     (["--database", "/var/lib/gpufleet/l.db", "--ledger-volume-size", "lots"], "--ledger-volume-size"),
+     (["--database", "postgresql+psycopg://u@db/l", "--database-password-secret", "Bad_Name"],
+      "--database-password-secret")],
 )
 def test_bad_options_give_one_line_and_exit_2(args: list[str], field: str) -> None:
     code, out, err = _run(*args)
@@ -232,3 +242,85 @@ def test_volume_rules_are_least_privilege() -> None:
     }
     for resource in ("persistentvolumeclaims/status", "persistentvolumes/status"):
         assert not any(resource in rule["resources"] for rule in RULES)
+
+
+# --- the usage ledger (as the chart's controller.ledger and controller.telemetry values) ----------
+
+
+def _controller_parts(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    [deploy] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpufleet-controller"]
+    return deploy, deploy["spec"]["template"]["spec"]["containers"][0]
+
+
+def _parsed_by_the_controller(args: list[str]) -> dict[str, Any]:
+    """The rendered arguments read by ``gpufleet controller``'s own parser (its options, not its body)."""
+    from gpufleet.commands.controller import controller
+
+    assert args[0] == "controller"
+    with controller.make_context("controller", list(args[1:])) as ctx:
+        return dict(ctx.params)
+
+
+def test_an_sqlite_ledger_on_a_claim_with_telemetry() -> None:
+    code, out, err = _run("--database", "/var/lib/gpufleet/ledger.db", "--cost-centre-labels", "team, cost-center",
+                          "--ledger-buffer", "5000", "--telemetry-exporters", "http://a:9400/metrics,http://b:9400/m",
+                          "--telemetry-interval", "15", "--ledger-volume-size", "20Gi")
+    assert code == 0, err
+    docs = _docs(out)
+    deploy, container = _controller_parts(docs)
+    params = _parsed_by_the_controller(container["args"])
+    assert (params["database"], params["cost_centre_labels"], params["ledger_buffer"]) == (
+        "/var/lib/gpufleet/ledger.db", "team,cost-center", 5000)
+    assert (params["telemetry_exporters"], params["telemetry_prometheus"], params["telemetry_interval"]) == (
+        "http://a:9400/metrics,http://b:9400/m", None, 15.0)
+    assert deploy["spec"]["replicas"] == 1 and deploy["spec"]["strategy"] == {"type": "Recreate"}
+    assert deploy["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == 65532
+    [claim] = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["ledger"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert {"name": "ledger", "mountPath": "/var/lib/gpufleet"} in container["volumeMounts"]
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]  # one replica: nothing to keep up
+    for version in KUBE_VERSIONS:
+        for doc in docs:
+            if doc["kind"] in ("Deployment", "PersistentVolumeClaim"):
+                kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_a_postgres_ledger_keeps_two_replicas_and_takes_its_password_from_a_secret() -> None:
+    url = "postgresql+psycopg://gpufleet@db.example:5432/ledger"
+    code, out, err = _run("--database", url, "--database-password-secret", "ledger-db",
+                          "--telemetry-prometheus", "http://prometheus:9090")
+    assert code == 0, err
+    docs = _docs(out)
+    deploy, container = _controller_parts(docs)
+    params = _parsed_by_the_controller(container["args"])
+    assert (params["database"], params["telemetry_prometheus"], params["cost_centre_labels"]) == (
+        url, "http://prometheus:9090", "")
+    assert deploy["spec"]["replicas"] == 2 and "strategy" not in deploy["spec"]
+    assert {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "ledger-db", "key": "password"}}} in (
+        container["env"])
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_without_a_database_the_controller_gets_no_ledger_flag(default_output: str) -> None:
+    _, container = _controller_parts(_docs(default_output))
+    assert not any(a.startswith(("--database", "--ledger", "--telemetry", "--cost-centre")) for a in container["args"])
+    assert _parsed_by_the_controller(container["args"])["database"] is None
+
+
+def test_every_rendered_controller_argument_is_one_the_controller_accepts() -> None:
+    """Whatever ledger `gpufleet manifests` renders, the controller's parser takes every argument as
+    rendered (no unknown flag, no bad value) and reads back the values given."""
+    from gpufleet.kube.install.manifests import LedgerInstall, controller_args
+
+    for ledger in (None, LedgerInstall("/data/l.db", ("a", "b.c/d"), 1, ("http://x/m",), telemetry_interval=1),
+                   LedgerInstall("postgresql+psycopg://u@h/d", telemetry_prometheus="https://p", password_secret="s")):
+        params = _parsed_by_the_controller(controller_args(ledger))
+        assert params["leader_elect"] is True
+        if ledger is not None:
+            assert params["database"] == ledger.database
+            assert params["ledger_buffer"] == ledger.buffer_events
+            assert params["cost_centre_labels"] == ",".join(ledger.cost_centre_labels)
+            assert (params["telemetry_prometheus"] or "") == ledger.telemetry_prometheus

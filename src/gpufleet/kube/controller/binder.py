@@ -144,6 +144,8 @@ class Binder:
         # clock's time when bind_gangs started), written with the others; the times by pod.
         self.stamp: Callable[[float], Mapping[str, str]] | None = None
         self.stamps: dict[PodKey, float] = {}
+        # ... and how a pod's object tells the bound time it carries (for a pod an earlier attempt bound)
+        self.stamped: Callable[[Mapping[str, Any]], float | None] | None = None
 
     async def _call(self, operation: str, make: Callable[[], Awaitable[T]], retry_conflict: bool = True) -> T:
         """One API call with the leader check, the concurrency limit and retries."""
@@ -395,6 +397,18 @@ class Binder:
             node = ((current or {}).get("spec") or {}).get("nodeName")
             if node != binding.node:
                 raise ApiError(409, "Conflict", f"bound to {node!r} by someone else" if node else err.message) from None
+            self._adopt_stamp(binding.pod, current)
+
+    def _adopt_stamp(self, pod: PodKey, current: Mapping[str, Any] | None) -> None:
+        """A pod an earlier attempt bound keeps that attempt's bound time: a refused Binding sets no
+        annotation (so with ``--annotate-via binding`` the pod still says the first time). The ledger's
+        interval is named by the time the pod carries, as the accountant reads it back on every later
+        change and after a restart; a time of this attempt would open a second interval of the pod."""
+        if self.stamped is None or pod not in self.stamps or current is None:
+            return
+        carried = self.stamped(current)
+        if carried is not None:
+            self.stamps[pod] = carried
 
     # ----------------------------------------------------------------------------- evictions
 

@@ -55,7 +55,14 @@ from gpufleet.domain.nodes import TooManyGpus
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import IncrementalEngine, Screened, screen
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
-from gpufleet.kube.controller.accounting import Accountant, AccountingConfig, LedgerBackend, format_time, stamp
+from gpufleet.kube.controller.accounting import (
+    Accountant,
+    AccountingConfig,
+    LedgerBackend,
+    bound_time,
+    format_time,
+    stamp,
+)
 from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, NotLeader
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
@@ -233,6 +240,7 @@ class Controller:
         status.append(accountant)
         self.cache.hooks.append(accountant.on_change)
         self.binder.stamp = stamp
+        self.binder.stamped = bound_time
         return accountant
 
     # --------------------------------------------------------------------------- lifecycle

@@ -24,6 +24,7 @@ so the two ways cannot drift apart:
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,9 @@ from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
+    "LEDGER_VOLUMES",
     "InstallOptions",
+    "LedgerInstall",
     "RbacRules",
     "controller_rbac_rules",
     "install_objects",
@@ -108,6 +111,50 @@ EXAMPLE_QUEUES: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 
 
+LEDGER_VOLUMES = ("pvc", "emptyDir")
+LEDGER_PASSWORD_KEY = "password"
+_FS_GROUP = 65532  # the controller's user and group (its image's nonroot user)
+
+
+@dataclass(frozen=True)
+class LedgerInstall:
+    """The controller's usage ledger, as the chart's ``controller.ledger`` and ``controller.telemetry``
+    values set it: ``database`` is a PostgreSQL URL (the chart's ``databaseUrl``) or the absolute path
+    of an SQLite file inside the controller's container (``sqlite.path``), kept on a volume (``pvc``, a
+    ReadWriteOnce claim of ``volume_size``, or ``emptyDir``) with one replica and the Recreate strategy
+    (one writer of one file)."""
+
+    database: str
+    cost_centre_labels: tuple[str, ...] = ()
+    buffer_events: int = 200_000
+    telemetry_exporters: tuple[str, ...] = ()
+    telemetry_prometheus: str = ""
+    telemetry_interval: int = 30  # seconds
+    volume: str = "pvc"  # SQLite: pvc | emptyDir
+    volume_size: str = "5Gi"
+    password_secret: str = ""  # PostgreSQL: a Secret whose key "password" becomes PGPASSWORD
+
+    @property
+    def sqlite_file(self) -> str | None:
+        """The SQLite file's path in the container (None: PostgreSQL)."""
+        if self.database.startswith("sqlite:"):
+            return self.database.partition(":///")[2]
+        return None if "://" in self.database else self.database
+
+    def controller_args(self) -> list[str]:
+        """The controller's ledger flags, in the chart's order."""
+        args = [f"--database={self.database}", f"--ledger-buffer={self.buffer_events}"]
+        if self.cost_centre_labels:
+            args.append(f"--cost-centre-labels={','.join(self.cost_centre_labels)}")
+        if self.telemetry_exporters:
+            args.append(f"--telemetry-exporters={','.join(self.telemetry_exporters)}")
+        if self.telemetry_prometheus:
+            args.append(f"--telemetry-prometheus={self.telemetry_prometheus}")
+        if self.telemetry_exporters or self.telemetry_prometheus:
+            args.append(f"--telemetry-interval={self.telemetry_interval}")
+        return args
+
+
 @dataclass(frozen=True)
 class InstallOptions:
     namespace: str = DEFAULT_NAMESPACE
@@ -120,6 +167,12 @@ class InstallOptions:
     webhook_tenancy: bool = True
     # With webhook: the gpu-visibility ValidatingWebhookConfiguration (chart: webhook.gpuVisibility.enabled).
     webhook_gpu_visibility: bool = True
+    ledger: LedgerInstall | None = None  # the usage ledger (chart: controller.ledger, controller.telemetry)
+
+    @property
+    def controller_replicas(self) -> int:
+        """Two (a leader and a standby), or one with an SQLite ledger (one writer of one file)."""
+        return 1 if self.ledger is not None and self.ledger.sqlite_file is not None else 2
 
 
 @dataclass(frozen=True)
@@ -190,7 +243,7 @@ def _spread(component: str) -> dict[str, Any]:
     }
 
 
-def controller_args() -> list[str]:
+def controller_args(ledger: LedgerInstall | None = None) -> list[str]:
     return [
         "controller",
         "--leader-elect",
@@ -199,16 +252,28 @@ def controller_args() -> list[str]:
         f"--metrics-port={METRICS_PORT}",
         f"--health-port={HEALTH_PORT}",
         "--log-level=info",
+        *(ledger.controller_args() if ledger is not None else ()),
     ]
 
 
+def _ledger_claim(options: InstallOptions) -> dict[str, Any] | None:
+    """The SQLite ledger's PersistentVolumeClaim (None: no claim wanted), as the chart's
+    controller-ledger-pvc.yaml makes it (less its keep-on-uninstall annotation, which only Helm reads)."""
+    ledger = options.ledger
+    if ledger is None or ledger.sqlite_file is None or ledger.volume != "pvc":
+        return None
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _meta(f"{CONTROLLER}-ledger", options.namespace, "controller"),
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": ledger.volume_size}}}}
+
+
 def _controller_deployment(options: InstallOptions) -> dict[str, Any]:
-    container = {
+    container: dict[str, Any] = {
         "name": "controller",
         "image": options.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["gpufleet"],
-        "args": controller_args(),
+        "args": controller_args(options.ledger),
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -225,22 +290,36 @@ def _controller_deployment(options: InstallOptions) -> dict[str, Any]:
         "securityContext": _restricted_container_security(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }  # fmt: skip
+    pod_security = _pod_security()
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    spec: dict[str, Any] = {"replicas": options.controller_replicas}
+    ledger = options.ledger
+    if ledger is not None and ledger.password_secret and ledger.sqlite_file is None:
+        container["env"].append({"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {
+            "name": ledger.password_secret, "key": LEDGER_PASSWORD_KEY}}})
+    if ledger is not None and (path := ledger.sqlite_file) is not None:
+        spec["strategy"] = {"type": "Recreate"}  # one writer of one file: the old pod goes first
+        pod_security["fsGroup"] = _FS_GROUP  # the ledger's volume writable by the controller's user
+        container["volumeMounts"].append({"name": "ledger", "mountPath": posixpath.dirname(path)})
+        claim = _ledger_claim(options)
+        volumes.append({"name": "ledger", **({"persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+                                             if claim is not None else {"emptyDir": {}})})
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(CONTROLLER, options.namespace, "controller"),
         "spec": {
-            "replicas": 2,
+            **spec,
             "selector": {"matchLabels": _labels("controller")},
             "template": {
                 "metadata": {"labels": _labels("controller")},
                 "spec": {
                     "serviceAccountName": CONTROLLER,
-                    "securityContext": _pod_security(),
+                    "securityContext": pod_security,
                     "affinity": _spread("controller"),
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    "volumes": volumes,
                 },
             },
         },
@@ -302,7 +381,7 @@ def _webhook_deployment(options: InstallOptions) -> dict[str, Any]:
     # without it the webhook never calls the API server: no token in its pods.
     account: dict[str, Any] = (
         {"serviceAccountName": WEBHOOK} if options.webhook_tenancy else {"automountServiceAccountToken": False})
-    container = {
+    container: dict[str, Any] = {
         "name": "webhook",
         "image": options.image,
         "imagePullPolicy": "IfNotPresent",
@@ -493,7 +572,10 @@ def install_objects(options: InstallOptions, rules: RbacRules | None = None) -> 
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace, "labels": _labels()}}
     ]
     objects += _controller_objects(options, rules)
-    objects.append(_controller_pdb(options))
+    if (claim := _ledger_claim(options)) is not None:
+        objects.append(claim)
+    if options.controller_replicas > 1:  # as the chart: a budget only with a standby to keep
+        objects.append(_controller_pdb(options))
     objects += _tenancy_objects(options)
     if options.webhook:
         objects += _webhook_objects(options)
