@@ -46,8 +46,10 @@ class EventRecorder:
         metrics: ControllerMetrics | None = None,
         min_gap: float = 10.0,
         repeat_after: float = 300.0,
+        reporting_controller: str = REPORTING_CONTROLLER,  # the node agent names itself
     ) -> None:
         self.api = api
+        self.reporting_controller = reporting_controller
         self.clock = clock
         self.identity = identity
         self.metrics = metrics
@@ -86,7 +88,7 @@ class EventRecorder:
                 "namespace": event.namespace or "default",
             },
             "eventTime": micro_time(now),
-            "reportingController": REPORTING_CONTROLLER,
+            "reportingController": self.reporting_controller,
             "reportingInstance": self.identity,
             "action": event.action,
             "reason": event.reason,

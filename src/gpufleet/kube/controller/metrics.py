@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gpufleet.kube.controller.metrics_export import QueueMetrics
 
-__all__ = ["ControllerMetrics", "serve_http"]
+__all__ = ["ControllerMetrics", "RendersMetrics", "serve_http"]
 
 _CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -115,8 +116,14 @@ class ControllerMetrics:
         return generate_latest(self.registry)
 
 
+class RendersMetrics(Protocol):
+    """What ``/metrics`` shows: the controller's metrics, the node agent's usage export."""
+
+    def render(self) -> bytes: ...
+
+
 async def serve_http(
-    metrics: ControllerMetrics,
+    metrics: RendersMetrics,
     ready: Callable[[], bool],
     host: str,
     ports: tuple[int, ...],
