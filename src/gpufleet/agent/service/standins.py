@@ -105,7 +105,7 @@ class GpuRecord:
     status: str = "healthy"  # healthy | unhealthy | unknown
     reason: str = ""  # the last signal, for the condition and `gpufleet gpu list`
     since: float = 0.0  # when the status last changed
-    clean_since: float | None = None  # unhealthy: the first poll without a signal
+    clean_since: float | None = None  # unhealthy: since when no signal (None: a lasting one, e.g. lost)
     dbe: int = 0  # the counters' baseline (a growth is a new signal)
     remap_failed: bool = False
 
@@ -132,19 +132,20 @@ class BasicHealthRules:
 
         return json.dumps({str(i): record(state[i]) for i in sorted(state)}, separators=(",", ":"))
 
-    def _signal(self, reading: GpuHealthReading, before: GpuRecord, xids: Sequence[int]) -> str | None:
+    def _signal(self, reading: GpuHealthReading, before: GpuRecord, xids: Sequence[int]) -> tuple[str, bool] | None:
+        """The signal of this reading and whether it lasts (a state, not an event), or None."""
         if reading.lost:
-            return "fell off the bus"
-        critical = [x for x in xids if x in self.policy.critical_xids]
-        if critical:
-            return f"Xid {critical[-1]}"
-        if (reading.ecc_dbe_volatile or 0) > before.dbe:
-            return f"double-bit ECC errors ({reading.ecc_dbe_volatile})"
-        if reading.row_remap_failure and not before.remap_failed:
-            return "row remap failure"
+            return "fell off the bus", True
         retired = (reading.retired_pages_sbe or 0) + (reading.retired_pages_dbe or 0)
         if retired > self.policy.retired_pages_limit:
-            return f"{retired} retired pages (limit {self.policy.retired_pages_limit})"
+            return f"{retired} retired pages (limit {self.policy.retired_pages_limit})", True
+        critical = [x for x in xids if x in self.policy.critical_xids]
+        if critical:
+            return f"Xid {critical[-1]}", False
+        if (reading.ecc_dbe_volatile or 0) > before.dbe:
+            return f"double-bit ECC errors ({reading.ecc_dbe_volatile})", False
+        if reading.row_remap_failure and not before.remap_failed:
+            return "row remap failure", False
         return None
 
     def step(self, state: Mapping[int, GpuRecord], readings: Sequence[GpuHealthReading],
@@ -157,9 +158,8 @@ class BasicHealthRules:
         changes: list[HealthChange] = []
         for reading in readings:
             before = state.get(reading.index)
-            if before is None or before.uuid != reading.uuid:  # a new or replaced GPU: a clean slate
-                before = GpuRecord(uuid=reading.uuid, since=now, dbe=reading.ecc_dbe_volatile or 0,
-                                   remap_failed=bool(reading.row_remap_failure))
+            if before is None or before.uuid != reading.uuid:  # a new or replaced GPU: errors it has count
+                before = GpuRecord(uuid=reading.uuid, since=now)
             after = self._next(before, reading, xids.get(reading.index, ()), reading.index in uncordoned, now)
             out[reading.index] = after
             if after.status != before.status:
@@ -181,10 +181,12 @@ class BasicHealthRules:
         if uncordoned and not reading.lost:
             return replace(counted, status="healthy", reason="uncordoned by the operator", since=now,
                            clean_since=None)
-        if signal is not None:
+        if signal is not None:  # the clean period counts from the last event, or from when a state ends
+            text, lasting = signal
+            quiet_since = None if lasting else now
             if before.status == "unhealthy":
-                return replace(counted, reason=signal, clean_since=None)
-            return replace(counted, status="unhealthy", reason=signal, since=now, clean_since=None)
+                return replace(counted, reason=text, clean_since=quiet_since)
+            return replace(counted, status="unhealthy", reason=text, since=now, clean_since=quiet_since)
         if before.status == "unhealthy":
             clean_since = before.clean_since if before.clean_since is not None else now
             if now - clean_since >= self.policy.clean_period_s:
