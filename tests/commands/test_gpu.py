@@ -115,7 +115,7 @@ async def test_agent_dry_run_without_nvml_prints_unknown_and_stops_on_sigterm(em
     assert process.stdout is not None
     line = await asyncio.wait_for(process.stdout.readline(), timeout=30)
     process.send_signal(signal.SIGTERM)
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=30)
     assert process.returncode == 0, err.decode()
     assert line.decode().startswith("patch node n2 status: ")
     assert '"status": "Unknown"' in line.decode() and "GPUsUnreadable" in line.decode()
