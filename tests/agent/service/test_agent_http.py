@@ -88,7 +88,8 @@ async def test_nothing_is_written_when_nothing_changed(emulator: ApiServerEmulat
         await clock.advance(1.0)
         await agent.poll()
     assert writes(emulator) == before
-    assert emulator.store.count("get", caller="gpufleet-agent") <= 1 + 30 // 10 + 1  # the Node re-read every 10 s
+    gets = emulator.store.count("get")  # GETs carry no fieldManager: the agent is the only client here
+    assert 2 <= gets <= 1 + 30 // 10 + 1  # the Node read again every 10 s, not every poll
     await agent.writer.api.close()
 
 
@@ -280,4 +281,22 @@ async def test_a_dry_run_prints_and_writes_nothing(emulator: ApiServerEmulator) 
     await agent.poll()
     assert writes(emulator) == 0
     assert [what for what, _ in shown] == [f"patch node {NODE}", f"patch node {NODE} status"]  # once each
+    await agent.writer.api.close()
+
+
+async def test_every_call_the_agent_makes_is_in_its_rbac_rules(emulator: ApiServerEmulator) -> None:
+    from gpufleet.kube.install.rbac import AGENT_RULES, allowed
+
+    clock = VirtualClock()
+    reader = ScriptedReader()
+    agent = make_agent(emulator, clock, lambda: reader)
+    emulator.store.fail("patch", 409, times=1, kind=Kind.NODE)
+    reader.xid(0, 79)
+    await agent.poll()
+    await clock.advance(CLEAN_PERIOD + 11)
+    await agent.poll()
+    calls = {(c.op, c.kind) for c in emulator.store.calls}  # the agent is the emulator's only client here
+    assert {("get", Kind.NODE), ("patch", Kind.NODE), ("patch_status", Kind.NODE), ("create", Kind.EVENT)} <= calls
+    assert [call for call in calls if not allowed(*call, rules=AGENT_RULES)] == []
+    assert not allowed("patch", Kind.POD, rules=AGENT_RULES) and allowed("watch", Kind.POD, rules=AGENT_RULES)
     await agent.writer.api.close()
