@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -122,3 +123,41 @@ async def test_agent_dry_run_without_nvml_prints_unknown_and_stops_on_sigterm(em
     assert err.decode().count("cannot read the GPUs") == 1
     assert "Traceback" not in err.decode()
     assert emulator.store.count("patch") == emulator.store.count("patch_status") == 0
+
+
+@pytest.mark.asyncio
+async def test_agent_without_nvml_writes_unknown_serves_healthz_and_stops_on_sigterm(
+        emulator: ApiServerEmulator) -> None:
+    import signal
+    import socket
+    import sys
+
+    import aiohttp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gpufleet", "agent", "--node-name", "n2", "--server", emulator.url_text,
+        "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/nonexistent"},
+    )
+
+    def condition() -> dict[str, Any] | None:
+        node = emulator.store.object(Kind.NODE, "", "n2") or {}
+        return next((c for c in (node.get("status") or {}).get("conditions") or [] if c["type"] == "GPUHealthy"), None)
+
+    try:
+        for _ in range(300):
+            if condition() is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert (condition() or {}).get("status") == "Unknown"
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as answer:
+            assert answer.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode()

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain import REPORTING_CONTROLLER
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.leader import micro_time
-from gpufleet.kube.controller.metrics import ControllerMetrics
+
+if TYPE_CHECKING:  # prometheus-client and the controller's metrics: not for the node agent's import
+    from gpufleet.kube.controller.metrics import ControllerMetrics
 
 __all__ = ["REPORTING_CONTROLLER", "EventRecorder", "PodEvent"]
 
