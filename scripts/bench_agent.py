@@ -63,6 +63,8 @@ def _serve_emulator(pods: int, ready: Any, stop: Any) -> None:
 
 def run_agent(server: str | None, seconds: float, interval: float, pods: int) -> None:
     """The child: the agent's loop until ``seconds`` pass; prints polls and writes as JSON."""
+    import gpufleet.cli
+    import gpufleet.commands.agent  # noqa: F401 - what the `gpufleet agent` process imports besides
     from gpufleet.agent.gpus import GpuHealthReading, GpuInfo, GpuUtilisation, ProcessUtilisation, XidEvent
     from gpufleet.agent.service import AgentLoop, AgentSettings, HealthPolicy, NodeWriter
     from gpufleet.agent.service.pods import PodsOnNode
