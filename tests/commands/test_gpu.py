@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +31,14 @@ async def emulator(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ApiServerEm
 
 
 async def gpu(*args: str) -> Result:
-    return await asyncio.to_thread(CliRunner().invoke, main, ["gpu", *args])
+    return await invoke(["gpu", *args])
+
+async def invoke(args: list[str]) -> Result:
+    """The CLI in a thread of its own, joined before returning (a default-executor thread left
+    behind crashes the interpreter beside the device plugin tests' gRPC threads)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return await asyncio.get_running_loop().run_in_executor(pool, CliRunner().invoke, main, args)
+
 
 
 @pytest.mark.parametrize("target", ["n1", "n1/", "n1/x", "/3", "N1/3", "n1/3,", "n1/-1", "n1/3/4"])

@@ -4,6 +4,7 @@ and how it survives conflicts, a missing NVML and its own restart."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -170,7 +171,9 @@ async def test_uncordon_command_brings_the_gpu_back_and_is_consumed(emulator: Ap
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "3"
 
     monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: connect(server=emulator.url_text))
-    result = await asyncio.to_thread(CliRunner().invoke, main, ["gpu", "uncordon", f"{NODE}/3"])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # joined: no thread left beside gRPC's
+        result = await asyncio.get_running_loop().run_in_executor(
+            pool, CliRunner().invoke, main, ["gpu", "uncordon", f"{NODE}/3"])
     assert result.exit_code == 0, result.output
     assert f"node {NODE}: {ANNOTATION_GPU_UNCORDON}=3" in result.output
     assert annotations(emulator)[ANNOTATION_GPU_UNCORDON] == "3"
