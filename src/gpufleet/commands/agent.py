@@ -35,6 +35,7 @@ def _open_nvml() -> GpuReader:
 
 
 async def _serve(loop: AgentLoop[Any], pods: PodsOnNode | None, metrics_host: str, metrics_port: int) -> None:
+    from gpufleet.agent.service import NoUsage
     from gpufleet.kube import serve_http
 
     cancel_on_signals()
@@ -42,8 +43,9 @@ async def _serve(loop: AgentLoop[Any], pods: PodsOnNode | None, metrics_host: st
     runner = None
     tasks: list[asyncio.Task[None]] = []
     try:
-        if metrics_port and loop.usage is not None:
-            runner = await serve_http(loop.usage, lambda: loop.polls > 0, metrics_host, (metrics_port,))
+        if metrics_port:
+            page = loop.usage if loop.usage is not None else NoUsage()
+            runner = await serve_http(page, lambda: loop.polls > 0, metrics_host, (metrics_port,))
         if pods is not None:
             tasks.append(asyncio.create_task(pods.run()))
         await loop.run()
@@ -106,7 +108,8 @@ def agent(node_name: str, kubeconfig: str | None, api_server: str | None, interv
                                                       retired_pages_limit=retired_pages_limit), proc_root)
     events = EventRecorder(api, clock, identity=node_name, reporting_controller=AGENT_CONTROLLER)
     writer = NodeWriter(api, node_name, clock, events, echo=print_write if dry_run else None)
-    pods = PodsOnNode(api, node_name, clock) if metrics_port and not dry_run else None
+    # The pods on the node are for the usage export only: without one, no pod is watched.
+    pods = PodsOnNode(api, node_name, clock) if usage is not None and not dry_run else None
     loop = AgentLoop(AgentSettings(node=node_name, interval_s=interval), _open_nvml, rules, describe, writer,
                      clock, usage=usage, pods=pods if pods is not None else tuple)
     with contextlib.suppress(KeyboardInterrupt):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -302,4 +303,34 @@ async def test_every_call_the_agent_makes_is_in_its_rbac_rules(emulator: ApiServ
     assert {("get", Kind.NODE), ("patch", Kind.NODE), ("patch_status", Kind.NODE), ("create", Kind.EVENT)} <= calls
     assert [call for call in calls if not allowed(*call, rules=AGENT_RULES)] == []
     assert not allowed("patch", Kind.POD, rules=AGENT_RULES) and allowed("watch", Kind.POD, rules=AGENT_RULES)
+    await agent.writer.api.close()
+
+
+async def test_a_failing_poll_is_logged_and_the_loop_goes_on(emulator: ApiServerEmulator,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    from gpufleet.agent.service import basic_describe
+
+    clock = VirtualClock()
+    agent = make_agent(emulator, clock, ScriptedReader)
+    calls = 0
+
+    def describe_badly_once(gpus: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyError("a bug")
+        return basic_describe(gpus)
+
+    agent.describe = describe_badly_once
+    agent.settings = dataclasses.replace(agent.settings, discovery_s=1.0)
+    task = asyncio.create_task(agent.run())
+    for _ in range(50):
+        await asyncio.sleep(0.01)  # the HTTP calls take real time; the polls' sleeps are virtual
+        await clock.advance(1.0)
+        if agent.polls >= 3 and LABEL_GPU_PRODUCT in stored(emulator)["metadata"].get("labels", {}):
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert "the poll failed" in caplog.text
+    assert stored(emulator)["metadata"]["labels"][LABEL_GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3"
     await agent.writer.api.close()

@@ -154,18 +154,19 @@ class AgentLoop(Generic[S]):
         consumed: dict[str, str] = {}
         reader = self._ensure_reader(now)
         if reader is not None:
+            gpus = None
             try:
                 if now >= self._next_discovery:
                     self._next_discovery = now + self.settings.discovery_s
                     gpus = reader.read()
-                    if gpus != self._gpus:
-                        self._gpus = gpus
-                        self._metadata = self.describe(gpus)
                 readings = reader.health()
                 events = reader.xid_events()
             except Exception as err:  # a broken library's answer: the GPUs' health is unknown
                 self._reader_failed(_problem(err), now)
             else:
+                if gpus is not None and gpus != self._gpus:
+                    self._metadata = self.describe(gpus)
+                    self._gpus = gpus
                 uncordoned = self._uncordon_request(consumed)
                 self.state, changes = self.rules.step(self.state, readings, events, uncordoned, now)
                 self._unhealthy = self.rules.unhealthy_indices(self.state)
@@ -227,7 +228,10 @@ class AgentLoop(Generic[S]):
         try:
             while True:
                 started = self.clock.now()
-                await self.poll()
+                try:
+                    await self.poll()
+                except Exception:  # a bug must not become a crash loop on every GPU node: logged, next poll
+                    log.exception("the poll failed; polling again in %g s", self.settings.interval_s)
                 await self.clock.sleep(self.settings.interval_s - (self.clock.now() - started))
         finally:
             if self.reader is not None:

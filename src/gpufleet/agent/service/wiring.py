@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.agent.service.ports import Describe, HealthRules, UsageSink
-from gpufleet.agent.service.standins import BasicHealthRules, HealthPolicy, NoUsage, basic_describe
+from gpufleet.agent.service.standins import BasicHealthRules, HealthPolicy, basic_describe
 
 __all__ = ["agent_parts"]
 
 
-def agent_parts(policy: HealthPolicy, proc_root: str = "/proc") -> tuple[HealthRules[Any], Describe, UsageSink]:
-    """The rules under ``policy``, discovery, and the usage export (which reads ``proc_root``)."""
-    return BasicHealthRules(policy), basic_describe, NoUsage()
+def agent_parts(policy: HealthPolicy,
+                proc_root: str = "/proc") -> tuple[HealthRules[Any], Describe, UsageSink | None]:
+    """The rules under ``policy``, discovery, and the usage export (which reads ``proc_root``); None
+    while there is none (then the agent watches no pods and ``/metrics`` is empty)."""
+    return BasicHealthRules(policy), basic_describe, None
