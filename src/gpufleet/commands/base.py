@@ -19,13 +19,12 @@ import asyncio
 import contextlib
 import math
 import signal
+import sys
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
 import click
-
-from gpufleet.adapters.errors import InputError
 
 __all__ = ["Command", "CommandError", "FiniteFloatRange", "Group", "LazyGroup", "cancel_on_signals"]
 
@@ -84,7 +83,10 @@ def _as_line(err: Exception, command: str) -> tuple[str, int] | None:
         return f"{command}: {_one_line(err.format_message())}", err.exit_code
     if isinstance(err, CommandError):
         return f"{command}: {err}", err.exit_code
-    if isinstance(err, InputError):
+    # Looked up, not imported: importing the adapters costs a node-side command (the agent) a third of
+    # its memory, and where they were never imported no InputError can have been raised.
+    errors = sys.modules.get("gpufleet.adapters.errors")
+    if errors is not None and isinstance(err, errors.InputError):
         return f"{command}: {err}", 2
     # Imported here, not at the top: only commands that read a cluster raise it, and the root command
     # must not pay for importing the kube layer at start-up.

@@ -19,7 +19,7 @@ from gpufleet.adapters import InputError, dump_documents_json, load_snapshot_tex
 from gpufleet.commands.base import Command, CommandError
 from gpufleet.kube import ClusterApi, ClusterSnapshot, Explanation, explain_in_cluster, read_cluster
 
-__all__ = ["api_factory", "explain", "snapshot"]
+__all__ = ["api_factory", "context_option", "explain", "kubeconfig_option", "snapshot", "with_api"]
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def _lightkube_api(kubeconfig: str | None, context: str | None) -> ClusterApi:
 api_factory: ApiFactory = _lightkube_api
 
 
-def _with_api(kubeconfig: str | None, context: str | None, work: Callable[[ClusterApi], Awaitable[T]]) -> T:
+def with_api(kubeconfig: str | None, context: str | None, work: Callable[[ClusterApi], Awaitable[T]]) -> T:
     """``work`` on a client of the cluster, in an event loop of its own; the client is closed after."""
 
     async def run() -> T:
@@ -49,14 +49,15 @@ def _with_api(kubeconfig: str | None, context: str | None, work: Callable[[Clust
     return asyncio.run(run())
 
 
-_kubeconfig = click.option("--kubeconfig", type=str, default=None,
-                           help="Kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config).")
-_context = click.option("--context", type=str, default=None, help="Kubeconfig context (default: the current one).")
+kubeconfig_option = click.option("--kubeconfig", type=str, default=None,
+                                 help="Kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config).")
+context_option = click.option("--context", type=str, default=None,
+                              help="Kubeconfig context (default: the current one).")
 
 
 @click.command(cls=Command)
-@_kubeconfig
-@_context
+@kubeconfig_option
+@context_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the snapshot here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default=None,
@@ -64,7 +65,7 @@ _context = click.option("--context", type=str, default=None, help="Kubeconfig co
               "replay loads faster. Default: json for an --output ending in .json, else yaml.")
 def snapshot(kubeconfig: str | None, context: str | None, output: str | None, fmt: str | None = None) -> None:
     """Write the live cluster's state as a snapshot that `gpufleet replay` reads."""
-    snap: ClusterSnapshot = _with_api(kubeconfig, context, read_cluster)
+    snap: ClusterSnapshot = with_api(kubeconfig, context, read_cluster)
     if fmt is None:
         fmt = "json" if output is not None and output.lower().endswith(".json") else "yaml"
     text = dump_documents_json(snap.documents) if fmt == "json" else snap.to_yaml()
@@ -88,8 +89,8 @@ def snapshot(kubeconfig: str | None, context: str | None, output: str | None, fm
 @click.argument("pod")
 @click.option("-n", "--namespace", type=str, default=None,
               help="The pod's namespace (default: the context's; POD may also be NAMESPACE/NAME).")
-@_kubeconfig
-@_context
+@kubeconfig_option
+@context_option
 @click.option("-o", "--output", "output_format", type=click.Choice(["text", "json", "yaml"]), default="text",
               show_default=True, help="text: plain words; json or yaml: the documented schema "
               "(gpufleet.dev/explain/v1), with the pod's position in its queue.")
@@ -104,7 +105,7 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
         namespace = prefix
     if not pod or namespace == "":
         raise CommandError("POD must be NAME or NAMESPACE/NAME")
-    explanation: Explanation = _with_api(
+    explanation: Explanation = with_api(
         kubeconfig, context, lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod)
     )
     for warning in explanation.warnings:

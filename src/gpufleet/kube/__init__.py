@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from gpufleet.kube.controller.convert import label_selector_matches
     from gpufleet.kube.controller.leader import LeaseConfig
     from gpufleet.kube.controller.loop import Controller, ControllerConfig
-    from gpufleet.kube.controller.metrics import ControllerMetrics, serve_http
+    from gpufleet.kube.controller.metrics import ControllerMetrics
+    from gpufleet.kube.controller.serving import serve_http
     from gpufleet.kube.inspect.explain import Explanation, explain_in_cluster
     from gpufleet.kube.inspect.snapshot import ClusterSnapshot, read_cluster
     from gpufleet.kube.install.manifests import (
@@ -102,7 +103,7 @@ __getattr__ = lazy_exports(__name__, {
     "Controller": f"{_CONTROLLER}.loop",
     "ControllerConfig": f"{_CONTROLLER}.loop",
     "ControllerMetrics": f"{_CONTROLLER}.metrics",
-    "serve_http": f"{_CONTROLLER}.metrics",
+    "serve_http": f"{_CONTROLLER}.serving",
     "Explanation": "gpufleet.kube.inspect.explain",
     "explain_in_cluster": "gpufleet.kube.inspect.explain",
     "ClusterSnapshot": "gpufleet.kube.inspect.snapshot",

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain import REPORTING_CONTROLLER
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.leader import micro_time
-from gpufleet.kube.controller.metrics import ControllerMetrics
+
+if TYPE_CHECKING:  # prometheus-client and the controller's metrics: not for the node agent's import
+    from gpufleet.kube.controller.metrics import ControllerMetrics
 
 __all__ = ["REPORTING_CONTROLLER", "EventRecorder", "PodEvent"]
 
@@ -46,8 +48,10 @@ class EventRecorder:
         metrics: ControllerMetrics | None = None,
         min_gap: float = 10.0,
         repeat_after: float = 300.0,
+        reporting_controller: str = REPORTING_CONTROLLER,  # the node agent names itself
     ) -> None:
         self.api = api
+        self.reporting_controller = reporting_controller
         self.clock = clock
         self.identity = identity
         self.metrics = metrics
@@ -86,7 +90,7 @@ class EventRecorder:
                 "namespace": event.namespace or "default",
             },
             "eventTime": micro_time(now),
-            "reportingController": REPORTING_CONTROLLER,
+            "reportingController": self.reporting_controller,
             "reportingInstance": self.identity,
             "action": event.action,
             "reason": event.reason,

@@ -18,10 +18,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
-from gpufleet.kube.controller.metrics import ControllerMetrics
+
+if TYPE_CHECKING:  # prometheus-client and the controller's metrics: not for the node agent's import
+    from gpufleet.kube.controller.metrics import ControllerMetrics
 
 __all__ = ["LeaderElector", "LeaseConfig", "micro_time"]
 

@@ -9,14 +9,14 @@ event loop runs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gpufleet.kube.controller.metrics_export import QueueMetrics
+from gpufleet.kube.controller.serving import RendersMetrics, serve_http
 
-__all__ = ["ControllerMetrics", "serve_http"]
+__all__ = ["ControllerMetrics", "RendersMetrics", "serve_http"]
 
 _CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -118,37 +118,3 @@ class ControllerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-async def serve_http(
-    metrics: ControllerMetrics,
-    ready: Callable[[], bool],
-    host: str,
-    ports: tuple[int, ...],
-) -> web.AppRunner:
-    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on every port of ``ports`` (the metrics port
-    and the health port may differ or be the same). Returns the runner (``await runner.cleanup()``)."""
-
-    async def metrics_page(_: web.Request) -> web.Response:
-        # Rendered on the event loop, not in a worker thread: a thread of the loop's default executor
-        # left at exit crashed the interpreter beside gRPC's threads (the device plugin serves this
-        # page too; tests/agent/deviceplugin segfaulted with asyncio.to_thread here).
-        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    async def readyz(_: web.Request) -> web.Response:
-        if ready():
-            return web.Response(text="ok\n")
-        return web.Response(status=503, text="informers not synced\n")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics_page)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    for port in dict.fromkeys(ports):
-        await web.TCPSite(runner, host, port).start()
-    return runner

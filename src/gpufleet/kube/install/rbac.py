@@ -13,7 +13,7 @@ from typing import Any
 from gpufleet.domain import API_GROUP
 from gpufleet.kube.client.port import Kind
 
-__all__ = ["RULES", "allowed", "verb_of"]
+__all__ = ["AGENT_RULES", "RULES", "allowed", "verb_of"]
 
 RULES: tuple[dict[str, Any], ...] = (
     # Informers (list + watch) of everything a snapshot holds, and PDBs for eviction messages.
@@ -53,6 +53,17 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch", "update"]},
 )  # fmt: skip
 
+# The node agent (``gpufleet agent``, a DaemonSet): its own Node read and patched (labels, annotations,
+# the uncordon request consumed), the GPUHealthy condition, Events of health changes, and the pods'
+# informer for the usage export (their names and namespaces, by uid). It writes no pod: a tenant who
+# could take the agent's identity could not gain a GPU through it.
+AGENT_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+)  # fmt: skip
+
 # ClusterApi method -> (Kubernetes verb, subresource)
 _VERBS: dict[str, tuple[str, str]] = {
     "list": ("list", ""),
@@ -74,6 +85,7 @@ def verb_of(operation: str, kind: Kind) -> tuple[str, str, str]:
     return kind.group, resource, verb
 
 
-def allowed(operation: str, kind: Kind) -> bool:
+def allowed(operation: str, kind: Kind, rules: tuple[dict[str, Any], ...] = RULES) -> bool:
+    """Whether ``rules`` (the controller's by default) allow the ClusterApi call."""
     group, resource, verb = verb_of(operation, kind)
-    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in RULES)
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)

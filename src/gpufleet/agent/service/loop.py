@@ -1,0 +1,245 @@
+"""The node agent's loop: poll the GPUs, step the health rules, keep the Node true.
+
+Each poll (``interval_s``, 1 s by default, on the injected clock):
+
+1. without a reader (NVML missing or failing), try to open one, backing off after failures
+   (:class:`~gpufleet.domain.retry.Backoff`); meanwhile the condition says Unknown and why, the
+   unhealthy GPUs already on the Node stay there, and the process keeps running;
+2. read every GPU's health and the Xid events since the last poll, step the rules with the
+   operator's uncordon request (the Node's ``gpufleet.dev/gpu-uncordon`` annotation);
+3. every ``discovery_s``, read the GPUs and, when they changed, describe them again;
+4. write the Node when (and only when) what it should say differs from what it says: labels,
+   annotations, the ``GPUHealthy`` condition; then an Event per health change;
+5. feed the usage export.
+
+The Node is read at start (the rules' state is restored from its ``gpufleet.dev/gpu-health``
+annotation, so a restarted agent keeps each GPU's history) and every ``node_sync_s`` (the uncordon
+request, keys someone else changed), not every poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from gpufleet.agent.gpus import GpuInfo, GpuReader, GpuReaderError
+from gpufleet.agent.service.node_writes import DesiredNode, NodeWriter
+from gpufleet.agent.service.ports import (
+    ANNOTATION_GPU_HEALTH,
+    ANNOTATION_GPU_UNCORDON,
+    ConditionWanted,
+    Describe,
+    HealthChange,
+    HealthRules,
+    NodeMetadata,
+    UsageSink,
+)
+from gpufleet.domain import ANNOTATION_UNHEALTHY_GPUS
+from gpufleet.domain.retry import Backoff
+from gpufleet.kube import ApiError, Clock
+
+__all__ = ["AgentLoop", "AgentSettings", "PodsSource", "print_write"]
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    node: str
+    interval_s: float = 1.0
+    discovery_s: float = 30.0  # how often the GPUs' inventory is read again (MIG, NVLink changes)
+    node_sync_s: float = 10.0  # how often the Node is read again (the operator's uncordon)
+    open_backoff: Backoff = field(default_factory=lambda: Backoff(initial_s=1.0, maximum_s=300.0))
+
+    def __post_init__(self) -> None:
+        if not self.node:
+            raise ValueError("the node's name must not be empty")
+        if self.interval_s <= 0:
+            raise ValueError(f"the poll interval must be positive, got {self.interval_s}")
+
+
+PodsSource = Callable[[], Sequence[Mapping[str, Any]]]
+
+
+def _problem(err: Exception) -> str:
+    return str(err) if isinstance(err, GpuReaderError) else f"{type(err).__name__}: {err}"
+
+
+def _annotations(node: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = (node or {}).get("metadata")
+    got = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return got if isinstance(got, Mapping) else {}
+
+
+class AgentLoop(Generic[S]):
+    def __init__(self, settings: AgentSettings, open_reader: Callable[[], GpuReader], rules: HealthRules[S],
+                 describe: Describe, writer: NodeWriter, clock: Clock, usage: UsageSink | None = None,
+                 pods: PodsSource = tuple) -> None:
+        self.settings = settings
+        self.open_reader = open_reader
+        self.rules = rules
+        self.describe = describe
+        self.writer = writer
+        self.clock = clock
+        self.usage = usage
+        self.pods = pods
+        self.reader: GpuReader | None = None
+        self.reader_problem: str | None = None  # why there is no reader (the condition's message)
+        self._open_failures = 0
+        self._next_open = 0.0
+        self.state: S | None = None  # None until the Node was read (the history restored)
+        self._gpus: tuple[GpuInfo, ...] | None = None
+        self._metadata = NodeMetadata()
+        self._next_discovery = 0.0
+        self._next_node_read = 0.0
+        self._unhealthy: frozenset[int] | None = None  # None: leave the Node's annotation as it is
+        self.polls = 0
+
+    # ------------------------------------------------------------------------------ the reader
+
+    def _ensure_reader(self, now: float) -> GpuReader | None:
+        if self.reader is not None or now < self._next_open:
+            return self.reader
+        try:
+            self.reader = self.open_reader()
+        except Exception as err:  # a missing or broken library: never a crash loop
+            self._reader_failed(_problem(err), now)
+            return None
+        if self._open_failures:
+            log.info("the GPUs can be read again")
+        self._open_failures = 0
+        self.reader_problem = None
+        self._next_discovery = now
+        return self.reader
+
+    def _reader_failed(self, problem: str, now: float) -> None:
+        if problem != self.reader_problem:  # one line per new problem, not one per retry
+            log.error("cannot read the GPUs: %s (GPUHealthy is Unknown; trying again)", problem)
+        self.reader_problem = problem
+        self._open_failures += 1
+        self._next_open = now + self.settings.open_backoff.delay(self._open_failures)
+        if self.reader is not None:
+            reader, self.reader = self.reader, None
+            try:
+                reader.close()
+            except Exception as err:  # a failing library's close must not stop the agent
+                log.debug("closing the GPU reader failed: %s", err)
+
+    # ------------------------------------------------------------------------------ one poll
+
+    async def poll(self) -> None:
+        """One poll; never raises but for cancellation (each failure is logged, retried next poll)."""
+        self.polls += 1
+        now = self.clock.now()
+        try:
+            if self.state is None or now >= self._next_node_read:
+                node = await self.writer.read()
+                self._next_node_read = now + self.settings.node_sync_s
+                if node is None:
+                    log.warning("node %s does not exist (yet)", self.settings.node)
+                    return
+                if self.state is None:
+                    self.state = self.rules.restore(_annotations(node).get(ANNOTATION_GPU_HEALTH))
+        except ApiError as err:
+            log.warning("cannot read node %s: %s", self.settings.node, err)
+            return
+        assert self.state is not None
+        changes: tuple[HealthChange, ...] = ()
+        consumed: dict[str, str] = {}
+        reader = self._ensure_reader(now)
+        if reader is not None:
+            gpus = None
+            try:
+                if now >= self._next_discovery:
+                    self._next_discovery = now + self.settings.discovery_s
+                    gpus = reader.read()
+                readings = reader.health()
+                events = reader.xid_events()
+            except Exception as err:  # a broken library's answer: the GPUs' health is unknown
+                self._reader_failed(_problem(err), now)
+            else:
+                if gpus is not None and gpus != self._gpus:
+                    self._metadata = self.describe(gpus)
+                    self._gpus = gpus
+                uncordoned = self._uncordon_request(consumed)
+                self.state, changes = self.rules.step(self.state, readings, events, uncordoned, now)
+                self._unhealthy = self.rules.unhealthy_indices(self.state)
+        desired = self._desired()
+        if self.writer.pending(desired, consumed):
+            try:
+                await self.writer.apply(desired, consumed)
+            except ApiError as err:
+                log.warning("cannot write node %s (again next poll): %s", self.settings.node, err)
+                self._next_node_read = now  # read it again before the next try
+        for change in changes:
+            log.log(logging.WARNING if change.warning else logging.INFO, "%s", change.message)
+            await self.writer.event(change.reason, change.message, change.warning)
+        if reader is not None and self.reader is not None and self.usage is not None:
+            self._feed_usage(reader, now)
+
+    def _uncordon_request(self, consumed: dict[str, str]) -> frozenset[int]:
+        text = _annotations(self.writer.node).get(ANNOTATION_GPU_UNCORDON)
+        if not isinstance(text, str):
+            return frozenset()
+        consumed[ANNOTATION_GPU_UNCORDON] = text  # removed once written, whether it was readable or not
+        try:
+            indices = self.rules.parse_uncordon(text)
+        except ValueError as err:
+            log.warning("node %s: ignoring the uncordon request: %s", self.settings.node, err)
+            return frozenset()
+        log.info("node %s: the operator uncordons GPUs %s", self.settings.node, ",".join(map(str, sorted(indices))))
+        return indices
+
+    def _desired(self) -> DesiredNode:
+        meta = self._metadata
+        labels: dict[str, str | None] = {k: meta.labels.get(k) for k in meta.owned_labels | set(meta.labels)}
+        annotations: dict[str, str | None] = {k: meta.annotations.get(k)
+                                               for k in meta.owned_annotations | set(meta.annotations)}
+        if self._unhealthy is not None:
+            annotations[ANNOTATION_UNHEALTHY_GPUS] = ",".join(map(str, sorted(self._unhealthy))) or None
+        if self.state is not None and self.reader is not None:
+            annotations[ANNOTATION_GPU_HEALTH] = self.rules.save(self.state)
+        if self.reader is None:
+            condition = ConditionWanted("Unknown", "GPUsUnreadable", f"cannot read the GPUs: {self.reader_problem}")
+        else:
+            assert self.state is not None
+            condition = self.rules.condition(self.state)
+        return DesiredNode(labels=labels, annotations=annotations, condition=condition)
+
+    def _feed_usage(self, reader: GpuReader, now: float) -> None:
+        assert self.usage is not None
+        try:
+            gpus, processes = reader.utilisation()
+        except Exception as err:  # the usage is best effort; health is what matters
+            log.debug("no utilisation this poll: %s", err)
+            return
+        self.usage.update(gpus, processes, self.pods(), self.settings.node, now)
+
+    # ------------------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Poll until cancelled; closes the reader."""
+        try:
+            while True:
+                started = self.clock.now()
+                try:
+                    await self.poll()
+                except Exception:  # a bug must not become a crash loop on every GPU node: logged, next poll
+                    log.exception("the poll failed; polling again in %g s", self.settings.interval_s)
+                await self.clock.sleep(self.settings.interval_s - (self.clock.now() - started))
+        finally:
+            if self.reader is not None:
+                self.reader.close()
+                self.reader = None
+
+
+async def print_write(what: str, body: Mapping[str, Any]) -> None:
+    """The dry run's echo: what would be written, one JSON line each."""
+    print(f"{what}: {json.dumps(body, sort_keys=True)}", flush=True)
+    await asyncio.sleep(0)
