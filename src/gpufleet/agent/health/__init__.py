@@ -9,6 +9,9 @@
 docs/agent.md ("Health rules") explains the rules.
 """
 
+from typing import TYPE_CHECKING
+
+from gpufleet._lazy import lazy_exports
 from gpufleet.agent.health.machine import (
     TRANSITIONS,
     GpuHealth,
@@ -33,7 +36,9 @@ from gpufleet.agent.health.node import (
     parse_uncordon,
     unhealthy_indices,
 )
-from gpufleet.agent.health.persist import ANNOTATION_GPU_HEALTH, LoadedHealth, dump_health, load_health
+
+if TYPE_CHECKING:  # pydantic (the annotation's model) on first use: the agent's memory (BENCHMARKS.md)
+    from gpufleet.agent.health.persist import ANNOTATION_GPU_HEALTH, LoadedHealth, dump_health, load_health
 from gpufleet.agent.health.xids import XID_CATALOG, XidAction, XidRule, xid_rule
 
 __all__ = [
@@ -66,3 +71,6 @@ __all__ = [
     "unhealthy_indices",
     "xid_rule",
 ]
+
+__getattr__ = lazy_exports(__name__, {name: "gpufleet.agent.health.persist" for name in (
+    "ANNOTATION_GPU_HEALTH", "LoadedHealth", "dump_health", "load_health")})
