@@ -10,6 +10,7 @@ cluster could not be reached.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -38,10 +39,8 @@ def parse_target(text: str) -> tuple[str, frozenset[int]]:
     match = _TARGET.fullmatch(text.strip())
     indices: frozenset[int] = frozenset()
     if match is not None:
-        try:  # the agent's own grammar for the annotation this writes: one parser
+        with contextlib.suppress(HealthAnnotationError):  # the agent's own grammar: one parser
             indices = parse_gpu_indices(match.group(3), "NODE/INDEX")
-        except HealthAnnotationError:
-            pass
     if match is None or not indices:
         raise CommandError(f'NODE/INDEX: expected a node name and GPU indices such as "gpu-node-1/3" '
                            f'or "gpu-node-1/1,3", got {text!r}')

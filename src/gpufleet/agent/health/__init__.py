@@ -9,9 +9,6 @@
 docs/agent.md ("Health rules") explains the rules.
 """
 
-from typing import TYPE_CHECKING
-
-from gpufleet._lazy import lazy_exports
 from gpufleet.agent.health.machine import (
     TRANSITIONS,
     GpuHealth,
@@ -36,9 +33,7 @@ from gpufleet.agent.health.node import (
     parse_uncordon,
     unhealthy_indices,
 )
-
-if TYPE_CHECKING:  # pydantic (the annotation's model) on first use: the agent's memory (BENCHMARKS.md)
-    from gpufleet.agent.health.persist import ANNOTATION_GPU_HEALTH, LoadedHealth, dump_health, load_health
+from gpufleet.agent.health.persist import ANNOTATION_GPU_HEALTH, LoadedHealth, dump_health, load_health
 from gpufleet.agent.health.xids import XID_CATALOG, XidAction, XidRule, xid_rule
 
 __all__ = [
@@ -71,6 +66,3 @@ __all__ = [
     "unhealthy_indices",
     "xid_rule",
 ]
-
-__getattr__ = lazy_exports(__name__, {name: "gpufleet.agent.health.persist" for name in (
-    "ANNOTATION_GPU_HEALTH", "LoadedHealth", "dump_health", "load_health")})
