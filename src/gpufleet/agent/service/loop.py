@@ -67,6 +67,9 @@ _CHANGE_EVENTS = {HealthState.UNHEALTHY: ("GPUUnhealthy", True), HealthState.HEA
                   HealthState.UNKNOWN: ("GPUHealthUnknown", True)}
 NOTICE_REASON = "GPUNotice"
 HISTORY_LOST_REASON = "GPUHealthHistoryUnreadable"
+# The same notice (an application's Xid 13 at every poll of a crash-looping pod) is told once per
+# this many seconds: the Node's Events must not become a log of every fault.
+NOTICE_REPEAT_S = 300.0
 
 
 def change_event(change: HealthChange) -> tuple[str, str, bool]:
@@ -111,6 +114,7 @@ class AgentLoop:
         self._next_discovery = 0.0
         self._next_node_read = 0.0
         self._unhealthy: frozenset[int] | None = None  # None: leave the Node's annotation as it is
+        self._told: dict[str, float] = {}  # a notice's note -> when it was last told
         self.polls = 0
 
     # ------------------------------------------------------------------------------ the reader
@@ -194,7 +198,7 @@ class AgentLoop:
                 self.state = {gpu.index: gpu for gpu in stepped.gpus}
                 self._unhealthy = health.unhealthy_indices(stepped.gpus)
                 self.metrics.observe(xids, readings, stepped.gpus)
-                events = [*map(change_event, stepped.changes), *map(_notice_event, stepped.notices)]
+                events = [*map(change_event, stepped.changes), *self._new_notices(stepped.notices, now)]
         desired = self._desired()
         if self.writer.pending(desired, consumed):
             try:
@@ -207,6 +211,15 @@ class AgentLoop:
             await self.writer.event(reason, note, warning)
         if reader is not None and self.reader is not None and self.usage is not None:
             self._feed_usage(reader, now)
+
+    def _new_notices(self, notices: Sequence[GpuNotice], now: float) -> list[tuple[str, str, bool]]:
+        self._told = {note: at for note, at in self._told.items() if now - at < NOTICE_REPEAT_S}
+        out = []
+        for reason, note, warning in dict.fromkeys(map(_notice_event, notices)):  # a burst: told once
+            if note not in self._told:
+                self._told[note] = now
+                out.append((reason, note, warning))
+        return out
 
     def _uncordon_request(self, consumed: dict[str, str]) -> frozenset[int]:
         text = _meta_map(self.writer.node, "annotations").get(health.ANNOTATION_GPU_UNCORDON)
