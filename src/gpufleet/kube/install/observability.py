@@ -94,7 +94,8 @@ def _cluster() -> JsonDict:
         _panel("Idle allocated GPUs", [(f"sum({_leaf('gpufleet_queue_idle_gpus')})", "idle")], kind="stat"),
         _panel("Unhealthy GPUs", [('sum(gpufleet_gpus{health="unhealthy"})', "unhealthy")], kind="stat"),
         _panel("GPU Xid errors by node and Xid (agent)", [
-            (f"sum by (instance, xid) (increase(gpufleet_agent_xid_errors_total[{_RATE}]))", "{{instance}} Xid {{xid}}"),
+            (f"sum by (instance, xid) (increase(gpufleet_agent_xid_errors_total[{_RATE}]))",
+             "{{instance}} Xid {{xid}}"),
         ], description="From the node agents (gpufleet agent): Xid errors NVML reported; docs/agent.md, \"Xids\", "
                        "says which mark a GPU."),
         _panel("Allocated versus used GPUs", [
