@@ -43,6 +43,10 @@ JSON = "application/json"
 # Headers of httpx2's client that aiohttp writes itself (as AiohttpTransport drops them).
 _OWN_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 
+# Characters httpx (so lightkube) leaves unquoted in a query value: a field selector's "!=" and ","
+# go as lightkube sends them.
+_QUERY_SAFE = "!,"
+
 
 class Unauthorized(Exception):
     """The API server answered 401: send the call through lightkube, whose auth flow refreshes."""
@@ -195,10 +199,10 @@ class FastCalls:
         """The URL of lightkube's watch of every object of a kind (all namespaces), or of those
         ``field_selector`` (its text) matches."""
         parts = ["api", version] if not group else ["apis", group, version]
-        params = {"fieldSelector": field_selector} if field_selector else {}
-        if resource_version:
-            params["resourceVersion"] = resource_version
-        query = urlencode({**params, "watch": "true"})
+        params = {"resourceVersion": resource_version} if resource_version else {}
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        query = urlencode({**params, "watch": "true"}, safe=_QUERY_SAFE)
         return self._base + "/".join([*parts, plural]) + "?" + query
 
     async def watch(self, url: str) -> AsyncIterator[tuple[str, JsonDict]]:
@@ -293,7 +297,8 @@ class FastCalls:
                 params["fieldSelector"] = field_selector
             if token:
                 params["continue"] = token
-            page = await self._send_http1(self._pool, "GET", url + ("?" + urlencode(params) if params else ""),
+            page = await self._send_http1(self._pool, "GET", url + ("?" + urlencode(params, safe=_QUERY_SAFE)
+                                                                  if params else ""),
                                           None, "", _decode_page)
             meta = page.metadata if page is not None else None
             items.extend(page.items or () if page is not None else ())
