@@ -11,7 +11,7 @@ from gpufleet.agent.gpus.nvml import NvmlGpuReader, open_nvml
 from gpufleet.agent.health import HealthPolicy
 from gpufleet.agent.service import AgentLoop, AgentMetrics, AgentSettings, NodeWriter, UsageSink
 from gpufleet.domain import GPU
-from gpufleet.kube import connect
+from gpufleet.kube import Kind, connect
 from gpufleet.kube.controller.events import EventRecorder
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import VirtualClock
@@ -67,3 +67,17 @@ def make_agent(emulator: ApiServerEmulator, clock: VirtualClock, open_reader: Ca
     policy = HealthPolicy(clean_period_s=CLEAN_PERIOD)
     return AgentLoop(AgentSettings(node=NODE, policy=policy, **settings), open_reader, writer, clock,
                      metrics=metrics, usage=usage, pods=pods)
+
+
+def stored(emulator: ApiServerEmulator) -> dict[str, Any]:
+    node = emulator.store.object(Kind.NODE, "", NODE)
+    assert node is not None
+    return node
+
+
+def condition(emulator: ApiServerEmulator, kind: str = "GPUHealthy") -> dict[str, Any]:
+    return next(c for c in stored(emulator)["status"]["conditions"] if c["type"] == kind)
+
+
+def events(emulator: ApiServerEmulator) -> list[dict[str, Any]]:
+    return sorted(emulator.store.objects(Kind.EVENT), key=lambda e: str(e["eventTime"]))

@@ -3,47 +3,35 @@ usage export and the agent's metrics, through the HTTP emulator, on a virtual cl
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.agent.health import XID_CATALOG
 from gpufleet.agent.service.wiring import agent_parts
 from gpufleet.domain import ANNOTATION_GPU_INDEX, ANNOTATION_UNHEALTHY_GPUS, SCHEDULER_NAME
-from gpufleet.kube import Kind
 from gpufleet.telemetry import PodKey, parse_exporter_text, pod_usage
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import VirtualClock
 
 from ..usage.proctree import ProcTree
-from .agent_fixtures import NODE, Opener, fake_nvml, make_agent, node_object
+from .agent_fixtures import (
+    NODE,
+    Opener,
+    condition,
+    events,
+    fake_nvml,
+    make_agent,
+    stored,
+)
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest_asyncio.fixture
-async def emulator() -> AsyncIterator[ApiServerEmulator]:
-    async with ApiServerEmulator() as server:
-        server.store.put(Kind.NODE, node_object())
-        yield server
-
-
 def node(emulator: ApiServerEmulator) -> dict[str, Any]:
-    got = emulator.store.object(Kind.NODE, "", NODE)
-    assert got is not None
-    return got
-
-
-def gpu_healthy(emulator: ApiServerEmulator) -> dict[str, Any]:
-    return next(c for c in node(emulator)["status"]["conditions"] if c["type"] == "GPUHealthy")
-
-
-def events(emulator: ApiServerEmulator) -> list[dict[str, Any]]:
-    return sorted(emulator.store.objects(Kind.EVENT), key=lambda e: str(e["eventTime"]))
+    return stored(emulator)
 
 
 def samples(page: bytes, name: str) -> dict[frozenset[tuple[str, str]], float]:
@@ -59,7 +47,7 @@ async def test_an_application_xid_alone_marks_nothing_and_is_told(emulator: ApiS
     nvml.queue_xid(2, 13, count=40)  # one faulting program: a burst of Xid 13 (one per SM)
     await agent.poll()
     assert ANNOTATION_UNHEALTHY_GPUS not in node(emulator)["metadata"]["annotations"]
-    assert gpu_healthy(emulator)["status"] == "True"
+    assert condition(emulator)["status"] == "True"
     [event] = events(emulator)
     assert (event["reason"], event["type"]) == ("GPUNotice", "Normal")
     assert "GPU 2" in event["note"] and f"Xid 13: {XID_CATALOG[13].meaning}" in event["note"]
@@ -81,9 +69,9 @@ async def test_a_gpu_off_the_bus_is_marked_with_the_catalog_s_meaning_and_counte
     await clock.advance(1.0)
     await agent.poll()
     assert node(emulator)["metadata"]["annotations"][ANNOTATION_UNHEALTHY_GPUS] == "5"
-    condition = gpu_healthy(emulator)
-    assert (condition["status"], condition["reason"]) == ("False", "GpuUnhealthy")
-    assert nvml.gpu(5).uuid in condition["message"]
+    gpu_healthy = condition(emulator)
+    assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("False", "GpuUnhealthy")
+    assert nvml.gpu(5).uuid in gpu_healthy["message"]
     unhealthy = [e for e in events(emulator) if e["reason"] == "GPUUnhealthy"]
     assert len(unhealthy) == 1 and unhealthy[0]["type"] == "Warning"
     assert f"Xid 79: {XID_CATALOG[79].meaning}" in unhealthy[0]["note"]

@@ -8,15 +8,13 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from click.testing import CliRunner
 
 from gpufleet.agent.gpus import GpuHealthReading, GpuReader
-from gpufleet.agent.health import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON, CONDITION_GPU_HEALTHY
+from gpufleet.agent.health import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
 from gpufleet.domain import ANNOTATION_NVLINK_DOMAINS, ANNOTATION_UNHEALTHY_GPUS, BLOCKS_PER_GPU, LABEL_GPU_PRODUCT
@@ -26,34 +24,22 @@ from gpufleet.kube.controller.convert import convert_object
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import VirtualClock
 
-from .agent_fixtures import CLEAN_PERIOD, NODE, Opener, fake_nvml, make_agent, node_object
+from .agent_fixtures import (
+    CLEAN_PERIOD,
+    NODE,
+    Opener,
+    condition,
+    events,
+    fake_nvml,
+    make_agent,
+    stored,
+)
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest_asyncio.fixture
-async def emulator() -> AsyncIterator[ApiServerEmulator]:
-    async with ApiServerEmulator() as server:
-        server.store.put(Kind.NODE, node_object())
-        yield server
-
-
-def stored(emulator: ApiServerEmulator) -> dict[str, Any]:
-    node = emulator.store.object(Kind.NODE, "", NODE)
-    assert node is not None
-    return node
-
-
 def annotations(emulator: ApiServerEmulator) -> dict[str, str]:
     return dict(stored(emulator)["metadata"].get("annotations") or {})
-
-
-def condition(emulator: ApiServerEmulator, kind: str = CONDITION_GPU_HEALTHY) -> dict[str, Any]:
-    return next(c for c in stored(emulator)["status"]["conditions"] if c["type"] == kind)
-
-
-def events(emulator: ApiServerEmulator) -> list[dict[str, Any]]:
-    return sorted(emulator.store.objects(Kind.EVENT), key=lambda e: str(e["eventTime"]))
 
 
 def writes(emulator: ApiServerEmulator) -> int:
