@@ -30,10 +30,6 @@ from .agent_fixtures import (
 pytestmark = pytest.mark.asyncio
 
 
-def node(emulator: ApiServerEmulator) -> dict[str, Any]:
-    return stored(emulator)
-
-
 def samples(page: bytes, name: str) -> dict[frozenset[tuple[str, str]], float]:
     return {frozenset(s.labels.items()): s.value for family in text_string_to_metric_families(page.decode())
             for s in family.samples if s.name == name}
@@ -46,7 +42,7 @@ async def test_an_application_xid_alone_marks_nothing_and_is_told(emulator: ApiS
     await agent.poll()
     nvml.queue_xid(2, 13, count=40)  # one faulting program: a burst of Xid 13 (one per SM)
     await agent.poll()
-    assert ANNOTATION_UNHEALTHY_GPUS not in node(emulator)["metadata"]["annotations"]
+    assert ANNOTATION_UNHEALTHY_GPUS not in stored(emulator)["metadata"]["annotations"]
     assert condition(emulator)["status"] == "True"
     [event] = events(emulator)
     assert (event["reason"], event["type"]) == ("GPUNotice", "Normal")
@@ -68,7 +64,7 @@ async def test_a_gpu_off_the_bus_is_marked_with_the_catalog_s_meaning_and_counte
     nvml.lose_gpu(5)
     await clock.advance(1.0)
     await agent.poll()
-    assert node(emulator)["metadata"]["annotations"][ANNOTATION_UNHEALTHY_GPUS] == "5"
+    assert stored(emulator)["metadata"]["annotations"][ANNOTATION_UNHEALTHY_GPUS] == "5"
     gpu_healthy = condition(emulator)
     assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("False", "GpuUnhealthy")
     assert nvml.gpu(5).uuid in gpu_healthy["message"]
@@ -91,7 +87,7 @@ async def test_ecc_counters_are_exported(emulator: ApiServerEmulator) -> None:
     nvml.gpu(1).remapped_rows = (0, 1, 0, 1)
     nvml.gpu(4).ecc_dbe_volatile = 3
     await agent.poll()
-    assert node(emulator)["metadata"]["annotations"][ANNOTATION_UNHEALTHY_GPUS] == "1,4"
+    assert stored(emulator)["metadata"]["annotations"][ANNOTATION_UNHEALTHY_GPUS] == "1,4"
     page = metrics.render()
     assert samples(page, "gpufleet_agent_gpu_row_remap_failure")[frozenset({("gpu", "1")})] == 1.0
     assert samples(page, "gpufleet_agent_gpu_ecc_dbe_volatile")[frozenset({("gpu", "4")})] == 3.0
@@ -104,16 +100,16 @@ async def test_mig_reconfiguration_refreshes_the_labels(emulator: ApiServerEmula
     clock = VirtualClock()
     agent = make_agent(emulator, clock, Opener(nvml), discovery_s=30.0)
     await agent.poll()
-    assert not [k for k in node(emulator)["metadata"]["labels"] if k.startswith("nvidia.com/mig-")]
+    assert not [k for k in stored(emulator)["metadata"]["labels"] if k.startswith("nvidia.com/mig-")]
     nvml.set_mig(0, ["3g.40gb", "1g.10gb", "1g.10gb"])
     await clock.advance(30.0)
     await agent.poll()
-    labels = node(emulator)["metadata"]["labels"]
+    labels = stored(emulator)["metadata"]["labels"]
     assert (labels["nvidia.com/mig-3g.40gb.count"], labels["nvidia.com/mig-1g.10gb.count"]) == ("1", "2")
     nvml.set_mig(0, None)
     await clock.advance(30.0)
     await agent.poll()
-    labels = node(emulator)["metadata"]["labels"]
+    labels = stored(emulator)["metadata"]["labels"]
     assert not [k for k in labels if k.startswith("nvidia.com/mig-")]
     assert labels["team.example/owner"] == "infra"  # someone else's label kept
     await agent.writer.api.close()
