@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 from click.testing import CliRunner, Result
 
-from gpufleet.agent.service import ANNOTATION_GPU_UNCORDON
+from gpufleet.agent.health import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON, GpuHealth, HealthState, dump_health
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
 from gpufleet.domain import ANNOTATION_UNHEALTHY_GPUS
@@ -23,7 +23,8 @@ from gpufleet.testing.emulator import ApiServerEmulator
 async def emulator(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ApiServerEmulator]:
     async with ApiServerEmulator() as server:
         for name, notes in (("n1", {ANNOTATION_UNHEALTHY_GPUS: "3", ANNOTATION_GPU_UNCORDON: "1",
-                                    "gpufleet.dev/gpu-health": '{"3":{"uuid":"GPU-3","reason":"Xid 79"}}'}),
+                                    ANNOTATION_GPU_HEALTH: dump_health([GpuHealth(
+                                        3, "GPU-3", HealthState.UNHEALTHY, "Xid 79", since=0.0)])}),
                             ("n2", {})):
             server.store.put(Kind.NODE, {"metadata": {"name": name, "annotations": notes}, "spec": {}, "status": {}})
         monkeypatch.setattr(cluster_tools, "api_factory", lambda kubeconfig, context: connect(server=server.url_text))
@@ -127,7 +128,7 @@ async def test_agent_dry_run_without_nvml_prints_unknown_and_stops_on_sigterm(em
     _, err = await asyncio.wait_for(process.communicate(), timeout=30)
     assert process.returncode == 0, err.decode()
     assert line.decode().startswith("patch node n2 status: ")
-    assert '"status": "Unknown"' in line.decode() and "GPUsUnreadable" in line.decode()
+    assert '"status": "Unknown"' in line.decode() and "NvmlUnavailable" in line.decode()
     assert err.decode().count("cannot read the GPUs") == 1
     assert "Traceback" not in err.decode()
     assert emulator.store.count("patch") == emulator.store.count("patch_status") == 0

@@ -151,3 +151,28 @@ async def test_access_reviews_follow_the_grant_table_and_are_not_stored() -> Non
     with pytest.raises(ApiError) as caught:
         await api.create_access_review({"spec": {}})
     assert caught.value.status == 422
+
+
+@pytest.mark.asyncio
+async def test_a_field_selector_chooses_as_the_api_server_does() -> None:
+    from gpufleet.kube import FieldSelector
+
+    cluster = FakeCluster()
+    api = cluster.client()
+    here, there = pod("here"), pod("there")
+    here["spec"]["nodeName"], there["spec"]["nodeName"] = "n1", "n2"
+    cluster.put(Kind.POD, here)
+    listing = await api.list(Kind.POD, FieldSelector.equals("spec.nodeName", "n1"))
+    assert [p["metadata"]["name"] for p in listing.items] == ["here"]
+    late = pod("late")
+    late["spec"]["nodeName"] = "n1"
+    cluster.put(Kind.POD, there)
+    cluster.put(Kind.POD, late)
+    stream = api.watch(Kind.POD, listing.resource_version, FieldSelector.equals("spec.nodeName", "n1"))
+    async for event in stream:
+        assert event.object["metadata"]["name"] == "late"
+        break
+    await stream.aclose()
+    with pytest.raises(ApiError) as refused:
+        await api.list(Kind.POD, FieldSelector.equals("spec.containers", "x"))
+    assert refused.value.status == 400

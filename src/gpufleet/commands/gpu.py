@@ -10,7 +10,7 @@ cluster could not be reached.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +24,7 @@ from gpufleet.kube import ClusterAccessError, ClusterApi
 
 __all__ = ["gpu", "list_gpus", "parse_target", "uncordon"]
 
-_TARGET = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/(\d{1,4}(,\d{1,4})*)")
+_TARGET = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/([^/]+)")
 
 
 @click.group(cls=LazyGroup, lazy_commands=subcommands("gpu"))
@@ -34,11 +34,17 @@ def gpu() -> None:
 
 def parse_target(text: str) -> tuple[str, frozenset[int]]:
     """ "node-1/3" -> ("node-1", {3}); "node-1/1,3" -> ("node-1", {1, 3}); CommandError otherwise."""
+    from gpufleet.agent.health import HealthAnnotationError, parse_gpu_indices
+
     match = _TARGET.fullmatch(text.strip())
-    if match is None:
+    indices: frozenset[int] = frozenset()
+    if match is not None:
+        with contextlib.suppress(HealthAnnotationError):  # the agent's own grammar: one parser
+            indices = parse_gpu_indices(match.group(3), "NODE/INDEX")
+    if match is None or not indices:
         raise CommandError(f'NODE/INDEX: expected a node name and GPU indices such as "gpu-node-1/3" '
                            f'or "gpu-node-1/1,3", got {text!r}')
-    return match.group(1), frozenset(int(i) for i in match.group(3).split(","))
+    return match.group(1), indices
 
 
 def _annotations(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -48,9 +54,15 @@ def _annotations(node: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _indices(text: Any) -> set[int]:
+    """The GPU indices of an index-list annotation as the agent reads it; none when unreadable."""
+    from gpufleet.agent.health import HealthAnnotationError, parse_gpu_indices
+
     if not isinstance(text, str):
         return set()
-    return {int(p) for p in text.split(",") if p.strip().isdigit()}
+    try:
+        return set(parse_gpu_indices(text, "annotation"))
+    except HealthAnnotationError:
+        return set()
 
 
 def _fail(err: Exception) -> CommandError:
@@ -65,8 +77,8 @@ def _fail(err: Exception) -> CommandError:
 @context_option
 def uncordon(target: str, kubeconfig: str | None, context: str | None) -> None:
     """Use GPU INDEX of NODE again at once (its agent takes the request within seconds)."""
-    from gpufleet.agent.service import ANNOTATION_GPU_UNCORDON, patch_node
-    from gpufleet.domain import ANNOTATION_UNHEALTHY_GPUS
+    from gpufleet.agent.health import ANNOTATION_GPU_UNCORDON, ANNOTATION_UNHEALTHY_GPUS, merge_uncordon
+    from gpufleet.agent.service import patch_node
     from gpufleet.kube import ApiError
 
     name, indices = parse_target(target)
@@ -74,7 +86,8 @@ def uncordon(target: str, kubeconfig: str | None, context: str | None) -> None:
     async def work(api: ClusterApi) -> tuple[str, set[int]]:
         def compute(node: dict[str, Any]) -> dict[str, Any] | None:
             annotations = _annotations(node)
-            wanted = ",".join(map(str, sorted(_indices(annotations.get(ANNOTATION_GPU_UNCORDON)) | indices)))
+            existing = annotations.get(ANNOTATION_GPU_UNCORDON)
+            wanted = merge_uncordon(existing if isinstance(existing, str) else None, indices)
             if annotations.get(ANNOTATION_GPU_UNCORDON) == wanted:
                 return None
             rv = str((node.get("metadata") or {}).get("resourceVersion") or "")
@@ -105,8 +118,12 @@ def uncordon(target: str, kubeconfig: str | None, context: str | None) -> None:
 @context_option
 def list_gpus(node: str | None, kubeconfig: str | None, context: str | None) -> None:
     """The unhealthy GPUs of every node (or NODE) and why, as the node agents wrote them."""
-    from gpufleet.agent.service import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON
-    from gpufleet.domain import ANNOTATION_UNHEALTHY_GPUS
+    from gpufleet.agent.health import (
+        ANNOTATION_GPU_HEALTH,
+        ANNOTATION_GPU_UNCORDON,
+        ANNOTATION_UNHEALTHY_GPUS,
+        load_health,
+    )
     from gpufleet.kube import ApiError, Kind
 
     async def work(api: ClusterApi) -> list[dict[str, Any]]:
@@ -128,15 +145,12 @@ def list_gpus(node: str | None, kubeconfig: str | None, context: str | None) -> 
     for obj in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name"))):
         name = str((obj.get("metadata") or {}).get("name"))
         annotations = _annotations(obj)
-        try:
-            history = json.loads(str(annotations.get(ANNOTATION_GPU_HEALTH) or "{}"))
-        except ValueError:
-            history = {}
+        saved = annotations.get(ANNOTATION_GPU_HEALTH)
+        history = load_health(saved if isinstance(saved, str) else None).gpus  # unreadable: no reasons
         pending = _indices(annotations.get(ANNOTATION_GPU_UNCORDON))
         for index in sorted(_indices(annotations.get(ANNOTATION_UNHEALTHY_GPUS))):
-            record = history.get(str(index)) if isinstance(history, dict) else None
-            why = str(record.get("reason", "")) if isinstance(record, dict) else ""
-            uuid = str(record.get("uuid", "")) if isinstance(record, dict) else ""
+            record = history.get(index)
+            why, uuid = (record.reason, record.uuid) if record is not None else ("", "")
             rows.append((name, str(index), uuid or "-", why or "-", "uncordon requested" if index in pending else ""))
     if not rows:
         click.echo("no unhealthy GPUs" + (f" on node {node}" if node else ""))

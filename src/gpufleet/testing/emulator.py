@@ -35,7 +35,7 @@ import attrs
 import kmock
 import msgspec
 
-from gpufleet.kube import ApiError, Kind
+from gpufleet.kube import ApiError, FieldSelector, Kind
 from gpufleet.testing.fake_cluster import PDB_MESSAGE, FakeCluster
 
 _BY_PATH: dict[tuple[str | None, str | None, str | None], Kind] = {(k.group, k.version, k.plural): k for k in Kind}
@@ -100,6 +100,20 @@ async def _direct_call(raw: aiohttp.web.BaseRequest) -> _Call | None:
         data = None
     return _Call(kind, raw.method.upper(), namespace, rest[1] if len(rest) > 1 else None,
                  "/".join(rest[2:]) or None, dict(raw.query), data, raw)
+
+
+def _field_selector(kind: Kind, text: object) -> FieldSelector | None:
+    """The ``fieldSelector`` query as the API server reads it (400 on a bad one or a field it
+    cannot select on). Applied to each object and each watch event's object, as the API server
+    does for objects that match now (a pod's ``spec.nodeName`` is set once, at binding)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        selector = FieldSelector.parse(text)
+        selector.check(kind.kind)
+    except ValueError as err:
+        raise ApiError(400, "BadRequest", str(err)) from None
+    return selector
 
 
 def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
@@ -201,12 +215,15 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
             return store._evaluate(op, kind, namespace, who, caller, action)
 
         if method == "GET" and name is None:
+            selector = _field_selector(kind, request.params.get("fieldSelector"))
             if request.params.get("watch") in ("true", "1"):
                 run("watch", lambda: None)
-                return await self._watch(kind, request, namespace)
+                return await self._watch(kind, request, namespace, selector)
             items, rv = run("list", lambda: store._list(kind))
             if namespace:
                 items = [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
+            if selector is not None:
+                items = [o for o in items if selector.matches(o)]
             return _json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                           "metadata": {"resourceVersion": rv}, "items": items})
         if kind is Kind.SUBJECT_ACCESS_REVIEW:
@@ -243,7 +260,8 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
             return _json(_status(200, "", ""))
         raise ApiError(405, "MethodNotAllowed", f"{method} {kind.plural}/{sub or ''}")
 
-    async def _watch(self, kind: Kind, request: _Call, namespace: str) -> aiohttp.web.StreamResponse:
+    async def _watch(self, kind: Kind, request: _Call, namespace: str,
+                     selector: FieldSelector | None) -> aiohttp.web.StreamResponse:
         raw = request.raw
         response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await response.prepare(raw)
@@ -253,6 +271,8 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
         try:
             async for event_type, obj in stream:
                 if namespace and (obj.get("metadata") or {}).get("namespace") != namespace:
+                    continue
+                if selector is not None and not selector.matches(obj):
                     continue
                 await response.write(_encode({"type": event_type, "object": obj}) + b"\n")
         except ApiError as err:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.adapters import format_time
-from gpufleet.kube import ApiError, ClusterApi, Kind, ObjectList, WatchEvent, label_selector_matches
+from gpufleet.kube import ApiError, ClusterApi, FieldSelector, Kind, ObjectList, WatchEvent, label_selector_matches
 
 __all__ = ["Call", "FakeClient", "FakeCluster", "VirtualClock", "merge_patch"]
 
@@ -492,6 +492,16 @@ _REASONS = {
 }
 
 
+
+def _check_selector(kind: Kind, selector: FieldSelector | None) -> None:
+    """The API server's 400 for a field it cannot select on."""
+    if selector is not None:
+        try:
+            selector.check(kind.kind)
+        except ValueError as err:
+            raise ApiError(400, "BadRequest", str(err)) from None
+
+
 class FakeClient:
     """One caller's view of a :class:`FakeCluster`: the :class:`~gpufleet.kube.client.port.ClusterApi` port.
 
@@ -509,15 +519,19 @@ class FakeClient:
     def default_namespace(self) -> str:
         return self.cluster.default_namespace
 
-    async def list(self, kind: Kind) -> ObjectList:
+    async def list(self, kind: Kind, field_selector: FieldSelector | None = None) -> ObjectList:
+        _check_selector(kind, field_selector)
         items, rv = self.cluster._evaluate("list", kind, "", "", self.caller, lambda: self.cluster._list(kind))
         await asyncio.sleep(0)
-        return ObjectList([copy_json(i) for i in items], rv)
+        return ObjectList([copy_json(i) for i in items if field_selector is None or field_selector.matches(i)], rv)
 
-    async def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
+    async def watch(self, kind: Kind, resource_version: str,
+                    field_selector: FieldSelector | None = None) -> AsyncIterator[WatchEvent]:
+        _check_selector(kind, field_selector)
         self.cluster._evaluate("watch", kind, "", "", self.caller, lambda: None)
         async for event_type, obj in self.cluster._watch(kind, resource_version):
-            yield WatchEvent(event_type, copy_json(obj))
+            if field_selector is None or field_selector.matches(obj):
+                yield WatchEvent(event_type, copy_json(obj))
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JsonDict | None:
         try:

@@ -1,48 +1,46 @@
-"""The agent under test: its loop over the HTTP emulator, a scriptable GPU reader, a virtual clock."""
+"""The agent under test: the real agent (health rules, discovery, usage export) over the NVML reader
+on the fake NVML, through the HTTP emulator, on a virtual clock."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.agent.gpus import GpuHealthReading, GpuReader, XidEvent
-from gpufleet.agent.service import AgentLoop, AgentSettings, NodeWriter
-from gpufleet.agent.service.standins import HealthPolicy
-from gpufleet.agent.service.wiring import agent_parts
+from gpufleet.agent.gpus import GpuReader
+from gpufleet.agent.gpus.nvml import NvmlGpuReader, open_nvml
+from gpufleet.agent.health import HealthPolicy
+from gpufleet.agent.service import AgentLoop, AgentMetrics, AgentSettings, NodeWriter, UsageSink
 from gpufleet.domain import GPU
-from gpufleet.kube import connect
+from gpufleet.kube import Kind, connect
 from gpufleet.kube.controller.events import EventRecorder
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import VirtualClock
-from gpufleet.testing.fake_gpus import FakeGpuReader, fake_gpus
+from gpufleet.testing.fake_nvml import FakeNvml
 
 NODE = "gpu-node-1"
 CLEAN_PERIOD = 600.0
 
 
-class ScriptedReader(FakeGpuReader):
-    """:class:`FakeGpuReader` whose health readings and Xid events a test sets (a stand-in until
-    ``gpufleet.testing.fake_nvml`` drives the NVML reader)."""
+def fake_nvml(count: int = 8) -> FakeNvml:
+    """An 8-GPU server with two NVLink islands of four (an HGX board without NVSwitch)."""
+    nvml = FakeNvml.with_gpus(count)
+    for island in range(0, count, 4):
+        for a in range(island, min(island + 4, count)):
+            for b in range(a + 1, min(island + 4, count)):
+                nvml.connect(a, b)
+    return nvml
 
-    def __init__(self, count: int = 8, nvlink: bool = True) -> None:
-        gpus = fake_gpus(count)
-        if nvlink:  # two NVLink islands of four, as on an HGX board without NVSwitch
-            gpus = tuple(dataclasses.replace(g, nvlink_peers=frozenset(range(g.index // 4 * 4, g.index // 4 * 4 + 4))
-                                             - {g.index}) for g in gpus)
-        super().__init__(gpus)
-        self.overrides: dict[int, GpuHealthReading] = {}
-        self.pending: list[XidEvent] = []
 
-    def health(self) -> tuple[GpuHealthReading, ...]:
-        return tuple(self.overrides.get(r.index, r) for r in super().health())
+class Opener:
+    """``open_reader`` over a fake NVML, keeping the last reader opened."""
 
-    def xid(self, index: int, xid: int) -> None:
-        self.pending.append(XidEvent(index=index, uuid=self.read()[index].uuid, xid=xid))
+    def __init__(self, nvml: FakeNvml) -> None:
+        self.nvml = nvml
+        self.reader: NvmlGpuReader | None = None
 
-    def xid_events(self) -> tuple[XidEvent, ...]:
-        events, self.pending = tuple(self.pending), []
-        return events
+    def __call__(self) -> GpuReader:
+        self.reader = open_nvml(self.nvml)
+        return self.reader
 
 
 def node_object(name: str = NODE, gpus: int = 8) -> dict[str, Any]:
@@ -61,9 +59,25 @@ def node_object(name: str = NODE, gpus: int = 8) -> dict[str, Any]:
 
 
 def make_agent(emulator: ApiServerEmulator, clock: VirtualClock, open_reader: Callable[[], GpuReader],
-               echo: Any = None) -> AgentLoop[Any]:
+               echo: Any = None, usage: UsageSink | None = None, metrics: AgentMetrics | None = None,
+               pods: Callable[[], Sequence[Mapping[str, Any]]] = tuple, **settings: Any) -> AgentLoop:
     api = connect(server=emulator.url_text, field_manager="gpufleet-agent", timeout=5.0)
-    rules, describe, usage = agent_parts(HealthPolicy(clean_period_s=CLEAN_PERIOD))
     events = EventRecorder(api, clock, identity=NODE, reporting_controller="gpufleet.dev/agent")
     writer = NodeWriter(api, NODE, clock, events, echo=echo)
-    return AgentLoop(AgentSettings(node=NODE), open_reader, rules, describe, writer, clock, usage=usage)
+    policy = HealthPolicy(clean_period_s=CLEAN_PERIOD)
+    return AgentLoop(AgentSettings(node=NODE, policy=policy, **settings), open_reader, writer, clock,
+                     metrics=metrics, usage=usage, pods=pods)
+
+
+def stored(emulator: ApiServerEmulator) -> dict[str, Any]:
+    node = emulator.store.object(Kind.NODE, "", NODE)
+    assert node is not None
+    return node
+
+
+def condition(emulator: ApiServerEmulator, kind: str = "GPUHealthy") -> dict[str, Any]:
+    return next(c for c in stored(emulator)["status"]["conditions"] if c["type"] == kind)
+
+
+def events(emulator: ApiServerEmulator) -> list[dict[str, Any]]:
+    return sorted(emulator.store.objects(Kind.EVENT), key=lambda e: str(e["eventTime"]))

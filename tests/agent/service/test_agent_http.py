@@ -1,5 +1,6 @@
-"""The node agent's loop against the HTTP Kubernetes emulator: what it writes on its Node, when,
-and how it survives conflicts, a missing NVML and its own restart."""
+"""The real node agent (NVML reader over the fake NVML, the health rules, discovery) against the HTTP
+Kubernetes emulator: what it writes on its Node, when, and how it survives conflicts, a missing NVML
+and its own restart."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from click.testing import CliRunner
 
-from gpufleet.agent.gpus import GpuHealthReading, GpuReader, GpuReaderError
-from gpufleet.agent.service import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON, CONDITION_GPU_HEALTHY
+from gpufleet.agent.gpus import GpuHealthReading, GpuReader
+from gpufleet.agent.health import ANNOTATION_GPU_HEALTH, ANNOTATION_GPU_UNCORDON
 from gpufleet.cli import main
 from gpufleet.commands import cluster_tools
 from gpufleet.domain import ANNOTATION_NVLINK_DOMAINS, ANNOTATION_UNHEALTHY_GPUS, BLOCKS_PER_GPU, LABEL_GPU_PRODUCT
@@ -25,34 +24,22 @@ from gpufleet.kube.controller.convert import convert_object
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import VirtualClock
 
-from .agent_fixtures import CLEAN_PERIOD, NODE, ScriptedReader, make_agent, node_object
+from .agent_fixtures import (
+    CLEAN_PERIOD,
+    NODE,
+    Opener,
+    condition,
+    events,
+    fake_nvml,
+    make_agent,
+    stored,
+)
 
 pytestmark = pytest.mark.asyncio
 
 
-@pytest_asyncio.fixture
-async def emulator() -> AsyncIterator[ApiServerEmulator]:
-    async with ApiServerEmulator() as server:
-        server.store.put(Kind.NODE, node_object())
-        yield server
-
-
-def stored(emulator: ApiServerEmulator) -> dict[str, Any]:
-    node = emulator.store.object(Kind.NODE, "", NODE)
-    assert node is not None
-    return node
-
-
 def annotations(emulator: ApiServerEmulator) -> dict[str, str]:
     return dict(stored(emulator)["metadata"].get("annotations") or {})
-
-
-def condition(emulator: ApiServerEmulator, kind: str = CONDITION_GPU_HEALTHY) -> dict[str, Any]:
-    return next(c for c in stored(emulator)["status"]["conditions"] if c["type"] == kind)
-
-
-def events(emulator: ApiServerEmulator) -> list[dict[str, Any]]:
-    return sorted(emulator.store.objects(Kind.EVENT), key=lambda e: str(e["eventTime"]))
 
 
 def writes(emulator: ApiServerEmulator) -> int:
@@ -62,8 +49,7 @@ def writes(emulator: ApiServerEmulator) -> int:
 
 async def test_first_poll_writes_discovery_health_and_condition_keeping_other_keys(
         emulator: ApiServerEmulator) -> None:
-    reader = ScriptedReader()
-    agent = make_agent(emulator, VirtualClock(), lambda: reader)
+    agent = make_agent(emulator, VirtualClock(), Opener(fake_nvml()))
     await agent.poll()
     node = stored(emulator)
     labels, notes = node["metadata"]["labels"], node["metadata"]["annotations"]
@@ -82,7 +68,7 @@ async def test_first_poll_writes_discovery_health_and_condition_keeping_other_ke
 
 async def test_nothing_is_written_when_nothing_changed(emulator: ApiServerEmulator) -> None:
     clock = VirtualClock()
-    agent = make_agent(emulator, clock, ScriptedReader)
+    agent = make_agent(emulator, clock, Opener(fake_nvml()))
     await agent.poll()
     before = writes(emulator)
     assert before == 2  # the metadata patch and the status patch
@@ -98,22 +84,22 @@ async def test_nothing_is_written_when_nothing_changed(emulator: ApiServerEmulat
 async def test_a_bad_gpu_is_marked_with_an_event_and_comes_back_after_the_clean_period(
         emulator: ApiServerEmulator) -> None:
     clock = VirtualClock()
-    reader = ScriptedReader()
-    agent = make_agent(emulator, clock, lambda: reader)
+    nvml = fake_nvml()
+    agent = make_agent(emulator, clock, Opener(nvml))
     await agent.poll()
     healthy_since = condition(emulator)["lastTransitionTime"]
     await clock.advance(1.0)
-    reader.xid(3, 79)
+    nvml.queue_xid(3, 74)  # an NVLink error: reset the GPU; the GPU stays readable
     await agent.poll()
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "3"
     gpu_healthy = condition(emulator)
-    assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("False", "GPUUnhealthy")
-    uuid = reader.read()[3].uuid
+    assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("False", "GpuUnhealthy")
+    uuid = nvml.gpu(3).uuid
     assert "GPU 3" in gpu_healthy["message"] and uuid in gpu_healthy["message"]
     assert gpu_healthy["lastTransitionTime"] != healthy_since
     [event] = events(emulator)
     assert (event["reason"], event["type"], event["regarding"]["kind"]) == ("GPUUnhealthy", "Warning", "Node")
-    assert "GPU 3" in event["note"] and uuid in event["note"] and "Xid 79" in event["note"]
+    assert "GPU 3" in event["note"] and uuid in event["note"] and "Xid 74: NVLink error" in event["note"]
     assert event["reportingController"] == "gpufleet.dev/agent"
 
     await clock.advance(CLEAN_PERIOD / 2)
@@ -128,21 +114,26 @@ async def test_a_bad_gpu_is_marked_with_an_event_and_comes_back_after_the_clean_
 
 
 async def test_a_gpu_off_the_bus_and_ecc_errors_are_unhealthy(emulator: ApiServerEmulator) -> None:
-    reader = ScriptedReader()
-    agent = make_agent(emulator, VirtualClock(), lambda: reader)
-    uuids = [g.uuid for g in reader.read()]
-    reader.overrides[1] = GpuHealthReading(index=1, uuid=uuids[1], lost=True)
-    reader.overrides[6] = GpuHealthReading(index=6, uuid=uuids[6], ecc_dbe_volatile=2)
+    clock = VirtualClock()
+    nvml = fake_nvml()
+    agent = make_agent(emulator, clock, Opener(nvml))
+    await agent.poll()
+    nvml.lose_gpu(1)
+    nvml.gpu(6).ecc_dbe_volatile = 2  # a double-bit ECC error since the last poll
+    await clock.advance(1.0)
     await agent.poll()
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "1,6"
-    assert "fell off the bus" in condition(emulator)["message"]
+    message = condition(emulator)["message"]
+    assert "GPU has fallen off the bus" in message and "double-bit ECC errors rose from 0 to 2" in message
+    notes = [e["note"] for e in events(emulator)]
+    assert any("GPU 1" in n and "Xid 79: GPU has fallen off the bus" in n for n in notes)
     await agent.writer.api.close()
 
 
 async def test_conflicts_are_retried_with_the_node_read_again(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     store.fail("patch", 409, times=2, kind=Kind.NODE)
-    agent = make_agent(emulator, VirtualClock(), ScriptedReader)
+    agent = make_agent(emulator, VirtualClock(), Opener(fake_nvml()))
     await agent.poll()
     statuses = [c.status for c in store.calls if c.op == "patch" and c.kind is Kind.NODE]
     assert statuses == [409, 409, 200]
@@ -153,7 +144,7 @@ async def test_conflicts_are_retried_with_the_node_read_again(emulator: ApiServe
 async def test_a_concurrent_writer_is_not_overwritten(emulator: ApiServerEmulator) -> None:
     """A label someone writes between the agent's read and its patch survives (the patch carries
     the resourceVersion it was computed from: the API server refuses it, the agent reads again)."""
-    agent = make_agent(emulator, VirtualClock(), ScriptedReader)
+    agent = make_agent(emulator, VirtualClock(), Opener(fake_nvml()))
     await agent.writer.read()
     emulator.store._patch(Kind.NODE, "", NODE, {"metadata": {"labels": {"ops.example/drain": "soon"}}})
     await agent.poll()
@@ -165,9 +156,10 @@ async def test_a_concurrent_writer_is_not_overwritten(emulator: ApiServerEmulato
 async def test_uncordon_command_brings_the_gpu_back_and_is_consumed(emulator: ApiServerEmulator,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     clock = VirtualClock()
-    reader = ScriptedReader()
-    agent = make_agent(emulator, clock, lambda: reader)
-    reader.xid(3, 48)
+    nvml = fake_nvml()
+    agent = make_agent(emulator, clock, Opener(nvml))
+    await agent.poll()
+    nvml.queue_xid(3, 48)
     await agent.poll()
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "3"
 
@@ -193,15 +185,15 @@ async def test_missing_nvml_says_unknown_keeps_running_and_recovers(emulator: Ap
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     emulator.store._patch(Kind.NODE, "", NODE, {"metadata": {"annotations": {ANNOTATION_UNHEALTHY_GPUS: "5"}}})
     clock = VirtualClock()
-    reader: ScriptedReader | None = None
+    nvml = fake_nvml()
+    nvml.init_error = 12  # NVML_ERROR_LIBRARY_NOT_FOUND
     attempts = 0
+    opener = Opener(nvml)
 
     def open_reader() -> GpuReader:
         nonlocal attempts
         attempts += 1
-        if reader is None:
-            raise GpuReaderError("NVML is not available: libnvidia-ml.so.1: cannot open shared object file")
-        return reader
+        return opener()
 
     agent = make_agent(emulator, clock, open_reader)
     with caplog.at_level(logging.ERROR, logger="gpufleet.agent.service.loop"):
@@ -209,13 +201,13 @@ async def test_missing_nvml_says_unknown_keeps_running_and_recovers(emulator: Ap
             await agent.poll()
             await clock.advance(1.0)
     gpu_healthy = condition(emulator)
-    assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("Unknown", "GPUsUnreadable")
-    assert "libnvidia-ml.so.1" in gpu_healthy["message"]
+    assert (gpu_healthy["status"], gpu_healthy["reason"]) == ("Unknown", "NvmlUnavailable")
+    assert "NVML is not available" in gpu_healthy["message"]
     assert len([r for r in caplog.records if "cannot read the GPUs" in r.getMessage()]) == 1  # one line
     assert 2 <= attempts < 20  # retried, backing off
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "5"  # what was known stays known
 
-    reader = ScriptedReader()
+    nvml.init_error = None
     await clock.advance(300.0)  # past the longest backoff
     await agent.poll()
     assert condition(emulator)["status"] == "True"
@@ -225,19 +217,20 @@ async def test_missing_nvml_says_unknown_keeps_running_and_recovers(emulator: Ap
 
 async def test_a_library_that_fails_mid_run_is_reopened(emulator: ApiServerEmulator) -> None:
     clock = VirtualClock()
-    reader = ScriptedReader()
+    opener = Opener(fake_nvml())
 
     def broken() -> tuple[GpuHealthReading, ...]:
         raise RuntimeError("NVML_ERROR_UNKNOWN")
 
-    agent = make_agent(emulator, clock, lambda: reader)
+    agent = make_agent(emulator, clock, opener)
     await agent.poll()
-    reader.health = broken  # type: ignore[method-assign]
+    first = opener.reader
+    assert first is not None
+    first.health = broken  # type: ignore[method-assign]
     await clock.advance(1.0)
     await agent.poll()
     assert condition(emulator)["status"] == "Unknown" and "RuntimeError" in condition(emulator)["message"]
-    assert reader.closed
-    del reader.health  # the instance's override gone: the class's method again
+    assert agent.reader is None  # closed, to be opened again
     await clock.advance(2.0)
     await agent.poll()
     assert condition(emulator)["status"] == "True"
@@ -246,14 +239,15 @@ async def test_a_library_that_fails_mid_run_is_reopened(emulator: ApiServerEmula
 
 async def test_a_restarted_agent_keeps_the_history(emulator: ApiServerEmulator) -> None:
     clock = VirtualClock()
-    first = ScriptedReader()
-    agent = make_agent(emulator, clock, lambda: first)
-    first.xid(2, 94)
+    nvml = fake_nvml()
+    agent = make_agent(emulator, clock, Opener(nvml))
+    await agent.poll()
+    nvml.queue_xid(2, 95)  # an uncontained ECC error: reset the GPU
     await agent.poll()
     await agent.writer.api.close()
 
     await clock.advance(5.0)
-    again = make_agent(emulator, clock, ScriptedReader)  # the counters and Xid queue start empty
+    again = make_agent(emulator, clock, Opener(fake_nvml()))  # the counters and Xid queue start empty
     await again.poll()
     assert annotations(emulator)[ANNOTATION_UNHEALTHY_GPUS] == "2"
     assert [e["reason"] for e in events(emulator)] == ["GPUUnhealthy"]  # no flap on restart
@@ -264,9 +258,10 @@ async def test_a_restarted_agent_keeps_the_history(emulator: ApiServerEmulator) 
 
 
 async def test_the_engine_avoids_the_gpu_the_agent_marked(emulator: ApiServerEmulator) -> None:
-    reader = ScriptedReader()
-    agent = make_agent(emulator, VirtualClock(), lambda: reader)
-    reader.xid(3, 79)
+    nvml = fake_nvml()
+    agent = make_agent(emulator, VirtualClock(), Opener(nvml))
+    await agent.poll()
+    nvml.lose_gpu(3)
     await agent.poll()
     node = convert_object(Kind.NODE, stored(emulator))  # as the controller's loader reads it
     assert node.unhealthy_gpus == frozenset({3})
@@ -279,7 +274,7 @@ async def test_the_engine_avoids_the_gpu_the_agent_marked(emulator: ApiServerEmu
 async def test_a_dry_run_prints_and_writes_nothing(emulator: ApiServerEmulator) -> None:
     shown: list[tuple[str, dict[str, Any]]] = []
     clock = VirtualClock()
-    agent = make_agent(emulator, clock, ScriptedReader, echo=lambda what, body: shown.append((what, body)))
+    agent = make_agent(emulator, clock, Opener(fake_nvml()), echo=lambda what, body: shown.append((what, body)))
     await agent.poll()
     await clock.advance(1.0)
     await agent.poll()
@@ -292,10 +287,11 @@ async def test_every_call_the_agent_makes_is_in_its_rbac_rules(emulator: ApiServ
     from gpufleet.kube.install.rbac import AGENT_RULES, allowed
 
     clock = VirtualClock()
-    reader = ScriptedReader()
-    agent = make_agent(emulator, clock, lambda: reader)
+    nvml = fake_nvml()
+    agent = make_agent(emulator, clock, Opener(nvml))
+    await agent.poll()
     emulator.store.fail("patch", 409, times=1, kind=Kind.NODE)
-    reader.xid(0, 79)
+    nvml.queue_xid(0, 62)
     await agent.poll()
     await clock.advance(CLEAN_PERIOD + 11)
     await agent.poll()
@@ -307,21 +303,23 @@ async def test_every_call_the_agent_makes_is_in_its_rbac_rules(emulator: ApiServ
 
 
 async def test_a_failing_poll_is_logged_and_the_loop_goes_on(emulator: ApiServerEmulator,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
-    from gpufleet.agent.service import basic_describe
+                                                             caplog: pytest.LogCaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufleet.agent import discovery
 
     clock = VirtualClock()
-    agent = make_agent(emulator, clock, ScriptedReader)
+    agent = make_agent(emulator, clock, Opener(fake_nvml()))
     calls = 0
+    describe = discovery.node_gpu_metadata
 
-    def describe_badly_once(gpus: Any) -> Any:
+    def describe_badly_once(gpus: Any, **options: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise KeyError("a bug")
-        return basic_describe(gpus)
+        return describe(gpus, **options)
 
-    agent.describe = describe_badly_once
+    monkeypatch.setattr(discovery, "node_gpu_metadata", describe_badly_once)
     agent.settings = dataclasses.replace(agent.settings, discovery_s=1.0)
     task = asyncio.create_task(agent.run())
     for _ in range(50):

@@ -9,7 +9,8 @@ import sys
 
 def test_the_agent_service_imports_stay_lean() -> None:
     code = ("import sys, gpufleet.agent.service, gpufleet.agent.service.pods, gpufleet.agent.service.wiring, "
-            "gpufleet.commands.agent; from gpufleet.kube import connect, serve_http; "
+            "gpufleet.commands.agent, gpufleet.agent.gpus.nvml; from gpufleet.kube import connect, serve_http; "
+            "import gpufleet.agent.health as h; h.load_health(h.dump_health([])); "
             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pydantic') "
             "or m.startswith(('gpufleet.adapters', 'gpufleet.engine', 'gpufleet.kube.controller.convert', "
             "'gpufleet.kube.controller.informers', 'gpufleet.testing')))))")

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufleet.agent.service import CONDITION_GPU_HEALTHY, ConditionWanted, DesiredNode, condition_patch, metadata_patch
+from gpufleet.agent.health import CONDITION_GPU_HEALTHY, NodeCondition
+from gpufleet.agent.service import DesiredNode, condition_patch, metadata_patch
 from gpufleet.testing.fake_cluster import merge_patch
 
 keys = st.sampled_from(["a/x", "b/y", "nvidia.com/gpu.product", "gpufleet.dev/unhealthy-gpus", "other.io/z"])
@@ -48,7 +49,7 @@ def test_the_condition_patch_keeps_the_others_and_moves_the_transition_only_on_c
     conditions = [{"type": t, "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
                   for t in types]
     before = {"status": {"conditions": conditions}}
-    wanted = ConditionWanted(status, "GPUsHealthy" if status == "True" else "GPUUnhealthy", "m")
+    wanted = NodeCondition(status, "GPUsHealthy" if status == "True" else "GPUUnhealthy", "m")
     patch = condition_patch(before, wanted, 1_767_225_700.0)
     assert patch is not None
     assert [c for c in patch["conditions"] if c["type"] != CONDITION_GPU_HEALTHY] == [

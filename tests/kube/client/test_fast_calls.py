@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from gpufleet.kube.client.lightkube_api import LightkubeApi, connect
-from gpufleet.kube.client.port import ApiError, Kind
+from gpufleet.kube.client.port import ApiError, FieldSelector, Kind
 
 pytestmark = pytest.mark.asyncio
 
@@ -318,3 +318,28 @@ async def test_lists_equal_lightkubes(server: tuple[Recorder, str], tmp_path: Pa
     sent, wanted = recorder.requests[:half], recorder.requests[half:]
     assert [(r["method"], r["path_qs"], r["headers"], r["body"]) for r in sent] == [
         (r["method"], r["path_qs"], r["headers"], r["body"]) for r in wanted]
+
+
+@pytest.mark.parametrize("selector", ["spec.nodeName=gpu-node-1", "spec.nodeName!=a,status.phase=Running"])
+async def test_field_selectors_are_asked_as_lightkube_asks_them(server: tuple[Recorder, str], tmp_path: Path,
+                                                                selector: str) -> None:
+    """A list and a watch with a field selector: the fast path's request is lightkube's, byte for byte."""
+    recorder, url = server
+    recorder.pages = {"": _page(["a"], "10", None)}
+    fast, _ = both(kubeconfig(tmp_path, url, {"token": "secret"}))
+    fast.list_chunk_size = 500
+    slow = LightkubeApi(fast.client, 500, fast=None)
+    fields = FieldSelector.parse(selector)
+    try:
+        got, expected = await fast.list(Kind.POD, fields), await slow.list(Kind.POD, fields)
+        assert (got.items, got.resource_version) == (expected.items, expected.resource_version)
+        recorder.pages, recorder.answer = {}, STREAMS["events"]
+        for api in (fast, slow):
+            async for _ in api.watch(Kind.POD, "5", fields):
+                break
+    finally:
+        await fast.close()
+    lists = [r["path_qs"] for r in recorder.requests if "watch" not in r["path_qs"]]
+    watches = [r["path_qs"] for r in recorder.requests if "watch" in r["path_qs"]]
+    assert lists[0] == lists[1] and watches[0] == watches[-1]
+    assert "fieldSelector=" in lists[0] and "fieldSelector=" in watches[0]

@@ -27,7 +27,8 @@ def test_the_daemonset_runs_the_agent_on_gpu_nodes_with_the_host_pids() -> None:
     pod = daemonset["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert container["args"] == ["agent", "--interval=1", "--clean-period=600", "--retired-pages-limit=60",
-                                 "--metrics-port=9402", "--proc-root=/proc", "--log-level=info"]
+                                 "--feature-labels", "--usage-export", "--metrics-port=9402", "--proc-root=/proc",
+                                 "--log-level=info"]
     assert container["env"][0] == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     assert pod["hostPID"] is True and "volumes" not in pod
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
@@ -37,6 +38,13 @@ def test_the_daemonset_runs_the_agent_on_gpu_nodes_with_the_host_pids() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert pod["serviceAccountName"] == daemonset["metadata"]["name"]
     assert daemonset["metadata"]["namespace"] == NAMESPACE
+
+
+def test_beside_gfd_and_without_the_usage_export() -> None:
+    pod = _one(render({"agent": {"enabled": True, "featureLabels": False, "usageExport": False}}),
+               "DaemonSet")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert "--no-feature-labels" in container["args"] and "--no-usage-export" in container["args"]
 
 
 def test_without_host_pids_the_host_proc_is_mounted_read_only() -> None:

@@ -12,6 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gpufleet.agent.service.wiring import agent_parts
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.install.observability import ALERTS, alert_rules, chart_files, dashboards
 
@@ -26,11 +27,15 @@ GRAFANA_VARIABLES = {"$__rate_interval": "2m", "$__range_s": "86400", "$__range"
 
 
 def exported_names() -> set[str]:
-    """Every series name a controller's registry can show (histograms: _bucket, _sum, _count)."""
+    """Every series name a controller's registry or a node agent's page can show (histograms:
+    _bucket, _sum, _count), from their own registries."""
+    _, usage = agent_parts("node-1", export_usage=True)  # the agent's page: its health families and usage's
+    assert usage is not None
     names: set[str] = set()
-    for family in ControllerMetrics().registry.collect():
-        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}[family.type]
-        names |= {family.name + s for s in suffixes}
+    for registry in (ControllerMetrics().registry, usage.exporter.registry):
+        for family in registry.collect():
+            suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(family.type, ("",))
+            names |= {family.name + s for s in suffixes}
     return names
 
 
@@ -96,7 +101,8 @@ def test_the_variables_name_exported_metrics() -> None:
 
 def test_the_alerts_cover_idle_starved_health_and_leadership() -> None:
     assert [a[0] for a in ALERTS] == ["GpufleetIdleGpus", "GpufleetQueueStarved", "GpufleetUnhealthyGpus",
-                                      "GpufleetNodesNotReady", "GpufleetNoLeader", "GpufleetControllerAbsent"]
+                                      "GpufleetGpuXidErrors", "GpufleetNodesNotReady", "GpufleetNoLeader",
+                                      "GpufleetControllerAbsent"]
     starved = dict((a[0], a) for a in ALERTS)["GpufleetQueueStarved"]
     assert starved[2] == "1h" and "gpufleet_queue_pending_gpus > 0" in starved[1]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gpufleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from gpufleet.agent.deviceplugin.lookup import SHARES_PER_GPU
+    from gpufleet.agent.deviceplugin.lookup import SHARES_PER_GPU, PodRecord, plugin_pod, pod_record
     from gpufleet.agent.deviceplugin.paths import DEFAULT_KUBELET_DIR
     from gpufleet.agent.deviceplugin.plugin import (
         RESOURCES,
@@ -31,11 +31,17 @@ __all__ = [
     "DevicePlugin",
     "PathWatcher",
     "PluginSettings",
+    "PodRecord",
     "PollingWatcher",
+    "plugin_pod",
+    "pod_record",
 ]
 
 __getattr__ = lazy_exports(__name__, {
     "SHARES_PER_GPU": "gpufleet.agent.deviceplugin.lookup",
+    "PodRecord": "gpufleet.agent.deviceplugin.lookup",
+    "plugin_pod": "gpufleet.agent.deviceplugin.lookup",
+    "pod_record": "gpufleet.agent.deviceplugin.lookup",
     "DEFAULT_KUBELET_DIR": "gpufleet.agent.deviceplugin.paths",
     "RESOURCES": "gpufleet.agent.deviceplugin.plugin",
     "DevicePlugin": "gpufleet.agent.deviceplugin.plugin",

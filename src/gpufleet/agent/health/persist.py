@@ -1,7 +1,9 @@
 """The GPUs' health kept on the Node across agent restarts: the ``gpufleet.dev/gpu-health`` annotation.
 
-A JSON document (``{"version": 1, "gpus": [...]}``) validated by a pydantic model with
-``extra="forbid"``. Whatever is there (a hand edit, a truncated write, another program's content)
+A JSON document (``{"version": 1, "gpus": [...]}``) validated by msgspec structs that forbid
+unknown fields (as pydantic's ``extra="forbid"`` would; msgspec because the agent's kube client
+loads it anyway, and pydantic's models would cost the agent about 10 MiB of its 60: BENCHMARKS.md,
+"Issue 15: the agent's footprint"). Whatever is there (a hand edit, a truncated write, another program's content)
 must not crash the agent: :func:`load_health` never raises; on bad content it returns no history
 and a one-line error, the agent logs it and goes on with "unknown history" (every GPU is judged
 afresh from its next reading: a condition the hardware still reports marks it again, and a GPU
@@ -10,12 +12,13 @@ marked only by a past Xid comes back, which the Event of the failed load tells t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
 
 from gpufleet.agent.health.machine import MAX_REASON_CHARS, GpuHealth, HealthState
 from gpufleet.domain import LABEL_PREFIX
@@ -27,29 +30,30 @@ MAX_ANNOTATION_CHARS = 65536  # 8 GPUs take about 3 KiB; the API server allows 2
 MAX_GPUS = 64
 MAX_XID_TIMES = 1000
 
-_Time = Annotated[float, Field(ge=0)]
+_Time = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class _GpuModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    index: int = Field(ge=0, le=999_999)  # the engine's index grammar: up to six digits
-    uuid: str = Field(max_length=128)
+class _GpuModel(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
+    index: Annotated[int, msgspec.Meta(ge=0, le=999_999)]  # the engine's index grammar: up to six digits
+    uuid: Annotated[str, msgspec.Meta(max_length=128)]
     state: Literal["Healthy", "Unhealthy", "Unknown"]
-    reason: str = Field(max_length=MAX_REASON_CHARS)
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
     since: _Time
     lastBadAt: _Time | None = None  # camelCase: the JSON spells fields as Kubernetes does
     cleanSince: _Time | None = None
-    eccDbeBaseline: int | None = Field(default=None, ge=0)
+    eccDbeBaseline: Annotated[int, msgspec.Meta(ge=0)] | None = None
     pending: bool = False
-    appXidTimes: list[_Time] = Field(default_factory=list, max_length=MAX_XID_TIMES)
+    appXidTimes: Annotated[list[_Time], msgspec.Meta(max_length=MAX_XID_TIMES)] = []
 
 
-class _HealthDocument(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _HealthDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     version: Literal[1]
-    gpus: list[_GpuModel] = Field(max_length=MAX_GPUS)
+    gpus: Annotated[list[_GpuModel], msgspec.Meta(max_length=MAX_GPUS)]
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(_HealthDocument)
+_AT = re.compile(r"^(.*) - at `\$\.?(.*)`$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +66,28 @@ class LoadedHealth:
 
 def dump_health(gpus: Iterable[GpuHealth]) -> str:
     """The annotation's value for ``gpus`` (compact JSON, GPUs in index order). Never raises: the
-    models are built unvalidated, so a value out of the annotation's bounds (a 200-character UUID)
-    is written, and refused by :func:`load_health` with its one line, not a crash of the agent."""
-    document = _HealthDocument.model_construct(version=1, gpus=[
-        _GpuModel.model_construct(
-            index=gpu.index, uuid=gpu.uuid, state=gpu.state.value, reason=gpu.reason, since=gpu.since,
-            lastBadAt=gpu.last_bad_at, cleanSince=gpu.clean_since, eccDbeBaseline=gpu.ecc_dbe_baseline,
-            pending=gpu.pending, appXidTimes=list(gpu.app_xid_times))
+    structs are not validated on the way out, so a value out of the annotation's bounds (a
+    200-character UUID, a NaN time written as null) is written, and refused by :func:`load_health`
+    with its one line, not a crash of the agent."""
+    document = _HealthDocument(version=1, gpus=[
+        _GpuModel(index=gpu.index, uuid=gpu.uuid, state=gpu.state.value,
+                  reason=gpu.reason, since=gpu.since, lastBadAt=gpu.last_bad_at, cleanSince=gpu.clean_since,
+                  eccDbeBaseline=gpu.ecc_dbe_baseline, pending=gpu.pending, appXidTimes=list(gpu.app_xid_times))
         for gpu in sorted(gpus, key=lambda gpu: gpu.index)
     ])
-    return document.model_dump_json(exclude_defaults=True)
+    return _ENCODER.encode(document).decode()
 
 
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the document"
-    return f"{where}: {first['msg']}"
+def _first_error(err: msgspec.DecodeError) -> str:
+    """msgspec's "Expected `int` >= 0 - at `$.gpus[0].index`" as "gpus.0.index: Expected `int` >= 0"."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if not isinstance(err, msgspec.ValidationError):  # (a ValidationError is a DecodeError too)
+        return f"the document: Invalid JSON: {text}"
+    match = _AT.match(text)
+    if match is None:
+        return f"the document: {text}"
+    where = re.sub(r"\[(\d+)\]", r".\1", match.group(2)) or "the document"
+    return f"{where}: {match.group(1)}"
 
 
 def load_health(text: str | None) -> LoadedHealth:
@@ -89,8 +99,8 @@ def load_health(text: str | None) -> LoadedHealth:
         problem = f"longer than {MAX_ANNOTATION_CHARS} characters"
     else:
         try:
-            document = _HealthDocument.model_validate_json(text)
-        except ValidationError as err:
+            document = _DECODER.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError) as err:
             problem = _first_error(err)
         else:
             indices = [gpu.index for gpu in document.gpus]

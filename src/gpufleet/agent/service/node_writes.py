@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.agent.service.ports import CONDITION_GPU_HEALTHY, ConditionWanted
+from gpufleet.agent.health import CONDITION_GPU_HEALTHY, NodeCondition
 from gpufleet.kube import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.events import EventRecorder, PodEvent
 from gpufleet.kube.controller.leader import micro_time
@@ -35,7 +35,7 @@ class DesiredNode:
 
     labels: Mapping[str, str | None] = field(default_factory=dict)
     annotations: Mapping[str, str | None] = field(default_factory=dict)
-    condition: ConditionWanted | None = None
+    condition: NodeCondition | None = None
 
 
 def _meta(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,7 +71,7 @@ def metadata_patch(node: Mapping[str, Any], desired: DesiredNode,
     return {"metadata": out}
 
 
-def condition_patch(node: Mapping[str, Any], wanted: ConditionWanted, now: float) -> JsonDict | None:
+def condition_patch(node: Mapping[str, Any], wanted: NodeCondition, now: float) -> JsonDict | None:
     """``status.conditions`` with ``GPUHealthy`` as ``wanted`` (the others kept), or None when it is
     already so. lastTransitionTime moves only when the status does."""
     got = node.get("status")

@@ -1,22 +1,28 @@
-"""The one place that picks the agent's discovery, health rules and usage export.
+"""The one place that builds the agent's exports: its health metrics and the usage export, on one
+registry (one ``/metrics`` page).
 
-TO BE REPLACED when ``gpufleet.agent.discovery``, ``gpufleet.agent.health`` and
-``gpufleet.agent.usage`` land: return theirs here (adapted to :mod:`.ports`); the loop, the command
-and the tests of the service take whatever this gives.
+The health rules (:mod:`gpufleet.agent.health`) and discovery (:mod:`gpufleet.agent.discovery`) are
+pure and called by the loop itself; the usage export reads the host's ``/proc`` (``proc_root``:
+``/proc`` with the host's PID namespace, else where the host's is mounted).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpufleet.agent.service.ports import Describe, HealthRules, UsageSink
-from gpufleet.agent.service.standins import BasicHealthRules, HealthPolicy, basic_describe
+from gpufleet.agent.service.metrics import AgentMetrics
+from gpufleet.agent.service.usage import PodUsage
 
 __all__ = ["agent_parts"]
 
 
-def agent_parts(policy: HealthPolicy,
-                proc_root: str = "/proc") -> tuple[HealthRules[Any], Describe, UsageSink | None]:
-    """The rules under ``policy``, discovery, and the usage export (which reads ``proc_root``); None
-    while there is none (then the agent watches no pods and ``/metrics`` is empty)."""
-    return BasicHealthRules(policy), basic_describe, None
+def agent_parts(node: str, proc_root: str = "/proc", export_usage: bool = True,
+                driver_version: str = "") -> tuple[AgentMetrics, PodUsage | None]:
+    """The agent's metrics and, with ``export_usage``, the usage export sharing their registry (None
+    without: then the agent watches no pods and ``/metrics`` has the health families only)."""
+    metrics = AgentMetrics()
+    if not export_usage:
+        return metrics, None
+    from gpufleet.agent.usage import HostProcReader, UsageExporter
+
+    exporter = UsageExporter(node, HostProcReader(proc_root), driver_version=driver_version,
+                             registry=metrics.registry)
+    return metrics, PodUsage(exporter)

@@ -43,6 +43,10 @@ JSON = "application/json"
 # Headers of httpx2's client that aiohttp writes itself (as AiohttpTransport drops them).
 _OWN_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 
+# Characters httpx (so lightkube) leaves unquoted in a query value: a field selector's "!=" and ","
+# go as lightkube sends them.
+_QUERY_SAFE = "!,"
+
 
 class Unauthorized(Exception):
     """The API server answered 401: send the call through lightkube, whose auth flow refreshes."""
@@ -190,11 +194,15 @@ class FastCalls:
             await flow.aclose()
         return {k: v for k, v in prepared.headers.items() if before.get(k) != v and k.lower() not in _OWN_HEADERS}
 
-    def watch_url(self, group: str, version: str, plural: str, resource_version: str) -> str:
-        """The URL of lightkube's watch of every object of a kind (all namespaces)."""
+    def watch_url(self, group: str, version: str, plural: str, resource_version: str,
+                  field_selector: str = "") -> str:
+        """The URL of lightkube's watch of every object of a kind (all namespaces), or of those
+        ``field_selector`` (its text) matches."""
         parts = ["api", version] if not group else ["apis", group, version]
-        query = urlencode({"resourceVersion": resource_version, "watch": "true"} if resource_version
-                          else {"watch": "true"})
+        params = {"resourceVersion": resource_version} if resource_version else {}
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        query = urlencode({**params, "watch": "true"}, safe=_QUERY_SAFE)
         return self._base + "/".join([*parts, plural]) + "?" + query
 
     async def watch(self, url: str) -> AsyncIterator[tuple[str, JsonDict]]:
@@ -272,9 +280,11 @@ class FastCalls:
         """Whether lists go this way (over the HTTP/1.1 pool)."""
         return self._pool is not None
 
-    async def list(self, group: str, version: str, plural: str, chunk_size: int | None) -> tuple[list[JsonDict], str]:
-        """Every object of a kind (all namespaces) and the list's resourceVersion, asked page by page
-        as lightkube asks (``limit``, then ``continue``); the pages decoded straight into dicts."""
+    async def list(self, group: str, version: str, plural: str, chunk_size: int | None,
+                   field_selector: str = "") -> tuple[list[JsonDict], str]:
+        """Every object of a kind (all namespaces; those ``field_selector`` matches, when given) and
+        the list's resourceVersion, asked page by page as lightkube asks (``limit``, then
+        ``continue``); the pages decoded straight into dicts."""
         assert self._pool is not None
         parts = ["api", version] if not group else ["apis", group, version]
         url = self._base + "/".join([*parts, plural])
@@ -283,9 +293,12 @@ class FastCalls:
         token: str | None = None
         while True:
             params: dict[str, Any] = {"limit": chunk_size} if chunk_size else {}
+            if field_selector:
+                params["fieldSelector"] = field_selector
             if token:
                 params["continue"] = token
-            page = await self._send_http1(self._pool, "GET", url + ("?" + urlencode(params) if params else ""),
+            page = await self._send_http1(self._pool, "GET", url + ("?" + urlencode(params, safe=_QUERY_SAFE)
+                                                                  if params else ""),
                                           None, "", _decode_page)
             meta = page.metadata if page is not None else None
             items.extend(page.items or () if page is not None else ())

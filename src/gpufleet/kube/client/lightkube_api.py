@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx2
 import yaml
 from lightkube import AsyncClient, KubeConfig
+from lightkube import operators as lk_operators
 from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SingleConfig
 from lightkube.core import resource as lk_resource
@@ -45,7 +46,15 @@ from gpufleet.kube.client.fast_calls import (
     body_message,
     error_from_answer,
 )
-from gpufleet.kube.client.port import ApiError, ClusterAccessError, ClusterApi, Kind, ObjectList, WatchEvent
+from gpufleet.kube.client.port import (
+    ApiError,
+    ClusterAccessError,
+    ClusterApi,
+    FieldSelector,
+    Kind,
+    ObjectList,
+    WatchEvent,
+)
 
 __all__ = ["LightkubeApi", "connect"]
 
@@ -103,6 +112,13 @@ def _check_status(answer: Any) -> None:
         raise ApiError(code, str(answer.get("reason") or ""), str(answer.get("message") or ""))
 
 
+
+def _lightkube_fields(selector: FieldSelector | None) -> dict[str, Any] | None:
+    """A :class:`FieldSelector` as lightkube's ``fields`` argument (it writes the same query)."""
+    if selector is None:
+        return None
+    return {field: value if equal else lk_operators.not_equal(value) for field, value, equal in selector.terms}
+
 class LightkubeApi:
     """:class:`~gpufleet.kube.client.port.ClusterApi` over a lightkube :class:`~lightkube.AsyncClient`."""
 
@@ -135,17 +151,20 @@ class LightkubeApi:
     def default_namespace(self) -> str:
         return str(self.client.namespace or "default")
 
-    async def list(self, kind: Kind) -> ObjectList:
+    async def list(self, kind: Kind, field_selector: FieldSelector | None = None) -> ObjectList:
+        selector = field_selector.text() if field_selector is not None else ""
         if self.fast is not None and self.fast.can_list:
             try:
-                items, version = await self.fast.list(kind.group, kind.version, kind.plural, self.list_chunk_size)
+                items, version = await self.fast.list(kind.group, kind.version, kind.plural, self.list_chunk_size,
+                                                      selector)
                 return ObjectList(items, version)
             except Unauthorized:  # through lightkube, whose auth flow refreshes
                 self.fast.forget_credentials()
 
         async def run() -> ObjectList:
             iterable = self.client.list(
-                _RESOURCES[kind], namespace="*" if kind.namespaced else None, chunk_size=self.list_chunk_size
+                _RESOURCES[kind], namespace="*" if kind.namespaced else None, chunk_size=self.list_chunk_size,
+                fields=_lightkube_fields(field_selector),
             )
             items = [dict(obj) async for obj in iterable]
             try:
@@ -156,9 +175,11 @@ class LightkubeApi:
 
         return await self._guard(run)
 
-    async def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
+    async def watch(self, kind: Kind, resource_version: str,
+                    field_selector: FieldSelector | None = None) -> AsyncIterator[WatchEvent]:
         if self.fast is not None:
-            url = self.fast.watch_url(kind.group, kind.version, kind.plural, resource_version)
+            url = self.fast.watch_url(kind.group, kind.version, kind.plural, resource_version,
+                                      field_selector.text() if field_selector is not None else "")
             try:
                 async for event_type, obj in self.fast.watch(url):
                     yield WatchEvent(event_type, obj)
@@ -166,7 +187,8 @@ class LightkubeApi:
             except Unauthorized:  # nothing was yielded: through lightkube, whose auth flow refreshes
                 self.fast.forget_credentials()
         stream = self.client.watch(
-            _RESOURCES[kind], namespace="*" if kind.namespaced else None, resource_version=resource_version or None
+            _RESOURCES[kind], namespace="*" if kind.namespaced else None, resource_version=resource_version or None,
+            fields=_lightkube_fields(field_selector),
         )
         try:
             async for event_type, obj in stream:

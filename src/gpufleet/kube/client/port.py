@@ -23,6 +23,7 @@ __all__ = [
     "Clock",
     "ClusterAccessError",
     "ClusterApi",
+    "FieldSelector",
     "Kind",
     "ObjectList",
     "RealClock",
@@ -150,6 +151,63 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+# The fields the API server lets a pod list select on (pods' field label conversion), and for every
+# kind metadata.name and metadata.namespace. Enough for the agent; others are refused as the API
+# server refuses them, so that a selector that works on the emulator works on a cluster.
+_SELECTABLE_FIELDS = {
+    "": frozenset({"metadata.name", "metadata.namespace"}),
+    "Pod": frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "spec.schedulerName",
+                      "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+                      "status.nominatedNodeName"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSelector:
+    """A field selector, as ``kubectl --field-selector`` takes it: terms ``field=value``,
+    ``field==value`` or ``field!=value`` joined by commas, all of which must hold.
+    ``FieldSelector.parse("spec.nodeName=node-1")``; :meth:`matches` is how the API server (and
+    the emulator) applies it to an object, :meth:`text` what goes in the ``fieldSelector`` query."""
+
+    terms: tuple[tuple[str, str, bool], ...]  # (field, value, equal)
+
+    @classmethod
+    def parse(cls, text: str) -> FieldSelector:
+        """ValueError in one line naming the term when ``text`` is not a field selector."""
+        terms: list[tuple[str, str, bool]] = []
+        for part in text.split(","):
+            op = next((op for op in ("!=", "==", "=") if op in part), "=")
+            field, sep, value = part.partition(op)
+            if not sep or not field.strip() or "=" in value or "!" in field:
+                raise ValueError(f"field selector: expected field=value or field!=value, got {part!r}")
+            terms.append((field.strip(), value.strip(), op != "!="))
+        return cls(tuple(terms))
+
+    @classmethod
+    def equals(cls, field: str, value: str) -> FieldSelector:
+        return cls(((field, value, True),))
+
+    def text(self) -> str:
+        return ",".join(f"{f}{'=' if equal else '!='}{v}" for f, v, equal in self.terms)
+
+    def check(self, kind_name: str) -> None:
+        """ValueError (the API server's 400) when a field cannot be selected on for this kind."""
+        allowed = _SELECTABLE_FIELDS.get(kind_name, _SELECTABLE_FIELDS[""])
+        for field, _, _ in self.terms:
+            if field not in allowed:
+                raise ValueError(f'field label not supported: "{field}"')
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        for field, value, equal in self.terms:
+            node: Any = obj
+            for step in field.split("."):
+                node = node.get(step) if isinstance(node, Mapping) else None
+            have = "" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
+            if (have == value) != equal:
+                return False
+        return True
+
+
 class ClusterApi(Protocol):
     """The Kubernetes API as gpufleet uses it (see :mod:`gpufleet.kube.install.rbac` for the verbs).
 
@@ -165,14 +223,17 @@ class ClusterApi(Protocol):
         """The namespace of the current context (what ``kubectl`` uses without ``-n``)."""
         ...
 
-    async def list(self, kind: Kind) -> ObjectList:
+    async def list(self, kind: Kind, field_selector: FieldSelector | None = None) -> ObjectList:
         """Every object of ``kind`` (all namespaces) and the list's resourceVersion; 404 when the
-        API server does not serve ``kind`` (a CRD not installed)."""
+        API server does not serve ``kind`` (a CRD not installed). ``field_selector``: only the
+        objects it matches, chosen by the API server (the node agent's ``spec.nodeName=<node>``)."""
         ...
 
-    def watch(self, kind: Kind, resource_version: str) -> AsyncIterator[WatchEvent]:
-        """Changes after ``resource_version``. Raises ApiError(410) when that version is too old
-        (the caller relists); ends or raises ApiError(0) when the connection is lost."""
+    def watch(self, kind: Kind, resource_version: str,
+              field_selector: FieldSelector | None = None) -> AsyncIterator[WatchEvent]:
+        """Changes after ``resource_version`` (of the objects ``field_selector`` matches, when
+        given). Raises ApiError(410) when that version is too old (the caller relists); ends or
+        raises ApiError(0) when the connection is lost."""
         ...
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JsonDict | None:

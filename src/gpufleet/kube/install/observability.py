@@ -93,6 +93,11 @@ def _cluster() -> JsonDict:
                description="From telemetry (dcgm-exporter): GPUs times utilisation."),
         _panel("Idle allocated GPUs", [(f"sum({_leaf('gpufleet_queue_idle_gpus')})", "idle")], kind="stat"),
         _panel("Unhealthy GPUs", [('sum(gpufleet_gpus{health="unhealthy"})', "unhealthy")], kind="stat"),
+        _panel("GPU Xid errors by node and Xid (agent)", [
+            (f"sum by (instance, xid) (increase(gpufleet_agent_xid_errors_total[{_RATE}]))",
+             "{{instance}} Xid {{xid}}"),
+        ], description="From the node agents (gpufleet agent): Xid errors NVML reported; docs/agent.md, \"Xids\", "
+                       "says which mark a GPU."),
         _panel("Allocated versus used GPUs", [
             (f"sum({_leaf('gpufleet_queue_allocated_gpus')})", "allocated"),
             (f"sum({_leaf('gpufleet_queue_used_gpus')})", "used"),
@@ -202,6 +207,13 @@ ALERTS: tuple[tuple[str, str, str, str, str, str], ...] = (
     ("GpufleetUnhealthyGpus", 'sum(gpufleet_gpus{health="unhealthy"}) > 0', "10m", "warning",
      "{{ $value }} GPUs are unhealthy",
      "The device plugin reports unhealthy GPUs (the nodes' gpufleet.dev/unhealthy-gpus); they are not scheduled."),
+    ("GpufleetGpuXidErrors", "sum by (instance, gpu, xid) (increase(gpufleet_agent_xid_errors_total[15m])) > 0",
+     "0m", "warning",
+     "GPU {{ $labels.gpu }} of {{ $labels.instance }} reported Xid {{ $labels.xid }}",
+     "The node agent read Xid {{ $labels.xid }} from NVML on GPU {{ $labels.gpu }} in the last 15 minutes "
+     "(gpufleet_agent_xid_errors_total; only where the agent runs, agent.enabled). docs/agent.md, \"Xids\", "
+     "gives its meaning and NVIDIA's action; a GPU the rules marked is in the Node's gpufleet.dev/unhealthy-gpus "
+     "and its GPUHealthy condition."),
     ("GpufleetNodesNotReady", 'sum(gpufleet_nodes{state="not_ready"}) > 0', "10m", "warning",
      "{{ $value }} GPU nodes are not ready",
      "Nodes carry the not-ready or unreachable taint: their GPUs cannot be scheduled."),
