@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpufleet.agent.health import HealthPolicy
 from gpufleet.commands.base import Command, CommandError, FiniteFloatRange, cancel_on_signals
 from gpufleet.commands.logs import configure_logging, log_format_option, log_level_option
 
@@ -56,6 +57,8 @@ async def _serve(loop: AgentLoop, pods: PodsOnNode | None, metrics_host: str, me
         await loop.writer.api.close()
 
 
+_DEFAULTS = HealthPolicy()  # the flags default to the health rules' own defaults (one place)
+
 @click.command(cls=Command)
 @click.option("--node-name", envvar="NODE_NAME", default="", show_envvar=True,
               help="This node's name; in the DaemonSet: the downward API's spec.nodeName.")
@@ -64,10 +67,12 @@ async def _serve(loop: AgentLoop, pods: PodsOnNode | None, metrics_host: str, me
 @click.option("--server", "api_server", default=None, help="A plain API server URL instead of a kubeconfig.")
 @click.option("--interval", type=FiniteFloatRange(min=0.05, max=3600), default=1.0, show_default=True,
               help="Seconds between two polls of the GPUs.")
-@click.option("--clean-period", type=FiniteFloatRange(min=1, max=30 * 86400), default=600.0, show_default=True,
+@click.option("--clean-period", type=FiniteFloatRange(min=1, max=30 * 86400), default=_DEFAULTS.clean_period_s,
+              show_default=True,
               help="Seconds without a new error after which an unhealthy GPU is used again "
                    "(sooner: gpufleet gpu uncordon NODE/INDEX).")
-@click.option("--retired-pages-limit", type=click.IntRange(min=1), default=60, show_default=True,
+@click.option("--retired-pages-limit", type=click.IntRange(min=1), default=_DEFAULTS.retired_pages_threshold,
+              show_default=True,
               help="Retired pages at or over this make a GPU unhealthy (pre-Ampere GPUs).")
 @click.option("--feature-labels/--no-feature-labels", default=True, show_default=True,
               help="Write the nvidia.com/gpu.* labels (off where NVIDIA's GPU feature discovery writes them).")
@@ -92,7 +97,6 @@ def agent(node_name: str, kubeconfig: str | None, api_server: str | None, interv
         raise CommandError(f"--kubeconfig: no such file: {kubeconfig}")
     if usage_export and not os.path.isdir(proc_root):
         raise CommandError(f"--proc-root: no such directory: {proc_root}")
-    from gpufleet.agent.health import HealthPolicy
     from gpufleet.agent.service import AgentLoop, AgentSettings, NodeWriter, print_write
     from gpufleet.agent.service.pods import PodsOnNode
     from gpufleet.agent.service.wiring import agent_parts

@@ -26,7 +26,7 @@ def test_the_daemonset_runs_the_agent_on_gpu_nodes_with_the_host_pids() -> None:
     daemonset = _one(render(ON), "DaemonSet")
     pod = daemonset["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    assert container["args"] == ["agent", "--interval=1", "--clean-period=600", "--retired-pages-limit=60",
+    assert container["args"] == ["agent", "--interval=1", "--clean-period=3600", "--retired-pages-limit=60",
                                  "--feature-labels", "--usage-export", "--metrics-port=9402", "--proc-root=/proc",
                                  "--log-level=info"]
     assert container["env"][0] == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
@@ -48,11 +48,11 @@ def test_beside_gfd_and_without_the_usage_export() -> None:
 
 
 def test_without_host_pids_the_host_proc_is_mounted_read_only() -> None:
-    pod = _one(render({"agent": {"enabled": True, "hostPID": False, "interval": 2, "cleanPeriod": 3600,
+    pod = _one(render({"agent": {"enabled": True, "hostPID": False, "interval": 2, "cleanPeriod": 900,
                                  "affinity": {"nodeAffinity": {}}}}), "DaemonSet")["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert pod["hostPID"] is False
-    assert "--proc-root=/host/proc" in container["args"] and "--clean-period=3600" in container["args"]
+    assert "--proc-root=/host/proc" in container["args"] and "--clean-period=900" in container["args"]
     assert container["volumeMounts"] == [{"name": "host-proc", "mountPath": "/host/proc", "readOnly": True}]
     assert pod["volumes"] == [{"name": "host-proc", "hostPath": {"path": "/proc", "type": "Directory"}}]
     assert pod["affinity"] == {"nodeAffinity": {}}
