@@ -9,6 +9,7 @@ import pytest
 from gpufleet.adapters import owner_from_dict
 from gpufleet.domain import QueueName
 from gpufleet.policy.grouping import GroupFacts, GroupPlan, GroupProblem, group_for, group_name
+
 from .helpers import FACTS, manifest, owner
 
 
