@@ -144,6 +144,17 @@ def test_bad_annotations_are_problems_that_still_name_the_group(
     assert len(result.names) == 1 and result.names[0].startswith("pytorchjob-elastic-imagenet-")
 
 
+@pytest.mark.parametrize("name, value, words", [
+    ("jobset.yaml", "job", 'annotation gpufleet.dev/group-per: "job" is not replicated-job'),
+    ("pytorchjob.yaml", "replicated-job", "annotation gpufleet.dev/group-per: only a JobSet may be grouped per part"),
+])
+def test_group_per_only_on_jobsets(name: str, value: str, words: str, facts: GroupFacts) -> None:
+    doc = manifest(name)
+    doc["metadata"]["annotations"] = {"gpufleet.dev/group-per": value}
+    result = group_for(owner_from_dict(doc), facts)
+    assert isinstance(result, GroupProblem) and result.reason.endswith(words)
+
+
 def test_min_member_annotation_within_members(facts: GroupFacts) -> None:
     doc = manifest("pytorchjob.yaml")
     doc["metadata"]["annotations"] = {"gpufleet.dev/min-member": "5",

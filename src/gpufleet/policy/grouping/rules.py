@@ -81,6 +81,7 @@ def _plan(owner: Owner, rule: KindRule, facts: GroupFacts, unit: str, name: str)
         low = max(1, sum(role.min_pods for role in roles))
         high = max(low, sum(role.max_pods for role in roles))
     low = _min_member(owner, low, high)
+    _check_group_per(owner)
     top_required = _topology(owner, ANNOTATION_TOPOLOGY_REQUIRED, facts)
     top_preferred = _topology(owner, ANNOTATION_TOPOLOGY_PREFERRED, facts)
     project = facts.projects.project_of(owner.ref.namespace)
@@ -121,6 +122,16 @@ def _min_member(owner: Owner, low: int, high: int) -> int:
     if value > high:
         raise _Problem(f"{field}: {value} is more than the {high} pods {owner.ref} asks for")
     return value
+
+
+def _check_group_per(owner: Owner) -> None:
+    value = owner.annotations.get(ANNOTATION_GROUP_PER)
+    if value is None:
+        return
+    if owner.ref.kind != "JobSet":
+        raise _Problem(f"annotation {ANNOTATION_GROUP_PER}: only a JobSet may be grouped per part")
+    if value != "replicated-job":
+        raise _Problem(f'annotation {ANNOTATION_GROUP_PER}: "{value[:40]}" is not replicated-job')
 
 
 def _topology(owner: Owner, key: str, facts: GroupFacts) -> str | None:
