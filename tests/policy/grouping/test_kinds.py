@@ -177,6 +177,18 @@ def test_a_tenant_naming_another_projects_queue_gains_nothing(facts: GroupFacts)
                              "does not allow queue nlp (allowed: vision-train, vision-batch)")
 
 
+def test_an_unknown_queue_is_a_problem_not_another_queue(facts: GroupFacts) -> None:
+    from dataclasses import replace
+
+    known = replace(facts, leaf_queues=frozenset({QueueName("vision-train"), QueueName("vision-batch")}))
+    doc = _with("pytorchjob.yaml", labels={"gpufleet.dev/queue": "vision-trian"})
+    result = group_for(owner_from_dict(doc), known)
+    assert isinstance(result, GroupProblem)
+    assert result.reason.endswith("label gpufleet.dev/queue: queue vision-trian does not exist or is not a leaf queue")
+    (plan,) = group_for(owner("pytorchjob.yaml"), known)  # type: ignore[misc]
+    assert plan.queue == QueueName("vision-batch")
+
+
 def test_a_grant_on_an_operator_template_is_not_trusted(facts: GroupFacts) -> None:
     doc = _with("pytorchjob.yaml", labels={"gpufleet.dev/queue": "nlp"})
     for spec in doc["spec"]["pytorchReplicaSpecs"].values():

@@ -109,7 +109,7 @@ class GroupFacts:
 
     ``projects``: a :class:`gpufleet.policy.ProjectIndex`; ``priority_values``: PriorityClass name to
     value; ``topology_levels`` and ``default_queue``, ``require_project``, ``non_preemptible_priority``
-    from the SchedulerConfig."""
+    from the SchedulerConfig; ``leaf_queues``: the Queues that may receive pods."""
 
     projects: ProjectIndex
     default_queue: QueueName = _DEFAULT_QUEUE
@@ -117,6 +117,8 @@ class GroupFacts:
     topology_levels: tuple[str, ...] = ()
     priority_values: Mapping[str, int] = field(default_factory=dict)
     non_preemptible_priority: int = 100
+    # The leaf queues of the cluster; None: not checked (the simulator's queues are its own).
+    leaf_queues: frozenset[QueueName] | None = None
 
 
 @dataclass(frozen=True, slots=True)

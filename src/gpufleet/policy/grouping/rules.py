@@ -91,6 +91,8 @@ def _plan(owner: Owner, rule: KindRule, facts: GroupFacts, unit: str, name: str)
     queue = _queue(owner)
     if queue is None:
         queue = queue_for(project, facts.default_queue)
+    if facts.leaf_queues is not None and queue not in facts.leaf_queues:
+        raise _Problem(f"label {LABEL_QUEUE}: queue {queue} does not exist or is not a leaf queue")
     grant = _grant(rule, roles, queue)
     problem = queue_problem(facts.projects, project, owner.ref.namespace, queue, grant)
     if problem is not None:
