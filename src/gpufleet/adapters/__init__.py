@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         snapshot_to_documents,
     )
     from gpufleet.adapters.output import decisions_to_dict, render_json, render_table
+    from gpufleet.adapters.owners import link_from_dict, owner_from_dict, read_owner
     from gpufleet.adapters.traces import load_nodes, load_trace
     from gpufleet.adapters.traces.records import TraceJob, TraceNode
 
@@ -92,6 +93,7 @@ __all__ = [
     "dump_snapshot",
     "dump_snapshot_json",
     "format_time",
+    "link_from_dict",
     "load_cluster_spec_file",
     "load_config_file",
     "load_config_text",
@@ -102,6 +104,7 @@ __all__ = [
     "load_trace",
     "namespace_from_dict",
     "node_from_dict",
+    "owner_from_dict",
     "persistent_volume_from_dict",
     "pod_from_dict",
     "pod_group_from_dict",
@@ -109,6 +112,7 @@ __all__ = [
     "project_from_dict",
     "project_namespace_names",
     "queue_from_dict",
+    "read_owner",
     "reader_for",
     "render_json",
     "render_table",
@@ -137,6 +141,9 @@ __getattr__ = lazy_exports(__name__, {
     "decisions_to_dict": "gpufleet.adapters.output",
     "render_json": "gpufleet.adapters.output",
     "render_table": "gpufleet.adapters.output",
+    "link_from_dict": "gpufleet.adapters.owners",
+    "owner_from_dict": "gpufleet.adapters.owners",
+    "read_owner": "gpufleet.adapters.owners",
     "load_nodes": "gpufleet.adapters.traces",
     "load_trace": "gpufleet.adapters.traces",
     "TraceJob": "gpufleet.adapters.traces.records",

@@ -25,14 +25,18 @@ from gpufleet.domain import (
     CPU,
     GPU,
     LABEL_GPU_PRODUCT,
+    LABEL_QUEUE,
     MEMORY,
     MILLI,
     MILLI_PER_BLOCK,
+    PodGroup,
     QueueName,
     SelectorRequirement,
     SelectorTerm,
 )
 from gpufleet.domain.units import MILLI_PER_MIB, mib_to_milli
+from gpufleet.policy import ProjectIndex
+from gpufleet.policy.grouping import GroupFacts, GroupProblem, Owner, OwnerRef, Role, group_for
 from gpufleet.sim.cluster import SimCluster
 
 NAMESPACE = "sim"
@@ -90,6 +94,28 @@ class SimJob:
     @property
     def gang(self) -> bool:
         return len(self.pods) > 1
+
+
+# The simulator knows no Projects: every queue is open, and a trace job's queue is taken as written.
+_SIM_FACTS = GroupFacts(projects=ProjectIndex())
+
+
+def job_owner(job: SimJob) -> Owner:
+    """A gang job as the owner it stands for: a PyTorchJob of ``len(pods)`` workers in the job's queue
+    (the trace has no uid: the job's index stands for it)."""
+    ref = OwnerRef("kubeflow.org/v1", "PyTorchJob", NAMESPACE, job.name, f"trace-{job.idx}")
+    return Owner(ref, labels={LABEL_QUEUE: str(job.queue)}, roles=(Role("worker", len(job.pods)),))
+
+
+def gang_of(job: SimJob) -> PodGroup:
+    """The PodGroup of a gang job, through the grouping rules the controller uses
+    (``gpufleet.policy.grouping``). It keeps the job's own name rather than the derived one: reports,
+    pending reasons and the ledger export name gangs by their trace job."""
+    result = group_for(job_owner(job), _SIM_FACTS)
+    if isinstance(result, GroupProblem):  # an open queue and no annotation: cannot happen
+        raise AssertionError(result.reason)
+    (plan,) = result
+    return PodGroup(NAMESPACE, job.name, min_member=plan.min_member, queue=plan.queue)
 
 
 def _split(total: int, parts: Sequence[int]) -> list[int]:

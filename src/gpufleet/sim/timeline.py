@@ -61,7 +61,7 @@ from gpufleet.sim.clock import VirtualClock
 from gpufleet.sim.cluster import Occupancy, SimCluster, Typical
 from gpufleet.sim.events import EventKind, EventQueue
 from gpufleet.sim.failures import FailureModel, OutageKind, OutageStreams
-from gpufleet.sim.jobs import NAMESPACE, SimJob
+from gpufleet.sim.jobs import NAMESPACE, SimJob, gang_of
 
 __all__ = [
     "Allocation", "CycleMode", "JobRun", "JobStatus", "SimOptions", "SimResult", "SimSetup", "Timeline", "simulate",
@@ -403,7 +403,7 @@ class Timeline:
         for m, name in enumerate(job.pod_names):
             self.owner[PodKey(f"{NAMESPACE}/{name}")] = (j, m)
         if job.gang:
-            self.groups[job.name] = PodGroup(NAMESPACE, job.name, min_member=len(job.pods), queue=job.queue)
+            self.groups[job.name] = gang_of(job)
         self._enqueue(j, t)
 
     def _enqueue(self, j: int, t: float) -> None:
