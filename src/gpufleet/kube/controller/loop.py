@@ -77,6 +77,7 @@ from gpufleet.kube.controller.convert import (
 )
 from gpufleet.kube.controller.drain import DrainInputs, gang_age
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
+from gpufleet.kube.controller.grouper import PodGrouper
 from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
@@ -123,6 +124,8 @@ class ControllerConfig:
     pod_status_batch: int = 1000
     # A Scheduled Event per bound pod, posted in the background after the cycle's bindings.
     scheduled_events: bool = True
+    # The pod-grouper (kube.controller.grouper): PodGroups and pod labels derived from workload owners.
+    group_workloads: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
 
@@ -225,6 +228,8 @@ class Controller:
         self.accountant = self._accountant(ledger, accounting or AccountingConfig())
         self._reconcile_due = self.accountant is not None  # the ledger reconciled at each start of a term
         self.telemetry = telemetry if self.accountant is not None else None
+        self.grouper = PodGrouper(api, clock, self.cache, self.binder._call, self.events, self.metrics,
+                                  on_change=self._dirty.set) if config.group_workloads else None
 
     def _accountant(self, ledger: LedgerBackend | None, config: AccountingConfig) -> Accountant | None:
         if ledger is None:
@@ -259,6 +264,8 @@ class Controller:
                                      name=f"informer-{kind.plural}") for kind in INFORMED_KINDS]
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        if self.grouper is not None:
+            tasks.append(asyncio.create_task(self.grouper.run(), name="pod-grouper"))
         tasks.append(asyncio.create_task(self._loop(), name="cycles"))
         stop_writer = asyncio.Event()
         writer = None
@@ -482,6 +489,8 @@ class Controller:
         self.cycles += 1
         self._reconcile(now)
         view = self.snapshot()
+        if self.grouper is not None:  # before the engine: gangs of workloads, never singletons
+            view = await self.grouper.step(view, enabled=self.is_leader())
         for problem in view.problems:
             log.warning("left out: %s", problem)
         await self._write_project_statuses(view, now)
