@@ -14,6 +14,7 @@ import pytest_asyncio
 from gpufleet.domain import LABEL_POD_GROUP
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.install.rbac import allowed
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.testing.emulator import ApiServerEmulator
@@ -113,6 +114,23 @@ async def test_job_gang_is_grouped_bound_whole_and_cleaned_up(emulator: ApiServe
         await eventually(lambda: len(bound_pods(store)) == 4, what="gang bound whole")
         store.delete(Kind.JOB, "ml", "train")
         await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
+    used = {(call.op, call.kind) for call in store.calls}
+    assert {("create", Kind.POD_GROUP), ("delete", Kind.POD_GROUP), ("patch", Kind.POD), ("watch", Kind.JOB)} <= used
+    assert [u for u in used if not allowed(*u)] == []  # the controller's ClusterRole allows every call
+
+
+async def test_gang_present_before_the_controller_starts_is_never_bound_as_singletons(
+        emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    owner = store.put(Kind.JOB, job("early", 3))
+    for i in range(3):
+        store.put(Kind.POD, member(f"early-{i}", owner))
+    async with running(emulator):
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+    [group] = groups_of(store)
+    assert set(labels_of(store).values()) == {group["metadata"]["name"]}  # labelled before bound
+    assert group["status"]["boundPods"] == 3
 
 
 async def test_pytorchjob_master_and_workers_are_one_gang(emulator: ApiServerEmulator) -> None:

@@ -182,6 +182,7 @@ class PodGrouper:
         self._read: dict[str, tuple[str, Owner | GroupProblem | None]] = {}  # uid -> (rv, read)
         self._links: dict[str, tuple[str, ObjectLink]] = {}  # uid -> (rv, link)
         self._sent: dict[tuple[str, str, str], Any] = {}  # writes made, not yet seen back
+        self.all_synced = asyncio.Event()  # discovery done and every informer listed once
 
     @property
     def synced(self) -> bool:
@@ -193,7 +194,8 @@ class PodGrouper:
         cache = ObjectCache(self.kinds)
         cache.hooks.append(lambda kind, old, new: self.on_change())
         self.cache = cache
-        tasks = [asyncio.create_task(Informer(self.api, kind, cache, self.clock, self.metrics).run(),
+        tasks = [asyncio.create_task(self._signal_synced(cache), name="grouper-synced")]
+        tasks += [asyncio.create_task(Informer(self.api, kind, cache, self.clock, self.metrics).run(),
                                      name=f"grouper-informer-{kind.plural}") for kind in self.kinds]
         try:
             await asyncio.gather(*tasks)
@@ -201,6 +203,12 @@ class PodGrouper:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _signal_synced(self, cache: ObjectCache) -> None:
+        if not cache.kinds:
+            cache.all_synced.set()
+        await cache.all_synced.wait()
+        self.all_synced.set()
 
     # ---------------------------------------------------------------------------------- deriving
 

@@ -351,6 +351,8 @@ class Controller:
 
     async def _loop(self) -> None:
         await self.cache.all_synced.wait()
+        if self.grouper is not None:  # no cycle binds a workload's pods before they can be grouped
+            await self.grouper.all_synced.wait()
         self._dirty.set()
         while True:
             await self._wait_for_work()
