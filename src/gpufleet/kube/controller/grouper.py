@@ -27,7 +27,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any, TypeVar
 
 from gpufleet.adapters import InputError
@@ -54,7 +53,9 @@ from gpufleet.policy.grouping import (
     member_of,
 )
 
-__all__ = ["ALWAYS_SERVED", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "PodGrouper", "discover"]
+__all__ = [
+    "ALWAYS_SERVED", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep", "PodGrouper", "discover", "group_body",
+]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,21 @@ def _spec_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> JsonDi
     return patch or None
 
 
+RELABEL_AFTER = 10.0  # seconds a label given may go unseen before it is given again
+
+
+@dataclass(frozen=True)
+class GroupStep:
+    """What one step gives the controller's cycle: the labels and PodGroups the engine sees as if
+    the informers showed them already, and the pods that wait (``held``: pending with their reason;
+    ``quiet``: left out for now, neither bound nor pending)."""
+
+    grouped: Mapping[PodKey, str] = field(default_factory=dict)
+    groups: tuple[JsonDict, ...] = ()
+    held: Mapping[PodKey, str] = field(default_factory=dict)
+    quiet: frozenset[PodKey] = frozenset()
+
+
 @dataclass
 class _Outcome:
     """One step's derived state."""
@@ -160,6 +176,7 @@ class _Outcome:
     # or, silently, a label or PodGroup on its way (a cycle or two: no Event for that).
     held: dict[PodKey, str] = field(default_factory=dict)
     quiet: set[PodKey] = field(default_factory=set)
+    needs: dict[PodKey, tuple[str, str]] = field(default_factory=dict)  # the PodGroup each pod waits for
     problems: dict[str, GroupProblem] = field(default_factory=dict)  # by owner uid
     live_owners: set[str] = field(default_factory=set)  # uids of owners seen
     pod_unit_groups: set[tuple[str, str]] = field(default_factory=set)  # groups named by pods' labels
@@ -181,7 +198,13 @@ class PodGrouper:
         self.cache: ObjectCache | None = None
         self._read: dict[str, tuple[str, Owner | GroupProblem | None]] = {}  # uid -> (rv, read)
         self._links: dict[str, tuple[str, ObjectLink]] = {}  # uid -> (rv, link)
-        self._sent: dict[tuple[str, str, str], Any] = {}  # writes made, not yet seen back
+        # Writes made whose result the informers do not show yet (not made twice meanwhile): PodGroups
+        # created or patched (the body, shown to the engine until seen), deletions, pods' labels (the
+        # group and when; given again after RELABEL_AFTER seconds unseen).
+        self.written: dict[tuple[str, str], JsonDict] = {}
+        self.deleting: set[tuple[str, str]] = set()
+        self.given: dict[PodKey, tuple[str, float]] = {}
+        self.to_label: dict[PodKey, str] = {}  # this cycle's labels, not yet written
         self.all_synced = asyncio.Event()  # discovery done and every informer listed once
 
     @property
@@ -330,11 +353,13 @@ class PodGrouper:
         if label and label != name:
             return  # a hand-written group: it wins, the pod is never relabelled
         if not label:
-            out.labels[key] = name
+            given = self.given.get(key)
+            if given is None or given[0] != name or given[1] + RELABEL_AFTER <= self.clock.now():
+                out.labels[key] = name
         if problem is not None:
             out.held[key] = f"pod group {name}: {problem.reason}"
-        elif not label or self.pods.get(Kind.POD_GROUP, link.namespace, name) is None:
-            out.quiet.add(key)
+        else:
+            out.needs[key] = (link.namespace, name)
 
     def _problem_above(self, link: ObjectLink, index: OwnerIndex,
                        out: _Outcome) -> tuple[GroupProblem | None, str | None]:
@@ -373,19 +398,43 @@ class PodGrouper:
 
     # ------------------------------------------------------------------------------------ acting
 
-    async def step(self, view: SnapshotView, enabled: bool = True) -> SnapshotView:
-        """Group, write what differs, and return ``view`` without the pods that must wait."""
+    async def step(self, view: SnapshotView, enabled: bool = True) -> GroupStep:
+        """Group: PodGroups written (awaited), the pods' labels to write (:meth:`take_label` with a
+        pod's Binding, :meth:`write_labels` after the cycle's bindings for the others)."""
         if self.cache is None or not enabled:
-            return view
-        facts = self.facts(view)
-        out = self.derive(facts)
+            return GroupStep()
+        self.forget_seen()
+        out = self.derive(self.facts(view))
         if self.cache.synced:
             with contextlib.suppress(NotLeader):  # the next leader groups them
-                await self._write(out)
+                await self._write_groups(out)
+            self.to_label = dict(out.labels)
         else:
             out.quiet.update(out.labels)
+            out.quiet.update(out.needs)
+        out.quiet.update(key for key, (namespace, name) in out.needs.items()
+                         if (namespace, name) not in self.written and self.pods.get(Kind.POD_GROUP, namespace, name)
+                         is None)
         await self._warn(out.problems.values())
-        return self.hold(view, out.held, out.quiet)
+        grouped = {key: name for key, (name, _) in self.given.items()}
+        grouped.update(out.labels)
+        return GroupStep(grouped, tuple(self.written.values()), out.held, frozenset(out.quiet))
+
+    def take_label(self, key: PodKey) -> Mapping[str, str]:
+        """The pod-group label to write with the pod's patch before its Binding (taken once)."""
+        name = self.to_label.pop(key, None)
+        if name is None:
+            return {}
+        self.given[key] = (name, self.clock.now())
+        return {LABEL_POD_GROUP: name}
+
+    async def write_labels(self) -> None:
+        """The labels of this cycle no Binding carried."""
+        labels, self.to_label = self.to_label, {}
+        for key, name in labels.items():
+            self.given[key] = (name, self.clock.now())
+        with contextlib.suppress(NotLeader):
+            await asyncio.gather(*(self._label(key, name) for key, name in labels.items()))
 
     @staticmethod
     def facts(view: SnapshotView) -> GroupFacts:
@@ -413,30 +462,27 @@ class PodGrouper:
         return replace(view, snapshot=snapshot, pods={k: p for k, p in view.pods.items() if k not in out},
                        rejected={**view.rejected, **held})
 
-    async def _write(self, out: _Outcome) -> None:
+    async def _write_groups(self, out: _Outcome) -> None:
         writes: list[Awaitable[None]] = []
         for (namespace, name), plan in out.groups.items():
             body = group_body(plan)
             current = self.pods.get(Kind.POD_GROUP, namespace, name)
+            if self.written.get((namespace, name)) == body:
+                continue  # on its way
             if current is None:
-                writes.append(self._once(("create", namespace, name), body["spec"], partial(self._create, body)))
+                writes.append(self._create(body))
             elif _ours(current):
                 patch = _spec_patch(current.get("spec") or {}, body["spec"])
                 if patch is not None:
-                    writes.append(self._once(("patch", namespace, name), patch, partial(
-                    self._patch_group, namespace, name, {"spec": patch})))
+                    writes.append(self._patch_group(body, {"spec": patch}))
             else:
                 log.warning("pod-grouper: PodGroup %s/%s exists and was not made by it; left as it is",
                             namespace, name)
-        for key, name in out.labels.items():
-            namespace, _, pod = key.partition("/")
-            writes.append(self._once(("label", namespace, pod), name, partial(self._label, namespace, pod, name)))
         for group in self.pods.objects(Kind.POD_GROUP):
-            if self._gone(group, out):
-                meta = _meta(group)
-                namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-                writes.append(self._once(("delete", namespace, name), True, partial(self._delete, namespace, name)))
-        self._forget_seen()
+            meta = _meta(group)
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in self.deleting and self._gone(group, out):
+                writes.append(self._delete(*key))
         await asyncio.gather(*writes)
 
     def _gone(self, group: Mapping[str, Any], out: _Outcome) -> bool:
@@ -462,66 +508,62 @@ class PodGrouper:
             return key not in out.pod_unit_groups
         return False  # an owner whose units changed keeps a group until it is deleted: its pods may run
 
-    def _forget_seen(self) -> None:
-        """Writes whose result the informers show no longer guard against a second write."""
-        for key in list(self._sent):
-            op, namespace, name = key
-            if op == "label":
-                pod = self.pods.get(Kind.POD, namespace, name)
-                if pod is None or (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP) == self._sent[key]:
-                    del self._sent[key]
-            elif op == "delete":
-                if self.pods.get(Kind.POD_GROUP, namespace, name) is None:
-                    del self._sent[key]
-            else:
-                group = self.pods.get(Kind.POD_GROUP, namespace, name)
-                if group is not None and (op == "create" or _spec_patch(group.get("spec") or {}, {
-                        **(group.get("spec") or {}), **self._sent[key]}) is None):
-                    del self._sent[key]
-
-    async def _once(self, key: tuple[str, str, str], value: Any, write: Callable[[], Awaitable[None]]) -> None:
-        if self._sent.get(key) == value:
-            return
-        self._sent[key] = value
-        try:
-            await write()
-        except ApiError as err:
-            self._sent.pop(key, None)  # tried again next cycle
-            log.warning("pod-grouper: %s %s/%s: %s", key[0], key[1], key[2], err)
+    def forget_seen(self) -> None:
+        """Writes the informers show now (or whose object is gone) no longer stand in for them."""
+        for key, body in list(self.written.items()):
+            current = self.pods.get(Kind.POD_GROUP, *key)
+            if current is not None and _spec_patch(current.get("spec") or {}, body["spec"]) is None:
+                del self.written[key]
+        self.deleting = {key for key in self.deleting if self.pods.get(Kind.POD_GROUP, *key) is not None}
+        for pod_key, (name, _) in list(self.given.items()):
+            namespace, _, pod_name = pod_key.partition("/")
+            pod = self.pods.get(Kind.POD, namespace, pod_name)
+            if pod is None or (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP) == name:
+                del self.given[pod_key]
 
     async def _create(self, body: JsonDict) -> None:
         meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
         try:
             await self.call("create podgroups", lambda: self.api.create(Kind.POD_GROUP, body))
+            self.written[key] = body
             log.info("pod-grouper: created PodGroup %s/%s (minMember %d) for %s %s", meta["namespace"],
                      meta["name"], body["spec"]["minMember"], meta["ownerReferences"][0]["kind"],
                      meta["ownerReferences"][0]["name"])
         except ApiError as err:
-            if err.status != 409:
-                raise
-            await self._patch_group(meta["namespace"], meta["name"], {"spec": body["spec"]})
+            if err.status == 409:  # made meanwhile (the informer is behind): brought up to date
+                await self._patch_group(body, {"spec": body["spec"]})
+            else:
+                log.warning("pod-grouper: PodGroup %s/%s not created: %s", *key, err)
 
-    async def _patch_group(self, namespace: str, name: str, patch: JsonDict) -> None:
-        current = self.pods.get(Kind.POD_GROUP, namespace, name)
-        if current is not None and not _ours(current):
-            return
-        await self.call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, namespace, name, patch))
+    async def _patch_group(self, body: JsonDict, patch: JsonDict) -> None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        try:
+            await self.call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, *key, patch))
+            self.written[key] = body
+        except ApiError as err:
+            log.warning("pod-grouper: PodGroup %s/%s not updated: %s", *key, err)
 
-    async def _label(self, namespace: str, name: str, group: str) -> None:
+    async def _label(self, key: PodKey, group: str) -> None:
+        namespace, _, name = key.partition("/")
         patch = {"metadata": {"labels": {LABEL_POD_GROUP: group}}}
         try:
             await self.call("patch pods", lambda: self.api.patch(Kind.POD, namespace, name, patch))
         except ApiError as err:
+            self.given.pop(key, None)  # given again next cycle
             if err.status != 404:  # a pod deleted meanwhile: nothing to label
-                raise
+                log.warning("pod-grouper: pod %s not labelled: %s", key, err)
 
     async def _delete(self, namespace: str, name: str) -> None:
         try:
+            self.deleting.add((namespace, name))
             await self.call("delete podgroups", lambda: self.api.delete(Kind.POD_GROUP, namespace, name))
             log.info("pod-grouper: deleted PodGroup %s/%s (its owner is gone)", namespace, name)
         except ApiError as err:
             if err.status != 404:
-                raise
+                self.deleting.discard((namespace, name))
+                log.warning("pod-grouper: PodGroup %s/%s not deleted: %s", namespace, name, err)
 
     async def _warn(self, problems: Iterable[GroupProblem]) -> None:
         async def one(problem: GroupProblem) -> None:
