@@ -14,9 +14,9 @@ import pytest_asyncio
 from gpufleet.domain import LABEL_POD_GROUP
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.install.rbac import allowed
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.install.rbac import allowed
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
@@ -261,6 +261,22 @@ async def test_owner_queue_its_project_does_not_allow_gains_nothing(emulator: Ap
             store.put(Kind.POD, member(f"grab-{i}", owner))
         await eventually(lambda: "team-b" in _condition(store, "grab-0"), what="pending reason")
         assert not groups_of(store) and bound_pods(store) == {}
+
+
+async def test_owners_of_other_schedulers_pods_are_left_alone(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    theirs = job("theirs", 2, labels={"gpufleet.dev/queue": "nope"})  # would be a problem if it were ours
+    theirs["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    async with running(emulator) as c:
+        store.put(Kind.JOB, theirs)
+        owner = store.put(Kind.JOB, job("ours", 2))
+        for i in range(2):
+            store.put(Kind.POD, member(f"ours-{i}", owner))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="our gang bound")
+        await eventually(lambda: c.cycles >= 2, what="another cycle")
+        assert [g["metadata"]["ownerReferences"][0]["name"] for g in groups_of(store)] == ["ours"]
+        assert not [e for e in store.objects(Kind.EVENT) if e["reason"] == "GroupingFailed"]
 
 
 async def test_no_group_workloads_leaves_owners_alone(emulator: ApiServerEmulator) -> None:

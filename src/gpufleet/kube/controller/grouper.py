@@ -103,6 +103,18 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
+def _schedules_with_gpufleet(spec: Any) -> bool:
+    """Whether any pod template in an owner's spec names gpufleet's scheduler: the owners of other
+    schedulers' pods get no PodGroup and no warning."""
+    if isinstance(spec, Mapping):
+        if spec.get("schedulerName") == SCHEDULER_NAME:
+            return True
+        return any(_schedules_with_gpufleet(value) for value in spec.values() if isinstance(value, (Mapping, list)))
+    if isinstance(spec, list):
+        return any(_schedules_with_gpufleet(value) for value in spec)
+    return False
+
+
 def _waiting_pod(pod: Mapping[str, Any]) -> bool:
     """A pod of ours not bound, not finished, not being deleted: one the grouper labels."""
     spec = pod.get("spec") or {}
@@ -241,11 +253,12 @@ class PodGrouper:
         known = self._read.get(uid)
         if known is not None and known[0] == rv and rv:
             return known[1]
-        try:
-            read: Owner | GroupProblem | None = read_owner(obj)
-        except InputError as err:
-            log.debug("pod-grouper: %s", err)
-            read = None
+        read: Owner | GroupProblem | None = None
+        if _schedules_with_gpufleet(obj.get("spec")):
+            try:
+                read = read_owner(obj)
+            except InputError as err:
+                log.debug("pod-grouper: %s", err)
         self._read[uid] = (rv, read)
         return read
 
@@ -284,6 +297,7 @@ class PodGrouper:
                 elif isinstance(owner, GroupProblem):
                     out.problems[owner.owner.uid] = owner
                     out.live_owners.add(owner.owner.uid)
+        self._prune({link.uid for link in links})
         index = OwnerIndex.build(links, owners)
         top = [o for o in owners if not self._nested(o.ref.uid, o.ref.namespace, index)]
         groupings: dict[str, tuple[GroupPlan, ...] | GroupProblem] = {}
@@ -303,6 +317,14 @@ class PodGrouper:
             if _waiting_pod(pod):
                 self._place(pod, label, index, facts, out)
         return out
+
+    def _prune(self, alive: set[str]) -> None:
+        """Forget the reads of objects gone (pods' links are kept while they are pending)."""
+        if len(self._read) > 2 * len(alive) + 1000:
+            self._read = {uid: read for uid, read in self._read.items() if uid in alive}
+        if len(self._links) > 2 * (len(alive) + self.pods.count(Kind.POD)) + 1000:
+            pods = {str(_meta(p).get("uid") or "") for p in self.pods.objects(Kind.POD)}
+            self._links = {uid: link for uid, link in self._links.items() if uid in alive or uid in pods}
 
     @staticmethod
     def _nested(uid: str, namespace: str, index: OwnerIndex) -> bool:
