@@ -172,6 +172,47 @@ async def test_jobset_pods_of_its_jobs_join_one_gang(emulator: ApiServerEmulator
         assert group["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
 
 
+async def test_raycluster_head_and_workers_are_one_gang(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        cluster = store.put(Kind.RAY_CLUSTER, {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "ray", "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}},
+            "spec": {"headGroupSpec": {"template": template()},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template()}]}})
+        store.put(Kind.POD, member("ray-head", cluster, {"ray.io/node-type": "head"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"ray-worker-{i}", cluster, {"ray.io/node-type": "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+        [group] = groups_of(store)
+        assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("raycluster-ray-")
+
+
+async def test_leaderworkerset_gets_a_gang_per_group(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    index = "leaderworkerset.sigs.k8s.io/group-index"
+    async with running(emulator):
+        lws = store.put(Kind.LEADER_WORKER_SET, {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "vllm", "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": template(),
+                                                             "workerTemplate": template()}}})
+        leaders = store.put(Kind.STATEFUL_SET, owned({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+            "name": "vllm", "namespace": "ml"}, "spec": {"replicas": 2, "template": template()}}, lws))
+        for g in range(2):  # worker Pod <- worker StatefulSet <- leader Pod <- leader StatefulSet <- LWS
+            leader = store.put(Kind.POD, member(f"vllm-{g}", leaders, {index: str(g)}))
+            workers = store.put(Kind.STATEFUL_SET, owned({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+                "name": f"vllm-{g}", "namespace": "ml"}, "spec": {"replicas": 1, "template": template()}}, leader))
+            store.put(Kind.POD, member(f"vllm-{g}-1", workers, {index: str(g)}))
+        await eventually(lambda: len(bound_pods(store)) == 4, what="both gangs bound")
+        groups = groups_of(store)
+        assert len(groups) == 2 and {g["spec"]["minMember"] for g in groups} == {2}
+        labels = labels_of(store)
+        assert labels["vllm-0"] == labels["vllm-0-1"] != labels["vllm-1"] == labels["vllm-1-1"]
+
+
 async def test_deployment_pods_each_get_their_own_group(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)

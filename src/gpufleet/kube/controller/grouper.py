@@ -298,6 +298,13 @@ class PodGrouper:
                     out.problems[owner.owner.uid] = owner
                     out.live_owners.add(owner.owner.uid)
         self._prune({link.uid for link in links})
+        # Pods that own objects are links too (a LeaderWorkerSet's leader pod owns its group's
+        # worker StatefulSet).
+        owning = {link.controller_uid for link in links if link.controller_uid is not None}
+        pods = self.pods.objects(Kind.POD)
+        for pod in pods:
+            if _meta(pod).get("uid") in owning and (link := self._link(pod)) is not None:
+                links.append(link)
         index = OwnerIndex.build(links, owners)
         top = [o for o in owners if not self._nested(o.ref.uid, o.ref.namespace, index)]
         groupings: dict[str, tuple[GroupPlan, ...] | GroupProblem] = {}
@@ -310,7 +317,7 @@ class PodGrouper:
             else:
                 for plan in grouping:
                     out.groups[(plan.owner.namespace, plan.name)] = plan
-        for pod in self.pods.objects(Kind.POD):
+        for pod in pods:
             label = (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP)
             if label:
                 out.pod_unit_groups.add((str(_meta(pod).get("namespace") or ""), str(label)))
