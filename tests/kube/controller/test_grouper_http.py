@@ -283,6 +283,25 @@ async def test_bad_owner_gives_a_warning_and_a_pending_reason(
         assert c.cycles >= 1
 
 
+async def test_bad_deployment_warns_once_for_its_pods(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        spec = {"replicas": 2, "template": template()}
+        deploy = workload(Kind.DEPLOYMENT, "serve", spec)
+        deploy["metadata"]["labels"]["gpufleet.dev/queue"] = "nope"
+        deploy = store.put(Kind.DEPLOYMENT, deploy)
+        rs = store.put(Kind.REPLICA_SET, owned({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+            "name": "serve-1", "namespace": "ml"}, "spec": {"replicas": 2}}, deploy))
+        for i in range(2):
+            store.put(Kind.POD, member(f"serve-1-{i}", rs))
+        await eventually(lambda: all("queue nope" in _condition(store, f"serve-1-{i}") for i in range(2)),
+                         what="pending reasons")
+        warnings = [e for e in store.objects(Kind.EVENT) if e["reason"] == "GroupingFailed"]
+        assert [e["regarding"]["kind"] for e in warnings] == ["Deployment"]
+        assert not groups_of(store) and bound_pods(store) == {}
+
+
 async def test_owner_queue_its_project_does_not_allow_gains_nothing(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)

@@ -365,7 +365,7 @@ class PodGrouper:
             if owner.unit is GangUnit.POD and problem is None:
                 grouping = group_for(owner, facts, link.name)
                 if isinstance(grouping, GroupProblem):
-                    problem = grouping
+                    problem = out.problems[membership.owner.uid] = grouping  # its Warning Event
                 else:
                     for plan in grouping:
                         out.groups[(plan.owner.namespace, plan.name)] = plan
