@@ -70,6 +70,9 @@ async def _serve(controller: Controller, host: str, ports: tuple[int, ...]) -> N
                    "carries the annotations and the API server writes them with the node (one call per pod).")
 @click.option("--http", "http_engine", type=click.Choice(["aiohttp", "httpx"]), default="aiohttp", show_default=True,
               help="HTTP engine under lightkube (httpx honours HTTP proxies).")
+@click.option("--group-workloads/--no-group-workloads", default=True, show_default=True,
+              help="The pod-grouper: PodGroups and pod-group labels derived from workload owners (Job, JobSet, "
+                   "PyTorchJob, MPIJob, TrainJob, RayCluster, RayJob, LeaderWorkerSet, Deployment, StatefulSet).")
 @click.option("--database", default=None, metavar="URL",
               help="The usage ledger: an SQLite file path (or sqlite:///FILE) or postgresql+psycopg://...; "
                    "default: no ledger.")
@@ -90,7 +93,8 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
                concurrency: int, annotate_via: str, http_engine: str, log_level: str,
                log_format: str = "text", database: str | None = None, cost_centre_labels: str = "",
                ledger_buffer: int = 200_000, telemetry_exporters: str | None = None,
-               telemetry_prometheus: str | None = None, telemetry_interval: float = 30.0) -> None:
+               telemetry_prometheus: str | None = None, telemetry_interval: float = 30.0,
+               group_workloads: bool = True) -> None:
     """Run the scheduler controller: bind pods of schedulerName gpufleet with the engine's decisions.
 
     See docs/controller.md.
@@ -109,7 +113,7 @@ def controller(kubeconfig: str | None, server: str | None, namespace: str, lease
     name = identity or _default_identity()
     lease = LeaseConfig(namespace=namespace, name=lease_name, identity=name) if leader_elect else None
     config = ControllerConfig(identity=name, lease=lease, min_interval=min_interval, concurrency=concurrency,
-                              annotate_via=annotate_via)
+                              annotate_via=annotate_via, group_workloads=group_workloads)
     ports = tuple(p for p in (metrics_port, health_port) if p)
     try:
         asyncio.run(_serve(Controller(api, RealClock(), config, ControllerMetrics(), **ledger), "0.0.0.0", ports))

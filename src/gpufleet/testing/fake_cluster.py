@@ -582,6 +582,12 @@ class FakeClient:
         )
         await asyncio.sleep(0)
 
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        self.cluster._evaluate(
+            "delete", kind, namespace, name, self.caller, lambda: self.cluster.delete(kind, namespace, name)
+        )
+        await asyncio.sleep(0)
+
     async def evict(self, namespace: str, name: str) -> None:
         self.cluster._evaluate(
             "evict", Kind.POD, namespace, name, self.caller, lambda: self.cluster._evict(namespace, name)

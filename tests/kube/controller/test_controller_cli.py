@@ -21,7 +21,8 @@ def test_help_lists_the_options() -> None:
     result = CliRunner().invoke(main, ["controller", "--help"])
     assert result.exit_code == 0
     for option in ("--kubeconfig", "--namespace", "--lease-name", "--identity", "--min-interval", "--metrics-port",
-                   "--leader-election-namespace", "--leader-election-id", "--health-port", "--annotate-via"):
+                   "--leader-election-namespace", "--leader-election-id", "--health-port", "--annotate-via",
+                   "--group-workloads", "--no-group-workloads"):
         assert option in result.output
 
 

@@ -280,6 +280,9 @@ class LightkubeApi:
         }
         await self._post_subresource(name, namespace, "binding", body, _BINDING)
 
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        await self._guard(lambda: self.client.delete(_RESOURCES[kind], name, namespace=namespace or None))
+
     async def evict(self, namespace: str, name: str) -> None:
         meta = {"name": name, "namespace": namespace}
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}

@@ -65,6 +65,20 @@ class Kind(Enum):
     DEVICE_CLASS = ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False)
     RESOURCE_CLAIM = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True)
     RESOURCE_CLAIM_TEMPLATE = ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
+    # Workload owners the pod-grouper reads (gpufleet.policy.grouping.KINDS, one Kind per kind and
+    # version read), and ReplicaSets, the link between a Deployment and its pods. Those of CRDs may
+    # not be served (the pod-grouper skips them).
+    JOB = ("batch", "v1", "Job", "jobs", True)
+    REPLICA_SET = ("apps", "v1", "ReplicaSet", "replicasets", True)
+    DEPLOYMENT = ("apps", "v1", "Deployment", "deployments", True)
+    STATEFUL_SET = ("apps", "v1", "StatefulSet", "statefulsets", True)
+    JOB_SET = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", True)
+    PYTORCH_JOB = ("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True)
+    MPI_JOB = ("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", True)
+    TRAIN_JOB = ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True)
+    RAY_CLUSTER = ("ray.io", "v1", "RayCluster", "rayclusters", True)
+    RAY_JOB = ("ray.io", "v1", "RayJob", "rayjobs", True)
+    LEADER_WORKER_SET = ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True)
 
     @property
     def group(self) -> str:
@@ -254,6 +268,10 @@ class ClusterApi(Protocol):
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: JsonDict) -> None:
         """A JSON merge patch of the ``status`` subresource: ``{"status": status}``."""
+        ...
+
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        """DELETE one object; 404 when it does not exist."""
         ...
 
     async def bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str] | None = None) -> None:

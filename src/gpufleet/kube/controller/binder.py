@@ -143,6 +143,9 @@ class Binder:
         # With the usage ledger on: the annotations that stamp a binding with its bound time (the
         # clock's time when bind_gangs started), written with the others; the times by pod.
         self.stamp: Callable[[float], Mapping[str, str]] | None = None
+        # Labels written with a pod's annotation patch before its Binding (the pod-grouper's pod-group
+        # label of a pod bound in the cycle that labels it): the pod's, taken once.
+        self.labels_of: Callable[[PodKey], Mapping[str, str]] | None = None
         self.stamps: dict[PodKey, float] = {}
         # ... and how a pod's object tells the bound time it carries (for a pod an earlier attempt bound)
         self.stamped: Callable[[Mapping[str, Any]], float | None] | None = None
@@ -373,14 +376,16 @@ class Binder:
         patch = desired_annotations(pod, binding, memory)
         if self.stamp is not None:
             patch.update(self.stamp(self.stamps.get(binding.pod, self.clock.now())))
-        if not patch:
+        labels = self.labels_of(binding.pod) if self.labels_of is not None else {}
+        if not patch and not labels:
             return {}
-        if self.annotate_via == "binding" and all(v is not None for v in patch.values()):
+        if not labels and self.annotate_via == "binding" and all(v is not None for v in patch.values()):
             return {k: v for k, v in patch.items() if v is not None}
         namespace, name = _split(binding.pod)
-        await self._call(
-            "patch pods", lambda: self.api.patch(Kind.POD, namespace, name, {"metadata": {"annotations": patch}})
-        )
+        meta: dict[str, Any] = {"annotations": patch} if patch else {}
+        if labels:  # a Binding cannot carry labels: they go with the annotations, in one patch
+            meta["labels"] = dict(labels)
+        await self._call("patch pods", lambda: self.api.patch(Kind.POD, namespace, name, {"metadata": meta}))
         return {}
 
     async def _post_binding(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None:

@@ -136,6 +136,8 @@ class Overlay:
 
     placed: Mapping[PodKey, Binding] = field(default_factory=dict)  # binding in flight or planned
     gone: frozenset[PodKey] = frozenset()  # evicted, still terminating
+    # The pod-grouper's pod-group labels given but not yet seen back (kube.controller.grouper).
+    grouped: Mapping[PodKey, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ def build_snapshot(
         key = pod.key
         if key in overlay.gone:
             continue
+        if overlay.grouped and key in overlay.grouped and pod.group_label is None:
+            pod = dataclasses.replace(pod, group_label=overlay.grouped[key])
         placed = overlay.placed.get(key)
         if placed is not None and pod.node_name is None:
             pod = _placed(pod, placed)

@@ -37,6 +37,7 @@ class PodEvent:
     type: str = "Normal"  # Normal | Warning
     action: str = "Scheduling"
     kind: str = "Pod"  # what it regards: a Pod, or a Node (namespace "": the Event goes to "default")
+    api_version: str = "v1"  # of what it regards (a workload owner: "kubeflow.org/v1")
 
 
 class EventRecorder:
@@ -117,7 +118,7 @@ class EventRecorder:
 
 
 def _regarding(event: PodEvent) -> dict[str, str]:
-    regarding = {"apiVersion": "v1", "kind": event.kind, "name": event.name, "uid": event.uid}
+    regarding = {"apiVersion": event.api_version, "kind": event.kind, "name": event.name, "uid": event.uid}
     if event.namespace:  # cluster-scoped objects (Nodes) have none
         regarding["namespace"] = event.namespace
     return regarding

@@ -71,12 +71,14 @@ from gpufleet.kube.controller.convert import (
     SnapshotView,
     build_snapshot,
     check_snapshot,
+    convert_object,
     gang_id,
     label_selector_matches,
     relevant_change,
 )
 from gpufleet.kube.controller.drain import DrainInputs, gang_age
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
+from gpufleet.kube.controller.grouper import GroupStep, PodGrouper
 from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
@@ -123,6 +125,8 @@ class ControllerConfig:
     pod_status_batch: int = 1000
     # A Scheduled Event per bound pod, posted in the background after the cycle's bindings.
     scheduled_events: bool = True
+    # The pod-grouper (kube.controller.grouper): PodGroups and pod labels derived from workload owners.
+    group_workloads: bool = True
 
 _RETRIED = (EvictState.BLOCKED, EvictState.FAILED)  # evictions asked again after eviction_retry
 
@@ -225,6 +229,10 @@ class Controller:
         self.accountant = self._accountant(ledger, accounting or AccountingConfig())
         self._reconcile_due = self.accountant is not None  # the ledger reconciled at each start of a term
         self.telemetry = telemetry if self.accountant is not None else None
+        self.grouper = PodGrouper(api, clock, self.cache, self.binder._call, self.events, self.metrics,
+                                  on_change=self._dirty.set) if config.group_workloads else None
+        if self.grouper is not None:  # a pod bound in the cycle that labels it: one patch for both
+            self.binder.labels_of = self.grouper.take_label
 
     def _accountant(self, ledger: LedgerBackend | None, config: AccountingConfig) -> Accountant | None:
         if ledger is None:
@@ -259,6 +267,8 @@ class Controller:
                                      name=f"informer-{kind.plural}") for kind in INFORMED_KINDS]
         if self.elector is not None:
             tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        if self.grouper is not None:
+            tasks.append(asyncio.create_task(self.grouper.run(), name="pod-grouper"))
         tasks.append(asyncio.create_task(self._loop(), name="cycles"))
         stop_writer = asyncio.Event()
         writer = None
@@ -344,6 +354,8 @@ class Controller:
 
     async def _loop(self) -> None:
         await self.cache.all_synced.wait()
+        if self.grouper is not None:  # no cycle binds a workload's pods before they can be grouped
+            await self.grouper.all_synced.wait()
         self._dirty.set()
         while True:
             await self._wait_for_work()
@@ -388,19 +400,24 @@ class Controller:
 
     # ------------------------------------------------------------------------------- cycle
 
-    def snapshot(self) -> SnapshotView:
+    def snapshot(self, grouped: GroupStep | None = None) -> SnapshotView:
         """The engine's input now: the cache, with in-flight and planned pods on their nodes and
-        evicted pods gone."""
+        evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way)."""
         objects: dict[Kind, list[Any]] = {}
         problems: list[str] = []
         for kind in CONVERTED_KINDS:
             values, bad = self.cache.converted(kind)
             objects[kind] = values
             problems.extend(bad)
+        if grouped is not None and grouped.groups:
+            written = {str(group.key): group for group in map(partial(convert_object, Kind.POD_GROUP), grouped.groups)}
+            objects[Kind.POD_GROUP] = [*(g for g in objects[Kind.POD_GROUP] if str(g.key) not in written),
+                                       *written.values()]
         placed: dict[PodKey, Binding] = {k: f.binding for k, f in self.binder.inflight.items()}
         for plan in self.plans.values():
             placed.update((b.pod, b) for b in plan.bindings)
-        overlay = Overlay(placed=placed, gone=frozenset(self.victims))
+        overlay = Overlay(placed=placed, gone=frozenset(self.victims),
+                          grouped=grouped.grouped if grouped is not None else {})
         return build_snapshot(objects, overlay, problems)
 
     def _reconcile(self, now: float) -> None:
@@ -482,6 +499,11 @@ class Controller:
         self.cycles += 1
         self._reconcile(now)
         view = self.snapshot()
+        if self.grouper is not None:  # before the engine: gangs of workloads, never singletons
+            grouped = await self.grouper.step(view, enabled=self.is_leader())
+            if grouped.grouped or grouped.groups:
+                view = self.snapshot(grouped)
+            view = self.grouper.hold(view, grouped.held, grouped.quiet)
         for problem in view.problems:
             log.warning("left out: %s", problem)
         await self._write_project_statuses(view, now)
@@ -508,6 +530,8 @@ class Controller:
         try:
             await self._release_stale(devices.stale, decisions)
             result = await self._act(view, decisions, now)
+            if self.grouper is not None:
+                await self.grouper.write_labels()
             await self._report(view, result, now)
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")

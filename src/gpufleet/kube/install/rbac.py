@@ -51,6 +51,17 @@ RULES: tuple[dict[str, Any], ...] = (
      "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch", "update"]},
+    # The pod-grouper (kube.controller.grouper): informers of the workload owners and the objects
+    # between them and their pods (pods are labelled through the pods' patch above), and the
+    # PodGroups it derives (created, updated, deleted once their owner is gone).
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "deployments", "statefulsets"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["create", "delete"]},
 )  # fmt: skip
 
 # The node agent (``gpufleet agent``, a DaemonSet): its own Node read and patched (labels, annotations,
@@ -75,6 +86,7 @@ _VERBS: dict[str, tuple[str, str]] = {
     "patch_status": ("patch", "status"),
     "bind": ("create", "binding"),
     "evict": ("create", "eviction"),
+    "delete": ("delete", ""),
 }
 
 

@@ -1,0 +1,604 @@
+"""The pod-grouper: PodGroups and pod-group labels derived from workload owners (docs/controller.md,
+"How the controller groups workloads"; the rules: :mod:`gpufleet.policy.grouping`).
+
+At start it asks the API server which owner kinds it serves (a list of each CRD's resource: a 404
+means absent, said in one log line, and the kind is skipped); its own informers then keep the owners
+and the objects between them and their pods (Jobs of a JobSet, ReplicaSets of a Deployment) current.
+
+Each controller cycle first calls :meth:`PodGrouper.step`, before the engine: for every topmost
+owner :func:`~gpufleet.policy.grouping.group_for` gives its PodGroups (created or updated, owned by
+the owner with ``controller`` and ``blockOwnerDeletion`` so that Kubernetes' garbage collector
+deletes them; deleted here too once the owner is gone) and each pending pod of ours whose
+ownerReference chain leads to it gets its group's label (:func:`~gpufleet.policy.grouping.member_of`).
+Until its label and PodGroup are back in the informers' cache, such a pod is held out of the engine's
+snapshot (pending, with the reason): a gang never starts as singletons. An owner whose grouping is a
+:class:`~gpufleet.policy.grouping.GroupProblem` gets a Warning Event; its pods are labelled with the
+group names it would have and wait with the problem as their pending reason.
+
+Hand-written groups win: a pod that already carries a pod-group label other than the one its owner
+gives is never relabelled (it joins the group it names), and a PodGroup not made by the pod-grouper
+is never changed or deleted. Only writes of what differs are made; a create that meets an existing
+object (409) becomes a patch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from gpufleet.adapters import InputError
+from gpufleet.adapters.owners import link_from_dict, read_owner
+from gpufleet.domain import LABEL_POD_GROUP, SCHEDULER_NAME, PodKey, QueueName
+from gpufleet.domain.selectors import namespace_labels
+from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.controller.binder import NotLeader
+from gpufleet.kube.controller.convert import SnapshotView
+from gpufleet.kube.controller.events import EventRecorder, PodEvent
+from gpufleet.kube.controller.informers import Informer, ObjectCache
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.policy import ProjectIndex
+from gpufleet.policy.grouping import (
+    KINDS,
+    GangUnit,
+    GroupFacts,
+    GroupPlan,
+    GroupProblem,
+    ObjectLink,
+    Owner,
+    OwnerIndex,
+    group_for,
+    member_of,
+)
+
+__all__ = [
+    "ALWAYS_SERVED", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep", "PodGrouper", "discover", "group_body",
+]
+
+log = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+T = TypeVar("T")
+Call = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+# The Kind of each owner kind the rules know, at the version read.
+OWNER_KINDS: Mapping[tuple[str, str], Kind] = {
+    (kind.group, kind.kind): kind
+    for kind in (Kind.JOB, Kind.DEPLOYMENT, Kind.STATEFUL_SET, Kind.JOB_SET, Kind.PYTORCH_JOB, Kind.MPI_JOB,
+                 Kind.TRAIN_JOB, Kind.RAY_CLUSTER, Kind.RAY_JOB, Kind.LEADER_WORKER_SET)
+}
+assert OWNER_KINDS.keys() == KINDS.keys(), "an informer for every owner kind the rules know"
+GROUPER_KINDS: tuple[Kind, ...] = (*OWNER_KINDS.values(), Kind.REPLICA_SET)
+ALWAYS_SERVED = frozenset({Kind.JOB, Kind.REPLICA_SET, Kind.DEPLOYMENT, Kind.STATEFUL_SET})  # built in
+_BY_API = {(kind.api_version, kind.kind): kind for kind in GROUPER_KINDS}
+
+# The label of the PodGroups the pod-grouper makes: only those it changes or deletes.
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpufleet-pod-grouper")
+
+
+async def discover(api: ClusterApi, kinds: Iterable[Kind] = GROUPER_KINDS) -> tuple[Kind, ...]:
+    """The kinds the API server serves: built-in ones always; a CRD's when a list of it is answered.
+    An absent one (404, or 403: not ours to read) is logged once and left out; another failure (no
+    answer) keeps it (its informer retries)."""
+    present: list[Kind] = []
+    for kind in kinds:
+        if kind in ALWAYS_SERVED:
+            present.append(kind)
+            continue
+        try:
+            await api.list(kind)
+        except ApiError as err:
+            if err.status in (403, 404):
+                log.info("pod-grouper: %s %s not served (%s); its workloads are not grouped",
+                         kind.api_version, kind.kind, err.status)
+                continue
+        present.append(kind)
+    return tuple(present)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _schedules_with_gpufleet(spec: Any) -> bool:
+    """Whether any pod template in an owner's spec names gpufleet's scheduler: the owners of other
+    schedulers' pods get no PodGroup and no warning."""
+    if isinstance(spec, Mapping):
+        if spec.get("schedulerName") == SCHEDULER_NAME:
+            return True
+        return any(_schedules_with_gpufleet(value) for value in spec.values() if isinstance(value, (Mapping, list)))
+    if isinstance(spec, list):
+        return any(_schedules_with_gpufleet(value) for value in spec)
+    return False
+
+
+def _waiting_pod(pod: Mapping[str, Any]) -> bool:
+    """A pod of ours not bound, not finished, not being deleted: one the grouper labels."""
+    spec = pod.get("spec") or {}
+    return (spec.get("schedulerName") == SCHEDULER_NAME and not spec.get("nodeName")
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not _meta(pod).get("deletionTimestamp"))
+
+
+def _owner_ref(plan_owner: Any) -> JsonDict:
+    return {"apiVersion": plan_owner.api_version, "kind": plan_owner.kind, "name": plan_owner.name,
+            "uid": plan_owner.uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def group_body(plan: GroupPlan) -> JsonDict:
+    """The PodGroup of ``plan``: spec, the pod-grouper's label and the ownerReference to the owner."""
+    spec: JsonDict = {"minMember": plan.min_member, "queue": str(plan.queue)}
+    if plan.priority_class is not None:
+        spec["priorityClassName"] = plan.priority_class
+    topology = {k: v for k, v in (("required", plan.topology_required), ("preferred", plan.topology_preferred))
+                if v is not None}
+    if topology:
+        spec["topology"] = topology
+    return {
+        "apiVersion": Kind.POD_GROUP.api_version, "kind": Kind.POD_GROUP.kind,
+        "metadata": {"name": plan.name, "namespace": plan.owner.namespace, "labels": dict([MANAGED_BY]),
+                     "ownerReferences": [_owner_ref(plan.owner)]},
+        "spec": spec,
+    }
+
+
+def _ours(group: Mapping[str, Any]) -> bool:
+    return (_meta(group).get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]
+
+
+def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in _meta(obj).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def _spec_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> JsonDict | None:
+    """A merge patch from ``current`` to ``wanted`` (None: nothing differs)."""
+    patch: JsonDict = {key: value for key, value in wanted.items() if current.get(key) != value}
+    patch.update({key: None for key in current if key not in wanted})
+    return patch or None
+
+
+RELABEL_AFTER = 10.0  # seconds a label given may go unseen before it is given again
+
+
+@dataclass(frozen=True)
+class GroupStep:
+    """What one step gives the controller's cycle: the labels and PodGroups the engine sees as if
+    the informers showed them already, and the pods that wait (``held``: pending with their reason;
+    ``quiet``: left out for now, neither bound nor pending)."""
+
+    grouped: Mapping[PodKey, str] = field(default_factory=dict)
+    groups: tuple[JsonDict, ...] = ()
+    held: Mapping[PodKey, str] = field(default_factory=dict)
+    quiet: frozenset[PodKey] = frozenset()
+
+
+@dataclass
+class _Outcome:
+    """One step's derived state."""
+
+    groups: dict[tuple[str, str], GroupPlan] = field(default_factory=dict)
+    labels: dict[PodKey, str] = field(default_factory=dict)  # pods to label, with their group
+    # Pods kept out of this cycle, and why: a problem of their owner (shown as their pending reason),
+    # or, silently, a label or PodGroup on its way (a cycle or two: no Event for that).
+    held: dict[PodKey, str] = field(default_factory=dict)
+    quiet: set[PodKey] = field(default_factory=set)
+    needs: dict[PodKey, tuple[str, str]] = field(default_factory=dict)  # the PodGroup each pod waits for
+    problems: dict[str, GroupProblem] = field(default_factory=dict)  # by owner uid
+    live_owners: set[str] = field(default_factory=set)  # uids of owners seen
+    pod_unit_groups: set[tuple[str, str]] = field(default_factory=set)  # groups named by pods' labels
+
+
+class PodGrouper:
+    """The pod-grouper of one controller (see the module docstring)."""
+
+    def __init__(self, api: ClusterApi, clock: Clock, pods: ObjectCache, call: Call, events: EventRecorder,
+                 metrics: ControllerMetrics | None = None, on_change: Callable[[], None] = lambda: None) -> None:
+        self.api = api
+        self.clock = clock
+        self.pods = pods  # the controller's cache: pods and PodGroups
+        self.call = call  # the controller's API call wrapper (leader check, concurrency, retries)
+        self.events = events
+        self.metrics = metrics
+        self.on_change = on_change
+        self.kinds: tuple[Kind, ...] = ()
+        self.cache: ObjectCache | None = None
+        self._read: dict[str, tuple[str, Owner | GroupProblem | None]] = {}  # uid -> (rv, read)
+        self._links: dict[str, tuple[str, ObjectLink]] = {}  # uid -> (rv, link)
+        # Writes made whose result the informers do not show yet (not made twice meanwhile): PodGroups
+        # created or patched (the body, shown to the engine until seen), deletions, pods' labels (the
+        # group and when; given again after RELABEL_AFTER seconds unseen).
+        self.written: dict[tuple[str, str], JsonDict] = {}
+        self.deleting: set[tuple[str, str]] = set()
+        self.given: dict[PodKey, tuple[str, float]] = {}
+        self.to_label: dict[PodKey, str] = {}  # this cycle's labels, not yet written
+        self.all_synced = asyncio.Event()  # discovery done and every informer listed once
+
+    @property
+    def synced(self) -> bool:
+        return self.cache is not None and self.cache.synced
+
+    async def run(self) -> None:
+        """Discovery, then the informers, until cancelled."""
+        self.kinds = await discover(self.api)
+        cache = ObjectCache(self.kinds)
+        cache.hooks.append(lambda kind, old, new: self.on_change())
+        self.cache = cache
+        tasks = [asyncio.create_task(self._signal_synced(cache), name="grouper-synced")]
+        tasks += [asyncio.create_task(Informer(self.api, kind, cache, self.clock, self.metrics).run(),
+                                     name=f"grouper-informer-{kind.plural}") for kind in self.kinds]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _signal_synced(self, cache: ObjectCache) -> None:
+        if not cache.kinds:
+            cache.all_synced.set()
+        await cache.all_synced.wait()
+        self.all_synced.set()
+
+    # ---------------------------------------------------------------------------------- deriving
+
+    def _owner(self, obj: Mapping[str, Any]) -> Owner | GroupProblem | None:
+        meta = _meta(obj)
+        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        known = self._read.get(uid)
+        if known is not None and known[0] == rv and rv:
+            return known[1]
+        read: Owner | GroupProblem | None = None
+        if _schedules_with_gpufleet(obj.get("spec")):
+            try:
+                read = read_owner(obj)
+            except InputError as err:
+                log.debug("pod-grouper: %s", err)
+        self._read[uid] = (rv, read)
+        return read
+
+    def _link(self, obj: Mapping[str, Any]) -> ObjectLink | None:
+        meta = _meta(obj)
+        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        known = self._links.get(uid)
+        if known is not None and known[0] == rv and rv:
+            return known[1]
+        try:
+            link = link_from_dict(obj)
+        except InputError:
+            return None
+        self._links[uid] = (rv, link)
+        return link
+
+    def derive(self, facts: GroupFacts) -> _Outcome:
+        """What the cluster should hold now (pure but for the read memos): groups, labels, held pods."""
+        out = _Outcome()
+        cache = self.cache
+        if cache is None:
+            return out
+        links: list[ObjectLink] = []
+        owners: list[Owner] = []
+        for kind in self.kinds:
+            for obj in cache.objects(kind):
+                link = self._link(obj)
+                if link is not None:
+                    links.append(link)
+                if (kind.group, kind.kind) not in OWNER_KINDS:
+                    continue
+                owner = self._owner(obj)
+                if isinstance(owner, Owner):
+                    owners.append(owner)
+                    out.live_owners.add(owner.ref.uid)
+                elif isinstance(owner, GroupProblem):
+                    out.problems[owner.owner.uid] = owner
+                    out.live_owners.add(owner.owner.uid)
+        self._prune({link.uid for link in links})
+        # Pods that own objects are links too (a LeaderWorkerSet's leader pod owns its group's
+        # worker StatefulSet).
+        owning = {link.controller_uid for link in links if link.controller_uid is not None}
+        pods = self.pods.objects(Kind.POD)
+        for pod in pods:
+            if _meta(pod).get("uid") in owning and (link := self._link(pod)) is not None:
+                links.append(link)
+        index = OwnerIndex.build(links, owners)
+        top = [o for o in owners if not self._nested(o.ref.uid, o.ref.namespace, index)]
+        groupings: dict[str, tuple[GroupPlan, ...] | GroupProblem] = {}
+        for owner in top:
+            if owner.unit is not GangUnit.POD:
+                groupings[owner.ref.uid] = group_for(owner, facts)
+        for uid, grouping in groupings.items():
+            if isinstance(grouping, GroupProblem):
+                out.problems[uid] = grouping
+            else:
+                for plan in grouping:
+                    out.groups[(plan.owner.namespace, plan.name)] = plan
+        for pod in pods:
+            label = (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP)
+            if label:
+                out.pod_unit_groups.add((str(_meta(pod).get("namespace") or ""), str(label)))
+            if _waiting_pod(pod):
+                self._place(pod, label, index, facts, out)
+        return out
+
+    def _prune(self, alive: set[str]) -> None:
+        """Forget the reads of objects gone (pods' links are kept while they are pending)."""
+        if len(self._read) > 2 * len(alive) + 1000:
+            self._read = {uid: read for uid, read in self._read.items() if uid in alive}
+        if len(self._links) > 2 * (len(alive) + self.pods.count(Kind.POD)) + 1000:
+            pods = {str(_meta(p).get("uid") or "") for p in self.pods.objects(Kind.POD)}
+            self._links = {uid: link for uid, link in self._links.items() if uid in alive or uid in pods}
+
+    @staticmethod
+    def _nested(uid: str, namespace: str, index: OwnerIndex) -> bool:
+        """Whether an owner is itself owned (through its chain) by another owner gpufleet groups."""
+        seen = {uid}
+        link = index.links.get(uid)
+        up = link.controller_uid if link is not None else None
+        while up is not None and up not in seen:
+            seen.add(up)
+            if up in index.owners and index.owners[up].ref.namespace == namespace:
+                return True
+            above = index.links.get(up)
+            if above is None or above.namespace != namespace:
+                return False
+            up = above.controller_uid
+        return False
+
+    def _place(self, pod: Mapping[str, Any], label: str | None, index: OwnerIndex, facts: GroupFacts,
+               out: _Outcome) -> None:
+        link = self._link(pod)
+        if link is None:
+            return
+        key = PodKey(f"{link.namespace}/{link.name}")
+        membership = member_of(link, index)
+        problem: GroupProblem | None = None
+        name: str | None = None
+        if membership is not None:
+            name = membership.group
+            problem = out.problems.get(membership.owner.uid)
+            owner = index.owners[membership.owner.uid]
+            if owner.unit is GangUnit.POD and problem is None:
+                grouping = group_for(owner, facts, link.name)
+                if isinstance(grouping, GroupProblem):
+                    problem = out.problems[membership.owner.uid] = grouping  # its Warning Event
+                else:
+                    for plan in grouping:
+                        out.groups[(plan.owner.namespace, plan.name)] = plan
+        else:
+            problem, unknown = self._problem_above(link, index, out)
+            if problem is not None:
+                name = problem.names[0] if problem.names else None
+            elif unknown is not None:
+                if not label:
+                    out.quiet.add(key)  # its owner's informer is behind
+                return
+        if name is None:
+            return
+        if label and label != name:
+            return  # a hand-written group: it wins, the pod is never relabelled
+        if not label:
+            given = self.given.get(key)
+            if given is None or given[0] != name or given[1] + RELABEL_AFTER <= self.clock.now():
+                out.labels[key] = name
+        if problem is not None:
+            out.held[key] = f"pod group {name}: {problem.reason}"
+        else:
+            out.needs[key] = (link.namespace, name)
+
+    def _problem_above(self, link: ObjectLink, index: OwnerIndex,
+                       out: _Outcome) -> tuple[GroupProblem | None, str | None]:
+        """The problem of an owner above ``link`` that could not be read, or the owner reference of
+        an informed kind not seen yet (the informer is behind)."""
+        seen: set[str] = set()
+        up = link.controller_uid
+        current = link
+        while up is not None and up not in seen:
+            seen.add(up)
+            if up in out.problems and out.problems[up].owner.namespace == link.namespace:
+                return out.problems[up], None
+            above = index.links.get(up)
+            if above is None:
+                return None, self._unknown_ref(current)
+            if above.namespace != link.namespace:
+                return None, None
+            current, up = above, above.controller_uid
+        return None, None
+
+    def _unknown_ref(self, link: ObjectLink) -> str | None:
+        """The controller owner reference of ``link`` as text when it names a kind the grouper
+        informs (so that it should know the object, and will once its informer catches up)."""
+        kind_of_link = Kind.POD if link.kind == "Pod" else _BY_API.get((link.api_version, link.kind))
+        if kind_of_link is None:
+            return None
+        cache = self.pods if kind_of_link is Kind.POD else self.cache
+        raw = cache.get(kind_of_link, link.namespace, link.name) if cache is not None else None
+        ref = _controller_ref(raw) if raw is not None else None
+        if ref is None:
+            return None
+        kind = _BY_API.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+        if kind is None or kind not in self.kinds:
+            return None
+        return f"{kind.kind} {link.namespace}/{ref.get('name')}"
+
+    # ------------------------------------------------------------------------------------ acting
+
+    async def step(self, view: SnapshotView, enabled: bool = True) -> GroupStep:
+        """Group: PodGroups written (awaited), the pods' labels to write (:meth:`take_label` with a
+        pod's Binding, :meth:`write_labels` after the cycle's bindings for the others)."""
+        if self.cache is None or not enabled:
+            return GroupStep()
+        self.forget_seen()
+        out = self.derive(self.facts(view))
+        if self.cache.synced:
+            with contextlib.suppress(NotLeader):  # the next leader groups them
+                await self._write_groups(out)
+            self.to_label = dict(out.labels)
+        else:
+            out.quiet.update(out.labels)
+            out.quiet.update(out.needs)
+        out.quiet.update(key for key, (namespace, name) in out.needs.items()
+                         if (namespace, name) not in self.written and self.pods.get(Kind.POD_GROUP, namespace, name)
+                         is None)
+        await self._warn(out.problems.values())
+        grouped = {key: name for key, (name, _) in self.given.items()}
+        grouped.update(out.labels)
+        return GroupStep(grouped, tuple(self.written.values()), out.held, frozenset(out.quiet))
+
+    def take_label(self, key: PodKey) -> Mapping[str, str]:
+        """The pod-group label to write with the pod's patch before its Binding (taken once)."""
+        name = self.to_label.pop(key, None)
+        if name is None:
+            return {}
+        self.given[key] = (name, self.clock.now())
+        return {LABEL_POD_GROUP: name}
+
+    async def write_labels(self) -> None:
+        """The labels of this cycle no Binding carried."""
+        labels, self.to_label = self.to_label, {}
+        for key, name in labels.items():
+            self.given[key] = (name, self.clock.now())
+        with contextlib.suppress(NotLeader):
+            await asyncio.gather(*(self._label(key, name) for key, name in labels.items()))
+
+    @staticmethod
+    def facts(view: SnapshotView) -> GroupFacts:
+        snapshot = view.snapshot
+        config = snapshot.config
+        index = ProjectIndex.build(snapshot.projects, namespace_labels(snapshot.namespaces),
+                                   {pod.namespace for pod in view.pods.values()})
+        parents = {q.parent for q in snapshot.queues if q.parent is not None}
+        return GroupFacts(
+            projects=index, default_queue=config.default_queue, require_project=config.require_project,
+            topology_levels=config.topology_levels,
+            priority_values={c.name: c.value for c in snapshot.priority_classes},
+            non_preemptible_priority=config.non_preemptible_priority,
+            leaf_queues=frozenset(QueueName(q.name) for q in snapshot.queues if q.name not in parents),
+        )
+
+    @staticmethod
+    def hold(view: SnapshotView, held: Mapping[PodKey, str], quiet: Iterable[PodKey] = ()) -> SnapshotView:
+        """``view`` without the pods held: those of ``held`` pending with their reason, the
+        ``quiet`` ones left out for now (neither bound nor pending)."""
+        out = set(held).union(quiet)
+        if not out:
+            return view
+        snapshot = replace(view.snapshot, pods=tuple(p for p in view.snapshot.pods if p.key not in out))
+        return replace(view, snapshot=snapshot, pods={k: p for k, p in view.pods.items() if k not in out},
+                       rejected={**view.rejected, **held})
+
+    async def _write_groups(self, out: _Outcome) -> None:
+        writes: list[Awaitable[None]] = []
+        for (namespace, name), plan in out.groups.items():
+            body = group_body(plan)
+            current = self.pods.get(Kind.POD_GROUP, namespace, name)
+            if self.written.get((namespace, name)) == body:
+                continue  # on its way
+            if current is None:
+                writes.append(self._create(body))
+            elif _ours(current):
+                patch = _spec_patch(current.get("spec") or {}, body["spec"])
+                if patch is not None:
+                    writes.append(self._patch_group(body, {"spec": patch}))
+            else:
+                log.warning("pod-grouper: PodGroup %s/%s exists and was not made by it; left as it is",
+                            namespace, name)
+        for group in self.pods.objects(Kind.POD_GROUP):
+            meta = _meta(group)
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in self.deleting and self._gone(group, out):
+                writes.append(self._delete(*key))
+        await asyncio.gather(*writes)
+
+    def _gone(self, group: Mapping[str, Any], out: _Outcome) -> bool:
+        """A PodGroup of the pod-grouper no owner wants any more (its owner deleted, or a gang per
+        pod whose pod is gone); a problem owner's groups are kept as they are."""
+        if not _ours(group):
+            return False
+        ref = _controller_ref(group)
+        meta = _meta(group)
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if ref is None or key in out.groups:
+            return False
+        kind = _BY_API.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+        if kind is None or kind not in self.kinds or self.cache is None or not self.cache.is_synced(kind):
+            return False
+        uid = str(ref.get("uid") or "")
+        if uid not in out.live_owners:
+            return True
+        if uid in out.problems:
+            return False
+        owner = self._read.get(uid)
+        if owner is not None and isinstance(owner[1], Owner) and owner[1].unit is GangUnit.POD:
+            return key not in out.pod_unit_groups
+        return False  # an owner whose units changed keeps a group until it is deleted: its pods may run
+
+    def forget_seen(self) -> None:
+        """Writes the informers show now (or whose object is gone) no longer stand in for them."""
+        for key, body in list(self.written.items()):
+            current = self.pods.get(Kind.POD_GROUP, *key)
+            if current is not None and _spec_patch(current.get("spec") or {}, body["spec"]) is None:
+                del self.written[key]
+        self.deleting = {key for key in self.deleting if self.pods.get(Kind.POD_GROUP, *key) is not None}
+        for pod_key, (name, _) in list(self.given.items()):
+            namespace, _, pod_name = pod_key.partition("/")
+            pod = self.pods.get(Kind.POD, namespace, pod_name)
+            if pod is None or (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP) == name:
+                del self.given[pod_key]
+
+    async def _create(self, body: JsonDict) -> None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        try:
+            await self.call("create podgroups", lambda: self.api.create(Kind.POD_GROUP, body))
+            self.written[key] = body
+            log.info("pod-grouper: created PodGroup %s/%s (minMember %d) for %s %s", meta["namespace"],
+                     meta["name"], body["spec"]["minMember"], meta["ownerReferences"][0]["kind"],
+                     meta["ownerReferences"][0]["name"])
+        except ApiError as err:
+            if err.status == 409:  # made meanwhile (the informer is behind): brought up to date
+                await self._patch_group(body, {"spec": body["spec"]})
+            else:
+                log.warning("pod-grouper: PodGroup %s/%s not created: %s", *key, err)
+
+    async def _patch_group(self, body: JsonDict, patch: JsonDict) -> None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        try:
+            await self.call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, *key, patch))
+            self.written[key] = body
+        except ApiError as err:
+            log.warning("pod-grouper: PodGroup %s/%s not updated: %s", *key, err)
+
+    async def _label(self, key: PodKey, group: str) -> None:
+        namespace, _, name = key.partition("/")
+        patch = {"metadata": {"labels": {LABEL_POD_GROUP: group}}}
+        try:
+            await self.call("patch pods", lambda: self.api.patch(Kind.POD, namespace, name, patch))
+        except ApiError as err:
+            self.given.pop(key, None)  # given again next cycle
+            if err.status != 404:  # a pod deleted meanwhile: nothing to label
+                log.warning("pod-grouper: pod %s not labelled: %s", key, err)
+
+    async def _delete(self, namespace: str, name: str) -> None:
+        try:
+            self.deleting.add((namespace, name))
+            await self.call("delete podgroups", lambda: self.api.delete(Kind.POD_GROUP, namespace, name))
+            log.info("pod-grouper: deleted PodGroup %s/%s (its owner is gone)", namespace, name)
+        except ApiError as err:
+            if err.status != 404:
+                self.deleting.discard((namespace, name))
+                log.warning("pod-grouper: PodGroup %s/%s not deleted: %s", namespace, name, err)
+
+    async def _warn(self, problems: Iterable[GroupProblem]) -> None:
+        async def one(problem: GroupProblem) -> None:
+            ref = problem.owner
+            await self.events.emit(PodEvent(ref.namespace, ref.name, ref.uid, "GroupingFailed", problem.reason,
+                                            "Warning", "Grouping", kind=ref.kind, api_version=ref.api_version))
+
+        await asyncio.gather(*(one(p) for p in problems))
+

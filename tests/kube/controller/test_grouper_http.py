@@ -1,0 +1,347 @@
+"""The pod-grouper with the real controller over HTTP against the API server emulator: owners of each
+kind get their PodGroup, their pods its label, the gang is bound whole, and deletion cleans up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from gpufleet.domain import LABEL_POD_GROUP
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.install.rbac import allowed
+from gpufleet.testing.emulator import ApiServerEmulator
+from gpufleet.testing.fake_cluster import FakeCluster
+
+from .controller_objects import bound_pods, eventually, node, pod, pod_group, queue
+
+pytestmark = pytest.mark.asyncio
+
+JsonDict = dict[str, Any]
+
+
+@pytest_asyncio.fixture
+async def emulator() -> AsyncIterator[ApiServerEmulator]:
+    async with ApiServerEmulator() as server:
+        yield server
+
+
+async def _run(emulator: ApiServerEmulator, **options: Any) -> AsyncIterator[Controller]:
+    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False, **options)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                   ControllerMetrics())
+    c.binder.backoff = 0.001
+    task = asyncio.create_task(c.run())
+    try:
+        await eventually(lambda: c.ready and (c.grouper is None or c.grouper.synced), what="informers synced")
+        yield c
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await c.api.close()
+
+
+def running(emulator: ApiServerEmulator, **options: Any) -> Any:
+    import contextlib
+
+    return contextlib.asynccontextmanager(_run)(emulator, **options)
+
+
+def owned(obj: JsonDict, owner: JsonDict) -> JsonDict:
+    meta = owner["metadata"]
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                           "name": meta["name"], "uid": meta["uid"], "controller": True}]
+    return obj
+
+
+def template(gpus: int = 1) -> JsonDict:
+    return {"spec": {"schedulerName": "gpufleet", "containers": [
+        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def workload(kind: Kind, name: str, spec: JsonDict) -> JsonDict:
+    """An owner of ``kind`` in namespace ml, labelled with queue team-a."""
+    return {"apiVersion": kind.api_version, "kind": kind.kind,
+            "metadata": {"name": name, "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}}, "spec": spec}
+
+
+def job(name: str, parallelism: int = 4, *, labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None) -> JsonDict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a", **(labels or {})},
+                         "annotations": annotations or {}},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "template": template()}}
+
+
+def member(name: str, owner: JsonDict, labels: dict[str, str] | None = None) -> JsonDict:
+    return owned(pod(name, 1, queue=None, labels=labels), owner)
+
+
+def groups_of(store: FakeCluster) -> list[JsonDict]:
+    return store.objects(Kind.POD_GROUP)
+
+
+def labels_of(store: FakeCluster) -> dict[str, str | None]:
+    return {p["metadata"]["name"]: (p["metadata"].get("labels") or {}).get(LABEL_POD_GROUP)
+            for p in store.objects(Kind.POD)}
+
+
+def basics(store: FakeCluster, gpus: int = 8) -> None:
+    store.put(Kind.NODE, node("n0", gpus))
+    store.put(Kind.QUEUE, queue("team-a", 16))
+
+
+async def test_job_gang_is_grouped_bound_whole_and_cleaned_up(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store, gpus=3)  # 3 of the 4 pods fit: none may start
+    async with running(emulator):
+        owner = store.put(Kind.JOB, job("train"))
+        for i in range(4):
+            store.put(Kind.POD, member(f"train-{i}", owner))
+        await eventually(lambda: len(groups_of(store)) == 1 and all(labels_of(store).values()),
+                         what="PodGroup created and pods labelled")
+        group = groups_of(store)[0]
+        assert group["spec"] == {"minMember": 4, "queue": "team-a"}
+        assert group["metadata"]["name"].startswith("job-train-")
+        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+        ref = group["metadata"]["ownerReferences"][0]
+        assert (ref["kind"], ref["uid"], ref["controller"], ref["blockOwnerDeletion"]) == (
+            "Job", owner["metadata"]["uid"], True, True)
+        await eventually(lambda: "fit" in _condition(store, "train-0") or "free" in _condition(store, "train-0"),
+                         what="the gang decided pending")
+        assert bound_pods(store) == {}  # no partial binding
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: len(bound_pods(store)) == 4, what="gang bound whole")
+        store.delete(Kind.JOB, "ml", "train")
+        await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
+    used = {(call.op, call.kind) for call in store.calls}
+    assert {("create", Kind.POD_GROUP), ("delete", Kind.POD_GROUP), ("patch", Kind.POD), ("watch", Kind.JOB)} <= used
+    assert [u for u in used if not allowed(*u)] == []  # the controller's ClusterRole allows every call
+
+
+async def test_gang_present_before_the_controller_starts_is_never_bound_as_singletons(
+        emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    owner = store.put(Kind.JOB, job("early", 3))
+    for i in range(3):
+        store.put(Kind.POD, member(f"early-{i}", owner))
+    async with running(emulator):
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+    [group] = groups_of(store)
+    assert set(labels_of(store).values()) == {group["metadata"]["name"]}  # labelled before bound
+    assert group["status"]["boundPods"] == 3
+
+
+async def test_pytorchjob_master_and_workers_are_one_gang(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        owner = store.put(Kind.PYTORCH_JOB, workload(Kind.PYTORCH_JOB, "llama", {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": template()}, "Worker": {"replicas": 3, "template": template()}}}))
+        role = "training.kubeflow.org/replica-type"
+        store.put(Kind.POD, member("llama-master-0", owner, {role: "master"}))
+        for i in range(3):
+            store.put(Kind.POD, member(f"llama-worker-{i}", owner, {role: "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 4, what="gang bound")
+        [group] = groups_of(store)
+        assert group["spec"]["minMember"] == 4 and group["metadata"]["name"].startswith("pytorchjob-llama-")
+        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+
+
+async def test_jobset_pods_of_its_jobs_join_one_gang(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        jobset = store.put(Kind.JOB_SET, workload(Kind.JOB_SET, "trainer", {"replicatedJobs": [
+            {"name": "workers", "replicas": 2,
+             "template": {"spec": {"parallelism": 2, "completions": 2, "template": template()}}}]}))
+        for j in range(2):
+            child = store.put(Kind.JOB, owned(job(f"trainer-workers-{j}", 2), jobset))
+            for i in range(2):
+                store.put(Kind.POD, member(f"trainer-workers-{j}-{i}", child,
+                                           {"jobset.sigs.k8s.io/replicatedjob-name": "workers"}))
+        await eventually(lambda: len(bound_pods(store)) == 4, what="gang bound")
+        [group] = groups_of(store)  # none for the JobSet's own Jobs
+        assert group["spec"]["minMember"] == 4 and group["metadata"]["name"].startswith("jobset-trainer-")
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+
+
+async def test_raycluster_head_and_workers_are_one_gang(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        cluster = store.put(Kind.RAY_CLUSTER, workload(Kind.RAY_CLUSTER, "ray", {
+            "headGroupSpec": {"template": template()},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template()}]}))
+        store.put(Kind.POD, member("ray-head", cluster, {"ray.io/node-type": "head"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"ray-worker-{i}", cluster, {"ray.io/node-type": "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+        [group] = groups_of(store)
+        assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("raycluster-ray-")
+
+
+async def test_leaderworkerset_gets_a_gang_per_group(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    index = "leaderworkerset.sigs.k8s.io/group-index"
+    async with running(emulator):
+        lws = store.put(Kind.LEADER_WORKER_SET, workload(Kind.LEADER_WORKER_SET, "vllm", {
+            "replicas": 2,
+            "leaderWorkerTemplate": {"size": 2, "leaderTemplate": template(), "workerTemplate": template()}}))
+        leaders = store.put(Kind.STATEFUL_SET, owned({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+            "name": "vllm", "namespace": "ml"}, "spec": {"replicas": 2, "template": template()}}, lws))
+        for g in range(2):  # worker Pod <- worker StatefulSet <- leader Pod <- leader StatefulSet <- LWS
+            leader = store.put(Kind.POD, member(f"vllm-{g}", leaders, {index: str(g)}))
+            workers = store.put(Kind.STATEFUL_SET, owned({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+                "name": f"vllm-{g}", "namespace": "ml"}, "spec": {"replicas": 1, "template": template()}}, leader))
+            store.put(Kind.POD, member(f"vllm-{g}-1", workers, {index: str(g)}))
+        await eventually(lambda: len(bound_pods(store)) == 4, what="both gangs bound")
+        groups = groups_of(store)
+        assert len(groups) == 2 and {g["spec"]["minMember"] for g in groups} == {2}
+        labels = labels_of(store)
+        assert labels["vllm-0"] == labels["vllm-0-1"] != labels["vllm-1"] == labels["vllm-1-1"]
+
+
+async def test_deployment_pods_each_get_their_own_group(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        deploy = store.put(Kind.DEPLOYMENT, workload(Kind.DEPLOYMENT, "serve", {"replicas": 2, "template": template()}))
+        rs = store.put(Kind.REPLICA_SET, owned({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+            "name": "serve-7d9c8", "namespace": "ml"}, "spec": {"replicas": 2}}, deploy))
+        for i in range(2):
+            store.put(Kind.POD, member(f"serve-7d9c8-{i}", rs))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="pods bound")
+        assert len(groups_of(store)) == 2 and all(g["spec"]["minMember"] == 1 for g in groups_of(store))
+        store.delete(Kind.POD, "ml", "serve-7d9c8-0")
+        await eventually(lambda: len(groups_of(store)) == 1, what="the deleted pod's group deleted")
+
+
+async def test_hand_written_group_is_never_relabelled(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    store.put(Kind.POD_GROUP, pod_group("mine", 2))
+    async with running(emulator):
+        owner = store.put(Kind.JOB, job("train", 2))
+        for i in range(2):
+            store.put(Kind.POD, owned(pod(f"train-{i}", 1, group="mine"), owner))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="bound as the hand-written gang")
+        assert set(labels_of(store).values()) == {"mine"}
+        mine = store.object(Kind.POD_GROUP, "ml", "mine")
+        assert mine is not None and mine["spec"] == {"minMember": 2}  # untouched
+
+
+async def test_absent_crds_are_skipped_with_one_line_each(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gpufleet.kube.controller.grouper")
+    absent = {Kind.RAY_CLUSTER, Kind.RAY_JOB, Kind.LEADER_WORKER_SET}
+    async with ApiServerEmulator(store=FakeCluster(not_served=absent)) as emulator:
+        store = emulator.store
+        basics(store)
+        async with running(emulator) as c:
+            assert c.grouper is not None and not absent & set(c.grouper.kinds)
+            owner = store.put(Kind.JOB, job("train", 2))
+            for i in range(2):
+                store.put(Kind.POD, member(f"train-{i}", owner))
+            await eventually(lambda: len(bound_pods(store)) == 2, what="Jobs still grouped")
+    lines = [r.getMessage() for r in caplog.records if "not served" in r.getMessage()]
+    assert sorted(line.split()[2] for line in lines) == ["LeaderWorkerSet", "RayCluster", "RayJob"]
+
+
+def _condition(store: FakeCluster, name: str) -> str:
+    obj = store.object(Kind.POD, "ml", name) or {}
+    return " ".join(c.get("message", "") for c in (obj.get("status") or {}).get("conditions") or ()
+                    if c.get("type") == "PodScheduled")
+
+
+@pytest.mark.parametrize(("labels", "annotations", "words"), [
+    ({"gpufleet.dev/queue": "nope"}, {}, "queue nope does not exist"),
+    ({}, {"gpufleet.dev/min-member": "9"}, "min-member: 9 is more than the 4 pods"),
+])
+async def test_bad_owner_gives_a_warning_and_a_pending_reason(
+        emulator: ApiServerEmulator, labels: dict[str, str], annotations: dict[str, str], words: str) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator) as c:
+        owner = store.put(Kind.JOB, job("train", labels=labels, annotations=annotations))
+        for i in range(4):
+            store.put(Kind.POD, member(f"train-{i}", owner))
+        await eventually(lambda: words in _condition(store, "train-0"), what="pending reason")
+        warnings = [e for e in store.objects(Kind.EVENT) if e["reason"] == "GroupingFailed"]
+        assert warnings and warnings[0]["type"] == "Warning" and words in warnings[0]["note"]
+        assert warnings[0]["regarding"]["kind"] == "Job" and warnings[0]["regarding"]["apiVersion"] == "batch/v1"
+        assert not groups_of(store) and bound_pods(store) == {}
+        assert all(labels_of(store).values())  # labelled, so they wait as a gang rather than one by one
+        assert c.cycles >= 1
+
+
+async def test_bad_deployment_warns_once_for_its_pods(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        spec = {"replicas": 2, "template": template()}
+        deploy = workload(Kind.DEPLOYMENT, "serve", spec)
+        deploy["metadata"]["labels"]["gpufleet.dev/queue"] = "nope"
+        deploy = store.put(Kind.DEPLOYMENT, deploy)
+        rs = store.put(Kind.REPLICA_SET, owned({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+            "name": "serve-1", "namespace": "ml"}, "spec": {"replicas": 2}}, deploy))
+        for i in range(2):
+            store.put(Kind.POD, member(f"serve-1-{i}", rs))
+        await eventually(lambda: all("queue nope" in _condition(store, f"serve-1-{i}") for i in range(2)),
+                         what="pending reasons")
+        warnings = [e for e in store.objects(Kind.EVENT) if e["reason"] == "GroupingFailed"]
+        assert [e["regarding"]["kind"] for e in warnings] == ["Deployment"]
+        assert not groups_of(store) and bound_pods(store) == {}
+
+
+async def test_owner_queue_its_project_does_not_allow_gains_nothing(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    store.put(Kind.QUEUE, queue("team-b", 16))
+    store.put(Kind.PROJECT, {"metadata": {"name": "vision"},
+                             "spec": {"namespaces": {"names": ["ml"]}, "queues": ["team-a"]}})
+    store.put(Kind.PROJECT, {"metadata": {"name": "speech"},  # team-b is another Project's queue
+                             "spec": {"namespaces": {"names": ["audio"]}, "queues": ["team-b"]}})
+    async with running(emulator):
+        owner = store.put(Kind.JOB, job("grab", 2, labels={"gpufleet.dev/queue": "team-b"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"grab-{i}", owner))
+        await eventually(lambda: "team-b" in _condition(store, "grab-0"), what="pending reason")
+        assert not groups_of(store) and bound_pods(store) == {}
+
+
+async def test_owners_of_other_schedulers_pods_are_left_alone(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    theirs = job("theirs", 2, labels={"gpufleet.dev/queue": "nope"})  # would be a problem if it were ours
+    theirs["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    async with running(emulator) as c:
+        store.put(Kind.JOB, theirs)
+        owner = store.put(Kind.JOB, job("ours", 2))
+        for i in range(2):
+            store.put(Kind.POD, member(f"ours-{i}", owner))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="our gang bound")
+        await eventually(lambda: c.cycles >= 2, what="another cycle")
+        assert [g["metadata"]["ownerReferences"][0]["name"] for g in groups_of(store)] == ["ours"]
+        assert not [e for e in store.objects(Kind.EVENT) if e["reason"] == "GroupingFailed"]
+
+
+async def test_no_group_workloads_leaves_owners_alone(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator, group_workloads=False) as c:
+        assert c.grouper is None
+        owner = store.put(Kind.JOB, job("train", 2))
+        for i in range(2):
+            store.put(Kind.POD, member(f"train-{i}", owner))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="bound as singletons")
+        assert not groups_of(store) and not any(labels_of(store).values())
+
