@@ -345,3 +345,116 @@ async def test_no_group_workloads_leaves_owners_alone(emulator: ApiServerEmulato
         await eventually(lambda: len(bound_pods(store)) == 2, what="bound as singletons")
         assert not groups_of(store) and not any(labels_of(store).values())
 
+
+
+async def test_mpijob_launcher_and_workers_are_one_gang_cleaned_up_with_it(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    role = "training.kubeflow.org/replica-type"
+    async with running(emulator):
+        owner = store.put(Kind.MPI_JOB, workload(Kind.MPI_JOB, "allreduce", {"mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": template(0)}, "Worker": {"replicas": 2, "template": template()}}}))
+        store.put(Kind.POD, member("allreduce-launcher", owner, {role: "launcher"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"allreduce-worker-{i}", owner, {role: "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+        [group] = groups_of(store)
+        assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("mpijob-allreduce-")
+        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+        store.delete(Kind.MPI_JOB, "ml", "allreduce")
+        await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
+
+
+async def test_trainjob_node_pods_of_its_jobset_are_one_gang(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store, gpus=2)  # 2 of the 3 nodes' pods fit: none may start
+    rjob = "jobset.sigs.k8s.io/replicatedjob-name"
+    async with running(emulator):
+        train = store.put(Kind.TRAIN_JOB, workload(Kind.TRAIN_JOB, "ft", {
+            "runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 3}}))
+        jobset = store.put(Kind.JOB_SET, owned({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                "metadata": {"name": "ft", "namespace": "ml"},
+                                                "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {
+                                                    "spec": {"parallelism": 3, "template": template()}}}]}}, train))
+        child = store.put(Kind.JOB, owned(job("ft-node-0", 3), jobset))
+        for i in range(3):
+            store.put(Kind.POD, member(f"ft-node-0-{i}", child, {rjob: "node"}))
+        await eventually(lambda: len(groups_of(store)) == 1 and all(labels_of(store).values()), what="grouped")
+        [group] = groups_of(store)  # none for the JobSet or its Job
+        assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("trainjob-ft-")
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+        await eventually(lambda: bool(_condition(store, "ft-node-0-0")), what="the gang decided pending")
+        assert bound_pods(store) == {}
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound whole")
+        store.delete(Kind.TRAIN_JOB, "ml", "ft")
+        await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
+
+
+async def test_rayjob_cluster_pods_are_one_gang_of_the_rayjob(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    cluster_spec = {"headGroupSpec": {"template": template()},
+                    "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template()}]}
+    async with running(emulator):
+        rayjob = store.put(Kind.RAY_JOB, workload(Kind.RAY_JOB, "tune", {"entrypoint": "python tune.py",
+                                                                         "rayClusterSpec": cluster_spec}))
+        cluster = store.put(Kind.RAY_CLUSTER, owned({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {
+            "name": "tune-raycluster-x7k2", "namespace": "ml"}, "spec": cluster_spec}, rayjob))
+        store.put(Kind.POD, member("tune-head", cluster, {"ray.io/node-type": "head"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"tune-worker-{i}", cluster, {"ray.io/node-type": "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+        [group] = groups_of(store)  # the RayJob's, not its RayCluster's
+        assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("rayjob-tune-")
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
+        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+        store.delete(Kind.RAY_JOB, "ml", "tune")
+        await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
+
+
+async def test_statefulset_pods_each_get_their_own_group(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    async with running(emulator):
+        sts = store.put(Kind.STATEFUL_SET, workload(Kind.STATEFUL_SET, "db", {"replicas": 2, "template": template()}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"db-{i}", sts))
+        await eventually(lambda: len(bound_pods(store)) == 2, what="pods bound")
+        groups = groups_of(store)
+        assert len(groups) == 2 and all(g["spec"]["minMember"] == 1 for g in groups)
+        assert all(g["metadata"]["name"].startswith("sts-db-") for g in groups)
+        labels = labels_of(store)
+        assert labels["db-0"] != labels["db-1"]
+        store.delete(Kind.STATEFUL_SET, "ml", "db")
+        await eventually(lambda: not groups_of(store), what="PodGroups deleted with their owner")
+
+
+async def test_elastic_pytorchjob_scale_up_joins_the_gang_and_scale_down_keeps_it(
+        emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    basics(store)
+    role = "training.kubeflow.org/replica-type"
+    async with running(emulator):
+        owner = store.put(Kind.PYTORCH_JOB, workload(Kind.PYTORCH_JOB, "elastic", {
+            "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template()},
+                                    "Worker": {"replicas": 2, "template": template()}}}))
+        store.put(Kind.POD, member("elastic-master-0", owner, {role: "master"}))
+        for i in range(2):
+            store.put(Kind.POD, member(f"elastic-worker-{i}", owner, {role: "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 3, what="the minMember gang bound")
+        [group] = groups_of(store)
+        name = group["metadata"]["name"]
+        assert group["spec"]["minMember"] == 3
+        for i in (2, 3):  # the operator scales the workers up to maxReplicas
+            store.put(Kind.POD, member(f"elastic-worker-{i}", owner, {role: "worker"}))
+        await eventually(lambda: len(bound_pods(store)) == 5, what="scale-up members placed on their own")
+        assert set(labels_of(store).values()) == {name}
+        for i in (2, 3):  # and down again
+            store.delete(Kind.POD, "ml", f"elastic-worker-{i}")
+        await eventually(lambda: len(store.objects(Kind.POD)) == 3, what="scaled down")
+        await asyncio.sleep(0.2)  # a few controller cycles: the group must survive them
+        [kept] = groups_of(store)
+        assert kept["metadata"]["name"] == name and kept["spec"]["minMember"] == 3
+        assert kept["metadata"]["uid"] == group["metadata"]["uid"]

@@ -50,6 +50,7 @@ from gpufleet.policy.grouping import (
     Owner,
     OwnerIndex,
     group_for,
+    kind_rule,
     member_of,
 )
 
@@ -72,6 +73,8 @@ OWNER_KINDS: Mapping[tuple[str, str], Kind] = {
 assert OWNER_KINDS.keys() == KINDS.keys(), "an informer for every owner kind the rules know"
 GROUPER_KINDS: tuple[Kind, ...] = (*OWNER_KINDS.values(), Kind.REPLICA_SET)
 ALWAYS_SERVED = frozenset({Kind.JOB, Kind.REPLICA_SET, Kind.DEPLOYMENT, Kind.STATEFUL_SET})  # built in
+# The kinds an owner whose template lives elsewhere controls (a TrainJob's JobSet).
+_OWNS_TEMPLATE_ELSEWHERE_CHILDREN = frozenset({Kind.JOB_SET})
 _BY_API = {(kind.api_version, kind.kind): kind for kind in GROUPER_KINDS}
 
 # The label of the PodGroups the pod-grouper makes: only those it changes or deletes.
@@ -247,14 +250,20 @@ class PodGrouper:
 
     # ---------------------------------------------------------------------------------- deriving
 
-    def _owner(self, obj: Mapping[str, Any]) -> Owner | GroupProblem | None:
+    def _owner(self, obj: Mapping[str, Any], ours_below: bool = False) -> Owner | GroupProblem | None:
+        """The owner ``obj`` reads as, or its problem; None when it does not schedule with gpufleet
+        (no pod template of its spec names gpufleet, nor, for a kind whose template lives
+        elsewhere, ``ours_below``: an object it controls does)."""
         meta = _meta(obj)
-        uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        uid = str(meta.get("uid") or "")
+        rv = f"{meta.get('resourceVersion') or ''}/{int(ours_below)}" if meta.get("resourceVersion") else ""
         known = self._read.get(uid)
         if known is not None and known[0] == rv and rv:
             return known[1]
         read: Owner | GroupProblem | None = None
-        if _schedules_with_gpufleet(obj.get("spec")):
+        rule = kind_rule(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+        elsewhere = rule is not None and rule.template_elsewhere
+        if (ours_below and elsewhere) or _schedules_with_gpufleet(obj.get("spec")):
             try:
                 read = read_owner(obj)
             except InputError as err:
@@ -283,6 +292,10 @@ class PodGrouper:
             return out
         links: list[ObjectLink] = []
         owners: list[Owner] = []
+        # The controllers of objects whose templates name gpufleet (a TrainJob's JobSet).
+        ours_above = {str(ref["uid"]) for kind in self.kinds if kind in _OWNS_TEMPLATE_ELSEWHERE_CHILDREN
+                      for obj in cache.objects(kind) if _schedules_with_gpufleet(obj.get("spec"))
+                      and (ref := _controller_ref(obj)) is not None and ref.get("uid")}
         for kind in self.kinds:
             for obj in cache.objects(kind):
                 link = self._link(obj)
@@ -290,7 +303,7 @@ class PodGrouper:
                     links.append(link)
                 if (kind.group, kind.kind) not in OWNER_KINDS:
                     continue
-                owner = self._owner(obj)
+                owner = self._owner(obj, str(_meta(obj).get("uid") or "") in ours_above)
                 if isinstance(owner, Owner):
                     owners.append(owner)
                     out.live_owners.add(owner.ref.uid)

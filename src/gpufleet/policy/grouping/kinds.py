@@ -24,6 +24,9 @@ class KindRule:
     # gpufleet.dev/queue-grant there was written after a SubjectAccessReview and may be trusted.
     stamped_templates: bool = False
     inference: bool = False  # spread placement and the Project's non-preemptible class by default
+    # Its pod template lives in another object (a TrainJob's runtime), not in its spec: whether it
+    # schedules with gpufleet is read from the objects it controls (the JobSet made from the runtime).
+    template_elsewhere: bool = False
 
 
 _JOBSET_ROLE = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -36,7 +39,8 @@ KINDS: Mapping[tuple[str, str], KindRule] = {
     ("kubeflow.org", "MPIJob"): KindRule(
         "mpijob", ("kubeflow.org/v2beta1",), role_label="training.kubeflow.org/replica-type"),
     ("trainer.kubeflow.org", "TrainJob"): KindRule(
-        "trainjob", ("trainer.kubeflow.org/v1alpha1",), role_label=_JOBSET_ROLE, member_roles=("node",)),
+        "trainjob", ("trainer.kubeflow.org/v1alpha1",), role_label=_JOBSET_ROLE, member_roles=("node",),
+        template_elsewhere=True),
     ("ray.io", "RayCluster"): KindRule("raycluster", ("ray.io/v1",), role_label="ray.io/node-type"),
     ("ray.io", "RayJob"): KindRule(
         "rayjob", ("ray.io/v1",), role_label="ray.io/node-type", member_roles=("head", "worker")),
