@@ -9,8 +9,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from gpufleet.kube.client.port import Kind
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster, VirtualClock
 
 GPU = "nvidia.com/gpu"
@@ -248,3 +251,21 @@ async def caught_up(c: Controller, store: FakeCluster) -> None:
             for kind in INFORMED_KINDS for key, obj in store._stores[kind].objects.items()
         )
     await eventually(same, what="the cache caught up")
+
+
+@contextlib.asynccontextmanager
+async def running_over_http(emulator: ApiServerEmulator, **options: Any) -> AsyncIterator[Controller]:
+    """The real controller against the API server emulator, over HTTP, once its informers (the
+    pod-grouper's too) have synced."""
+    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False, **options)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                   ControllerMetrics())
+    c.binder.backoff = 0.001
+    task = asyncio.create_task(c.run())
+    try:
+        await eventually(lambda: c.ready and (c.grouper is None or c.grouper.synced), what="informers synced")
+        yield c
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await c.api.close()

@@ -12,15 +12,12 @@ import pytest
 import pytest_asyncio
 
 from gpufleet.domain import LABEL_POD_GROUP
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.install.rbac import allowed
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import bound_pods, eventually, node, pod, pod_group, queue
+from .controller_objects import bound_pods, eventually, node, pod, pod_group, queue, running_over_http
 
 pytestmark = pytest.mark.asyncio
 
@@ -33,25 +30,7 @@ async def emulator() -> AsyncIterator[ApiServerEmulator]:
         yield server
 
 
-async def _run(emulator: ApiServerEmulator, **options: Any) -> AsyncIterator[Controller]:
-    config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False, **options)
-    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
-                   ControllerMetrics())
-    c.binder.backoff = 0.001
-    task = asyncio.create_task(c.run())
-    try:
-        await eventually(lambda: c.ready and (c.grouper is None or c.grouper.synced), what="informers synced")
-        yield c
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await c.api.close()
-
-
-def running(emulator: ApiServerEmulator, **options: Any) -> Any:
-    import contextlib
-
-    return contextlib.asynccontextmanager(_run)(emulator, **options)
+running = running_over_http
 
 
 def owned(obj: JsonDict, owner: JsonDict) -> JsonDict:

@@ -154,6 +154,7 @@ A_TRAIN_REPORT = {
     "pod": {"namespace": "team-a", "name": "a-train", "phase": "Pending"},
     "state": "pending",
     "gang": None,
+    "owner": None,
     "node": None,
     "decision": "bind",
     "binding": {"node": "n2", "gpus": [0, 1, 2, 3, 4, 5, 6, 7], "gpuBlocks": None},
@@ -186,7 +187,7 @@ def test_cli_explain_yaml(serving: FakeCluster) -> None:
     assert result.stdout == (
         "schema: gpufleet.dev/explain/v1\n"
         "pod:\n  namespace: team-a\n  name: a-nb\n  phase: Pending\n"
-        "state: pending\ngang: null\nnode: null\ndecision: bind\n"
+        "state: pending\ngang: null\nowner: null\nnode: null\ndecision: bind\n"
         "binding:\n  node: n3\n  gpus:\n  - 0\n  gpuBlocks: 25\n"
         "pendingReason: null\nevictedBy: null\nevicts: []\n"
         "queuePosition:\n  queue: team-a\n  rank: 3\n  count: 3\n"

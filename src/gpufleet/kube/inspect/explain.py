@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.adapters import InputError, load_snapshot_documents, resolve_devices
-from gpufleet.domain import SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
+from gpufleet.domain import LABEL_POD_GROUP, SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
 from gpufleet.domain.queues import gang_id, gang_key
 from gpufleet.engine import admission_order, schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
@@ -24,7 +24,10 @@ from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
 from gpufleet.ledger import is_spot_node
 from gpufleet.policy import RunningPod, drain_plan, node_facts
 
-__all__ = ["EXPLANATION_SCHEMA", "Explanation", "PodFacts", "explain_in_cluster", "explain_pod", "explain_report"]
+__all__ = [
+    "EXPLANATION_SCHEMA", "Explanation", "GroupOwner", "PodFacts", "explain_in_cluster", "explain_pod",
+    "explain_report", "group_owner",
+]
 
 SNAPSHOT_SOURCE = "cluster snapshot"
 
@@ -61,6 +64,62 @@ class PodFacts:
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
         )
+
+
+# The label of the PodGroups the controller's pod-grouper writes (gpufleet.kube.controller.grouper's
+# MANAGED_BY; inspect does not import the controller).
+_GROUPER_LABEL = ("app.kubernetes.io/managed-by", "gpufleet-pod-grouper")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOwner:
+    """The workload whose pod-grouper PodGroup a pod's gang is: its controller ownerReference."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+
+def group_owner(group: Mapping[str, Any] | None) -> GroupOwner | None:
+    """The owner of a PodGroup the pod-grouper wrote (its label), read from the PodGroup's controller
+    ownerReference; None for a hand-written group, a missing one, or one without such a reference.
+    Pod labels are never read for it: a tenant writes those."""
+    if not isinstance(group, Mapping):
+        return None
+    meta = group.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    labels = meta.get("labels")
+    if not isinstance(labels, Mapping) or labels.get(_GROUPER_LABEL[0]) != _GROUPER_LABEL[1]:
+        return None
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
+            return GroupOwner(str(ref.get("apiVersion") or ""), str(ref["kind"]), str(meta.get("namespace") or ""),
+                              str(ref["name"]))
+    return None
+
+
+def _progress(pod: Pod, snapshot: Snapshot, decisions: Decisions) -> tuple[int, int, int]:
+    """(members placed, members the gang counts, members the decisions would place now)."""
+    members = _gang_members(pod, snapshot)
+    placed = sum(1 for p in snapshot.pods if p.key in members and p.bound)
+    group = next((g for g in snapshot.pod_groups if g.namespace == pod.namespace and g.name == pod.group_label), None)
+    total = max(len(members), group.min_member if group is not None else 1)
+    now = sum(1 for b in decisions.bindings if b.pod in members)
+    return placed, total, now
+
+
+def _owner_line(owner: GroupOwner, pod: Pod, snapshot: Snapshot, decisions: Decisions,
+                pending_reason: str | None) -> str:
+    """``PyTorchJob ml/llama-ft: 7 of 8 pods placed; waiting: <the engine's reason>``."""
+    placed, total, now = _progress(pod, snapshot, decisions)
+    line = f"{owner.kind} {owner.namespace}/{owner.name}: {placed} of {total} pods placed"
+    if now:
+        line += f"; {now} more would be placed now"
+    elif pending_reason is not None:
+        line += f"; waiting: {pending_reason}"
+    return line + "."
 
 
 def _gpus(gpus: tuple[int, ...], blocks: int | None) -> str:
@@ -135,8 +194,10 @@ def _claims_line(pod: Pod, snapshot: Snapshot, binding: Binding | None) -> str |
     return "claims: " + "; ".join(parts)
 
 
-def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> list[str]:
-    """Plain-language lines about what the decisions mean for the pod."""
+def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
+                owner: GroupOwner | None = None) -> list[str]:
+    """Plain-language lines about what the decisions mean for the pod; ``owner``: the workload its
+    gang's PodGroup belongs to (:func:`group_owner`), named with the gang's progress."""
     key = facts.key
     if facts.phase in FINISHED_PHASES:
         return [f"{key} has finished (phase {facts.phase}): it holds nothing and the scheduler ignores it."]
@@ -148,15 +209,18 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions) -> li
         return [f"{key} is not in the snapshot of the cluster (phase {facts.phase}); there is nothing to explain."]
 
     lines: list[str] = []
-    owner = "gpufleet" if pod.ours else f"another scheduler ({pod.scheduler_name})"
+    scheduler = "gpufleet" if pod.ours else f"another scheduler ({pod.scheduler_name})"
     gang = f", in gang {gang_key(pod)}" if pod.group_label else ""
     eviction = next((e for e in decisions.evictions if e.pod == key), None)
     binding = next((b for b in decisions.bindings if b.pod == key), None)
     pending = next((p for p in decisions.pending if p.pod == key), None)
 
+    if owner is not None and pod.group_label:
+        lines.append(_owner_line(owner, pod, snapshot, decisions,
+                                 pending.reason if pending is not None and not pod.bound else None))
     if pod.bound:
         lines.append(f"{key} runs on node {pod.node_name} ({_gpus(pod.gpu_index, pod.gpu_blocks)}), "
-                     f"scheduled by {owner}{gang}.")
+                     f"scheduled by {scheduler}{gang}.")
         claims = _claims_line(pod, snapshot, None)
         if claims is not None:
             lines.append(claims)
@@ -215,7 +279,7 @@ def _queue_position(pod: Pod, order: Mapping[str, tuple[str, ...]]) -> dict[str,
 
 
 def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
-                   order: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+                   order: Mapping[str, tuple[str, ...]], owner: GroupOwner | None = None) -> dict[str, Any]:
     """The machine-readable explanation (``-o json|yaml``): the schema ``EXPLANATION_SCHEMA``,
     field by field in docs/controller.md; ``message`` holds the text lines of :func:`explain_pod`.
     ``order`` is :func:`gpufleet.engine.admission_order` of the same snapshot."""
@@ -235,11 +299,17 @@ def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
     elif state == "pending":
         decision = ("bind" if binding is not None else "bind-then-evict" if eviction is not None
                     else "stay-pending" if pending is not None else "none")
+    owned: dict[str, Any] | None = None
+    if owner is not None and pod is not None and pod.group_label:
+        placed, total, _ = _progress(pod, snapshot, decisions)
+        owned = {"apiVersion": owner.api_version, "kind": owner.kind, "namespace": owner.namespace,
+                 "name": owner.name, "placed": placed, "members": total}
     return {
         "schema": EXPLANATION_SCHEMA,
         "pod": {"namespace": facts.namespace, "name": facts.name, "phase": facts.phase},
         "state": state,
         "gang": gang_key(pod) if pod is not None and pod.group_label else None,
+        "owner": owned,
         "node": pod.node_name if pod is not None and pod.bound else None,
         "decision": decision,
         "binding": None if binding is None else {
@@ -248,7 +318,7 @@ def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
         "evictedBy": None if eviction is None else {"pod": eviction.by, "reason": eviction.reason.value},
         "evicts": [{"pod": e.pod, "reason": e.reason.value} for e in evicts],
         "queuePosition": _queue_position(pod, order) if state == "pending" and pod is not None else None,
-        "message": explain_pod(facts, snapshot, decisions),
+        "message": explain_pod(facts, snapshot, decisions, owner),
     }
 
 
@@ -257,6 +327,19 @@ class Explanation:
     lines: tuple[str, ...]
     warnings: tuple[str, ...] = ()  # about the snapshot (e.g. gpufleet's CRDs not installed)
     report: dict[str, Any] = field(default_factory=dict)  # explain_report, plus "warnings"
+
+
+async def _owner_of(api: ClusterApi, raw: Mapping[str, Any], namespace: str) -> GroupOwner | None:
+    """The owner of the PodGroup the pod's gang label names, read from that PodGroup."""
+    meta = raw.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    group = labels.get(LABEL_POD_GROUP) if isinstance(labels, Mapping) else None
+    if not isinstance(group, str) or not group:
+        return None
+    try:
+        return group_owner(await api.get(Kind.POD_GROUP, namespace, group))
+    except Exception as err:  # ApiError, or a reply the client cannot decode: one line either way
+        raise access_error(api.server, f"reading podgroup {namespace}/{group}", err) from None
 
 
 async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
@@ -278,6 +361,7 @@ async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Expl
     devices = resolve_devices(snapshot)  # DRA claims read as replay and the controller read them
     decisions = devices.attach(schedule(devices.snapshot))
     facts = PodFacts.from_dict(raw, namespace, name)
-    report = explain_report(facts, devices.snapshot, decisions, admission_order(devices.snapshot))
+    report = explain_report(facts, devices.snapshot, decisions, admission_order(devices.snapshot),
+                            await _owner_of(api, raw, namespace))
     warnings = snap.warnings + devices.warnings
     return Explanation(lines=tuple(report["message"]), warnings=warnings, report={**report, "warnings": list(warnings)})
