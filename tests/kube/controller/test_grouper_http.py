@@ -119,20 +119,30 @@ async def test_gang_present_before_the_controller_starts_is_never_bound_as_singl
     assert group["status"]["boundPods"] == 3
 
 
+KUBEFLOW_ROLE = "training.kubeflow.org/replica-type"
+
+
+async def kubeflow_gang_bound(store: FakeCluster, owner: JsonDict, lead: str, workers: int) -> JsonDict:
+    """Put a Kubeflow job's pods (one ``lead``, ``workers`` workers) as its operator would, wait until
+    the gang is bound, and return its one PodGroup, whose name every pod carries."""
+    name = owner["metadata"]["name"]
+    store.put(Kind.POD, member(f"{name}-{lead}-0", owner, {KUBEFLOW_ROLE: lead}))
+    for i in range(workers):
+        store.put(Kind.POD, member(f"{name}-worker-{i}", owner, {KUBEFLOW_ROLE: "worker"}))
+    await eventually(lambda: len(bound_pods(store)) == workers + 1, what="gang bound")
+    [group] = groups_of(store)
+    assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+    return group
+
+
 async def test_pytorchjob_master_and_workers_are_one_gang(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)
     async with running(emulator):
         owner = store.put(Kind.PYTORCH_JOB, workload(Kind.PYTORCH_JOB, "llama", {"pytorchReplicaSpecs": {
             "Master": {"replicas": 1, "template": template()}, "Worker": {"replicas": 3, "template": template()}}}))
-        role = "training.kubeflow.org/replica-type"
-        store.put(Kind.POD, member("llama-master-0", owner, {role: "master"}))
-        for i in range(3):
-            store.put(Kind.POD, member(f"llama-worker-{i}", owner, {role: "worker"}))
-        await eventually(lambda: len(bound_pods(store)) == 4, what="gang bound")
-        [group] = groups_of(store)
+        group = await kubeflow_gang_bound(store, owner, "master", 3)
         assert group["spec"]["minMember"] == 4 and group["metadata"]["name"].startswith("pytorchjob-llama-")
-        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
 
 
 async def test_jobset_pods_of_its_jobs_join_one_gang(emulator: ApiServerEmulator) -> None:
@@ -329,17 +339,11 @@ async def test_no_group_workloads_leaves_owners_alone(emulator: ApiServerEmulato
 async def test_mpijob_launcher_and_workers_are_one_gang_cleaned_up_with_it(emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)
-    role = "training.kubeflow.org/replica-type"
     async with running(emulator):
         owner = store.put(Kind.MPI_JOB, workload(Kind.MPI_JOB, "allreduce", {"mpiReplicaSpecs": {
             "Launcher": {"replicas": 1, "template": template(0)}, "Worker": {"replicas": 2, "template": template()}}}))
-        store.put(Kind.POD, member("allreduce-launcher", owner, {role: "launcher"}))
-        for i in range(2):
-            store.put(Kind.POD, member(f"allreduce-worker-{i}", owner, {role: "worker"}))
-        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
-        [group] = groups_of(store)
+        group = await kubeflow_gang_bound(store, owner, "launcher", 2)
         assert group["spec"]["minMember"] == 3 and group["metadata"]["name"].startswith("mpijob-allreduce-")
-        assert set(labels_of(store).values()) == {group["metadata"]["name"]}
         store.delete(Kind.MPI_JOB, "ml", "allreduce")
         await eventually(lambda: not groups_of(store), what="PodGroup deleted with its owner")
 
@@ -413,21 +417,16 @@ async def test_elastic_pytorchjob_scale_up_joins_the_gang_and_scale_down_keeps_i
         emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)
-    role = "training.kubeflow.org/replica-type"
     async with running(emulator):
         owner = store.put(Kind.PYTORCH_JOB, workload(Kind.PYTORCH_JOB, "elastic", {
             "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
             "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template()},
                                     "Worker": {"replicas": 2, "template": template()}}}))
-        store.put(Kind.POD, member("elastic-master-0", owner, {role: "master"}))
-        for i in range(2):
-            store.put(Kind.POD, member(f"elastic-worker-{i}", owner, {role: "worker"}))
-        await eventually(lambda: len(bound_pods(store)) == 3, what="the minMember gang bound")
-        [group] = groups_of(store)
+        group = await kubeflow_gang_bound(store, owner, "master", 2)
         name = group["metadata"]["name"]
         assert group["spec"]["minMember"] == 3
         for i in (2, 3):  # the operator scales the workers up to maxReplicas
-            store.put(Kind.POD, member(f"elastic-worker-{i}", owner, {role: "worker"}))
+            store.put(Kind.POD, member(f"elastic-worker-{i}", owner, {KUBEFLOW_ROLE: "worker"}))
         await eventually(lambda: len(bound_pods(store)) == 5, what="scale-up members placed on their own")
         assert set(labels_of(store).values()) == {name}
         for i in (2, 3):  # and down again
