@@ -4,6 +4,7 @@ grouped a PyTorchJob."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from gpufleet.kube.inspect.explain import Explanation, GroupOwner, explain_in_cl
 from gpufleet.testing.emulator import ApiServerEmulator
 
 from ..controller.controller_objects import bound_pods, eventually, node, pod, queue, running_over_http
+from .cluster_objects import cluster_objects, fake_cluster
 
 ROLE = "training.kubeflow.org/replica-type"
 
@@ -98,3 +100,18 @@ def test_group_owner_reads_only_the_grouper_s_controller_reference() -> None:
     assert group_owner({"metadata": {**group["metadata"], "labels": {}}}) is None
     assert group_owner({"metadata": {**group["metadata"], "ownerReferences": [{**ref, "controller": False}]}}) is None
     assert group_owner(None) is None and group_owner({"metadata": "x"}) is None
+
+
+def test_a_podgroup_that_cannot_be_read_leaves_the_owner_out_with_a_warning() -> None:
+    objects = cluster_objects()
+    member_pod = objects[Kind.POD][0]
+    member_pod["metadata"]["labels"][LABEL_POD_GROUP] = "g"
+    objects[Kind.POD_GROUP] = [{"apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
+                                "metadata": {"name": "g", "namespace": member_pod["metadata"]["namespace"]},
+                                "spec": {"minMember": 1}}]
+    cluster = fake_cluster(objects)
+    cluster.fail("get", 403, kind=Kind.POD_GROUP, message="forbidden")
+    meta = member_pod["metadata"]
+    explained = asyncio.run(explain_in_cluster(cluster.client("gpufleet"), meta["namespace"], meta["name"]))
+    assert explained.report["owner"] is None and explained.lines
+    assert any(f"reading podgroup {meta['namespace']}/g: HTTP 403: forbidden" in w for w in explained.warnings)

@@ -329,17 +329,19 @@ class Explanation:
     report: dict[str, Any] = field(default_factory=dict)  # explain_report, plus "warnings"
 
 
-async def _owner_of(api: ClusterApi, raw: Mapping[str, Any], namespace: str) -> GroupOwner | None:
-    """The owner of the PodGroup the pod's gang label names, read from that PodGroup."""
+async def _owner_of(api: ClusterApi, raw: Mapping[str, Any],
+                    namespace: str) -> tuple[GroupOwner | None, tuple[str, ...]]:
+    """The owner of the PodGroup the pod's gang label names, read from that PodGroup, and a warning
+    when that PodGroup cannot be read (the rest of the explanation stands without the owner)."""
     meta = raw.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     group = labels.get(LABEL_POD_GROUP) if isinstance(labels, Mapping) else None
     if not isinstance(group, str) or not group:
-        return None
+        return None, ()
     try:
-        return group_owner(await api.get(Kind.POD_GROUP, namespace, group))
+        return group_owner(await api.get(Kind.POD_GROUP, namespace, group)), ()
     except Exception as err:  # ApiError, or a reply the client cannot decode: one line either way
-        raise access_error(api.server, f"reading podgroup {namespace}/{group}", err) from None
+        return None, (str(access_error(api.server, f"reading podgroup {namespace}/{group}", err)),)
 
 
 async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
@@ -361,7 +363,7 @@ async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Expl
     devices = resolve_devices(snapshot)  # DRA claims read as replay and the controller read them
     decisions = devices.attach(schedule(devices.snapshot))
     facts = PodFacts.from_dict(raw, namespace, name)
-    report = explain_report(facts, devices.snapshot, decisions, admission_order(devices.snapshot),
-                            await _owner_of(api, raw, namespace))
-    warnings = snap.warnings + devices.warnings
+    owner, unread = await _owner_of(api, raw, namespace)
+    report = explain_report(facts, devices.snapshot, decisions, admission_order(devices.snapshot), owner)
+    warnings = snap.warnings + devices.warnings + unread
     return Explanation(lines=tuple(report["message"]), warnings=warnings, report={**report, "warnings": list(warnings)})
