@@ -3,7 +3,6 @@ kind get their PodGroup, their pods its label, the gang is bound whole, and dele
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -417,7 +416,7 @@ async def test_elastic_pytorchjob_scale_up_joins_the_gang_and_scale_down_keeps_i
         emulator: ApiServerEmulator) -> None:
     store = emulator.store
     basics(store)
-    async with running(emulator):
+    async with running(emulator) as c:
         owner = store.put(Kind.PYTORCH_JOB, workload(Kind.PYTORCH_JOB, "elastic", {
             "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
             "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template()},
@@ -431,8 +430,10 @@ async def test_elastic_pytorchjob_scale_up_joins_the_gang_and_scale_down_keeps_i
         assert set(labels_of(store).values()) == {name}
         for i in (2, 3):  # and down again
             store.delete(Kind.POD, "ml", f"elastic-worker-{i}")
-        await eventually(lambda: len(store.objects(Kind.POD)) == 3, what="scaled down")
-        await asyncio.sleep(0.2)  # a few controller cycles: the group must survive them
+        await eventually(lambda: c.cache.count(Kind.POD) == 3, what="the controller sees the scale-down")
+        after = c.cycles
+        store.put(Kind.NODE, node("n1", 8))  # an event: one more cycle, after the scale-down, that keeps the group
+        await eventually(lambda: c.cycles > after, what="one more cycle")
         [kept] = groups_of(store)
         assert kept["metadata"]["name"] == name and kept["spec"]["minMember"] == 3
         assert kept["metadata"]["uid"] == group["metadata"]["uid"]
