@@ -113,6 +113,9 @@ async def test_gang_present_before_the_controller_starts_is_never_bound_as_singl
         store.put(Kind.POD, member(f"early-{i}", owner))
     async with running(emulator):
         await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+        # the PodGroup's status is written after the bindings (the next cycle): wait for it too
+        await eventually(lambda: [g.get("status", {}).get("boundPods") for g in groups_of(store)] == [3],
+                         what="PodGroup status written")
     [group] = groups_of(store)
     assert set(labels_of(store).values()) == {group["metadata"]["name"]}  # labelled before bound
     assert group["status"]["boundPods"] == 3
