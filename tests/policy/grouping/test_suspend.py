@@ -13,6 +13,7 @@ from gpufleet.policy.grouping import (
     SuspendedOwner,
     VirtualGang,
     owners_to_unsuspend,
+    virtual_gang,
 )
 
 _QUEUE = QueueName("default")
@@ -90,3 +91,11 @@ def test_never_an_owner_whose_gangs_are_not_wholly_placed(case: tuple[list[Suspe
     whole = [o.ref for o in owners if o.gangs and all(
         1 <= g.plan.min_member <= len(set(g.pods) & placed) for g in o.gangs)]
     assert list(admitted) == whole
+
+
+def test_virtual_gang_has_max_member_pods_named_after_the_group() -> None:
+    plan = GroupPlan(_ref("t"), "job-t-0123456789", 2, 3, _QUEUE)
+    gang = virtual_gang(plan)
+    assert gang.pods == ("job-t-0123456789-virtual-0", "job-t-0123456789-virtual-1", "job-t-0123456789-virtual-2")
+    assert owners_to_unsuspend([SuspendedOwner(plan.owner, (gang,))], set(gang.pods[:2])) == (plan.owner,)
+    assert owners_to_unsuspend([SuspendedOwner(plan.owner, (gang,))], set(gang.pods[:1])) == ()

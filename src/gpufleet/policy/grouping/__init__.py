@@ -33,6 +33,7 @@ from gpufleet.policy.grouping.suspend import (
     SuspendedOwner,
     VirtualGang,
     owners_to_unsuspend,
+    virtual_gang,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "owners_to_unsuspend",
     "pods_of",
     "unit_names",
+    "virtual_gang",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpufleet.policy.grouping.model import GroupPlan, OwnerRef
 
-__all__ = ["SUSPENDABLE_KINDS", "SuspendedOwner", "VirtualGang", "owners_to_unsuspend"]
+__all__ = ["SUSPENDABLE_KINDS", "SuspendedOwner", "VirtualGang", "owners_to_unsuspend", "virtual_gang"]
 
 # (apiGroup, kind) of the owners whose spec.suspend gpufleet may clear; every other kind is admitted
 # pod by pod as before.
@@ -40,6 +40,13 @@ class SuspendedOwner:
 
     ref: OwnerRef
     gangs: tuple[VirtualGang, ...]
+
+
+def virtual_gang(plan: GroupPlan) -> VirtualGang:
+    """The virtual gang standing for ``plan``'s members: ``max_member`` pods named
+    ``<group name>-virtual-<i>`` (a group name ends in a hash of the owner's uid, so no real pod of
+    any owner, whose names its operator derives from the owner's name, is named so in practice)."""
+    return VirtualGang(plan, tuple(f"{plan.name}-virtual-{i}" for i in range(max(plan.max_member, 0))))
 
 
 def _gang_placed(gang: VirtualGang, placed: Collection[str]) -> bool:
