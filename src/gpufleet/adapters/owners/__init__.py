@@ -18,6 +18,7 @@ from gpufleet.adapters.owners.apps import read_leaderworkerset, read_replicated
 from gpufleet.adapters.owners.batch import read_job, read_jobset
 from gpufleet.adapters.owners.kubeflow import read_mpijob, read_pytorchjob, read_trainjob
 from gpufleet.adapters.owners.ray import read_raycluster, read_rayjob
+from gpufleet.adapters.owners.suspend import virtual_pods
 from gpufleet.policy.grouping import (
     KINDS,
     SUSPENDABLE_KINDS,
@@ -29,7 +30,9 @@ from gpufleet.policy.grouping import (
     kind_rule,
 )
 
-__all__ = ["READERS", "UNSUSPEND_PATCH", "is_suspended", "link_from_dict", "owner_from_dict", "read_owner"]
+__all__ = [
+    "READERS", "UNSUSPEND_PATCH", "is_suspended", "link_from_dict", "owner_from_dict", "read_owner", "virtual_pods",
+]
 
 # The merge patch that admits a suspended owner: every suspendable kind keeps the flag at spec.suspend.
 UNSUSPEND_PATCH: Mapping[str, Any] = {"spec": {"suspend": False}}
