@@ -42,6 +42,7 @@ from gpufleet.domain import (
     LABEL_POD_GROUP,
     MILLI,
     SCHEDULER_NAME,
+    AdmissionMode,
     Binding,
     Decisions,
     Eviction,
@@ -67,6 +68,7 @@ from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, N
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
     CONVERTED_KINDS,
+    ConversionError,
     Overlay,
     SnapshotView,
     build_snapshot,
@@ -98,6 +100,7 @@ from gpufleet.kube.controller.reporting import (
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 from gpufleet.policy import DRAIN_REASONS, DrainPlan, GangDrain, IdleStep, IdleWatch, ProjectIndex, idle_actions
+from gpufleet.policy.grouping import OwnerRef, SuspendedOwner, owners_to_unsuspend
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -167,6 +170,28 @@ class CycleResult:
 def _pod_key(obj: Mapping[str, Any]) -> PodKey:
     meta = obj.get("metadata") or {}
     return PodKey(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+
+
+def _admissions(view: SnapshotView, decisions: Decisions, virtual: frozenset[PodKey],
+                suspended: Sequence[SuspendedOwner]) -> tuple[Decisions, tuple[OwnerRef, ...]]:
+    """The decisions without the virtual pods (docs/semantics-notes.md, "Admission by suspension"),
+    and the suspended owners whose every gang was placed. Virtual pods never preempt: a gang the
+    engine placed only by evicting for it is not placed (its evictions are dropped with it)."""
+    preempting = {gang_id(view.pods[e.by]) for e in decisions.evictions if e.by in virtual and e.by in view.pods}
+    placed = {str(b.pod).partition("/")[2] for b in decisions.bindings
+              if b.pod in virtual and b.pod in view.pods and gang_id(view.pods[b.pod]) not in preempting}
+    kept = replace(decisions,
+                   bindings=tuple(b for b in decisions.bindings if b.pod not in virtual),
+                   evictions=tuple(e for e in decisions.evictions if e.by not in virtual),
+                   pending=tuple(p for p in decisions.pending if p.pod not in virtual))
+    return kept, owners_to_unsuspend(suspended, placed)
+
+
+def _without(view: SnapshotView, keys: frozenset[PodKey]) -> SnapshotView:
+    """``view`` without the pods ``keys`` (the virtual ones, once the engine has decided)."""
+    snapshot = replace(view.snapshot, pods=tuple(p for p in view.snapshot.pods if p.key not in keys))
+    return replace(view, snapshot=snapshot, pods={k: p for k, p in view.pods.items() if k not in keys},
+                   rejected={k: v for k, v in view.rejected.items() if k not in keys})
 
 
 def _node_of(obj: Mapping[str, Any] | None) -> str | None:
@@ -400,15 +425,21 @@ class Controller:
 
     # ------------------------------------------------------------------------------- cycle
 
-    def snapshot(self, grouped: GroupStep | None = None) -> SnapshotView:
+    def snapshot(self, grouped: GroupStep | None = None, virtual: Sequence[JsonDict] = ()) -> SnapshotView:
         """The engine's input now: the cache, with in-flight and planned pods on their nodes and
-        evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way)."""
+        evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way;
+        ``virtual``, the virtual pods of suspended owners, pending)."""
         objects: dict[Kind, list[Any]] = {}
         problems: list[str] = []
         for kind in CONVERTED_KINDS:
             values, bad = self.cache.converted(kind)
             objects[kind] = values
             problems.extend(bad)
+        for raw in virtual:
+            try:
+                objects[Kind.POD] = [*objects[Kind.POD], convert_object(Kind.POD, raw)]
+            except ConversionError as err:
+                problems.append(f"virtual {err}")
         if grouped is not None and grouped.groups:
             written = {str(group.key): group for group in map(partial(convert_object, Kind.POD_GROUP), grouped.groups)}
             objects[Kind.POD_GROUP] = [*(g for g in objects[Kind.POD_GROUP] if str(g.key) not in written),
@@ -499,10 +530,15 @@ class Controller:
         self.cycles += 1
         self._reconcile(now)
         view = self.snapshot()
+        suspended: tuple[SuspendedOwner, ...] = ()
+        virtual: frozenset[PodKey] = frozenset()
         if self.grouper is not None:  # before the engine: gangs of workloads, never singletons
             grouped = await self.grouper.step(view, enabled=self.is_leader())
-            if grouped.grouped or grouped.groups:
-                view = self.snapshot(grouped)
+            if view.snapshot.config.admission is AdmissionMode.SUSPEND and grouped.virtual:
+                suspended = grouped.suspended
+                virtual = frozenset(_pod_key(raw) for raw in grouped.virtual)
+            if grouped.grouped or grouped.groups or virtual:
+                view = self.snapshot(grouped, grouped.virtual if virtual else ())
             view = self.grouper.hold(view, grouped.held, grouped.quiet)
         for problem in view.problems:
             log.warning("left out: %s", problem)
@@ -519,6 +555,10 @@ class Controller:
             view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
         decisions = devices.attach(await self._decide(view))
+        admitted: tuple[OwnerRef, ...] = ()
+        if virtual:  # never bound, evicted for, reported, accounted: they are not in the API server
+            decisions, admitted = _admissions(view, decisions, virtual, suspended)
+            view = _without(view, virtual)
         for warning in (*devices.warnings, *decisions.warnings):
             log.warning("%s", warning)
         self.metrics.decisions.labels("binding").inc(len(decisions.bindings))
@@ -532,6 +572,8 @@ class Controller:
             result = await self._act(view, decisions, now)
             if self.grouper is not None:
                 await self.grouper.write_labels()
+                if admitted:
+                    await self.grouper.unsuspend(admitted)
             await self._report(view, result, now)
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")

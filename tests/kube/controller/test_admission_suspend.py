@@ -1,0 +1,128 @@
+"""Admission by suspension (docs/semantics-notes.md) with the real controller over HTTP against the API
+server emulator: a suspended Job is unsuspended only once its whole gang fits, so no pod of it exists
+before; in the default admission (pods) a suspended Job is left alone. The test plays the Job
+controller: it creates the Job's pods only once ``spec.suspend`` is false."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.install.rbac import allowed
+from gpufleet.testing.emulator import ApiServerEmulator
+from gpufleet.testing.fake_cluster import FakeCluster
+
+from .controller_objects import bound_pods, eventually, node, pod, queue
+
+pytestmark = pytest.mark.asyncio
+
+JsonDict = dict[str, Any]
+
+
+@pytest_asyncio.fixture
+async def emulator() -> AsyncIterator[ApiServerEmulator]:
+    async with ApiServerEmulator() as server:
+        yield server
+
+
+async def _run(emulator: ApiServerEmulator) -> AsyncIterator[Controller]:
+    # resync: cycles keep coming without changes, so "stays suspended" is seen over several cycles.
+    config = ControllerConfig(identity="c", min_interval=0.0, resync=0.02, concurrency=16, engine_in_thread=False)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+                   ControllerMetrics())
+    c.binder.backoff = 0.001
+    task = asyncio.create_task(c.run())
+    try:
+        await eventually(lambda: c.ready and c.grouper is not None and c.grouper.synced, what="informers synced")
+        yield c
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await c.api.close()
+
+
+def running(emulator: ApiServerEmulator) -> Any:
+    import contextlib
+
+    return contextlib.asynccontextmanager(_run)(emulator)
+
+
+def suspended_job(name: str, parallelism: int = 4) -> JsonDict:
+    template = {"spec": {"schedulerName": "gpufleet", "containers": [
+        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True, "template": template}}
+
+
+def cluster(store: FakeCluster, admission: str | None, gpus: int) -> None:
+    store.put(Kind.NODE, node("n0", gpus))
+    store.put(Kind.QUEUE, queue("team-a", 16))
+    if admission is not None:
+        store.put(Kind.SCHEDULER_CONFIG, {"metadata": {"name": "default"}, "spec": {"admission": admission}})
+
+
+def is_suspended(store: FakeCluster, name: str) -> bool:
+    job = store.object(Kind.JOB, "ml", name)
+    assert job is not None
+    return bool(job["spec"].get("suspend"))
+
+
+def play_job_controller(store: FakeCluster, name: str) -> int:
+    """The Job controller's part: the Job's pods once it is not suspended (how many exist)."""
+    job = store.object(Kind.JOB, "ml", name)
+    assert job is not None
+    if job["spec"].get("suspend"):
+        return 0
+    meta = job["metadata"]
+    for i in range(job["spec"]["parallelism"]):
+        if store.object(Kind.POD, "ml", f"{name}-{i}") is None:
+            member = pod(f"{name}-{i}", 1, queue=None)
+            member["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                                      "uid": meta["uid"], "controller": True}]
+            store.put(Kind.POD, member)
+    return int(job["spec"]["parallelism"])
+
+
+async def cycles(c: Controller, n: int) -> None:
+    start = c.cycles
+    await eventually(lambda: c.cycles >= start + n, what=f"{n} cycles")
+
+
+async def test_suspended_job_is_admitted_only_when_its_whole_gang_fits(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    cluster(store, "suspend", gpus=3)  # 3 free GPUs for a gang of 4: it must not start
+    async with running(emulator) as c:
+        store.put(Kind.JOB, suspended_job("train"))
+        await eventually(lambda: bool(store.objects(Kind.POD_GROUP)), what="PodGroup made for the suspended Job")
+        await cycles(c, 5)
+        assert is_suspended(store, "train")
+        assert play_job_controller(store, "train") == 0 and store.objects(Kind.POD) == []
+        assert not [e for e in store.objects(Kind.EVENT) if "virtual" in str(e)]  # virtual pods never reported
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: not is_suspended(store, "train"), what="the Job unsuspended")
+        assert play_job_controller(store, "train") == 4
+        await eventually(lambda: len(bound_pods(store)) == 4, what="its pods bound whole")
+    used = {(call.op, call.kind) for call in store.calls}
+    assert ("patch", Kind.JOB) in used
+    assert not any(call.op == "create" and call.kind is Kind.POD for call in store.calls)  # no virtual pod written
+    assert [u for u in used if not allowed(*u)] == []  # the controller's ClusterRole allows every call
+
+
+async def test_pods_admission_leaves_a_suspended_job_alone(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    cluster(store, None, gpus=8)  # room for it, but admission is pods (the default)
+    async with running(emulator) as c:
+        store.put(Kind.JOB, suspended_job("train"))
+        await eventually(lambda: bool(store.objects(Kind.POD_GROUP)), what="PodGroup made")
+        await cycles(c, 5)
+        assert is_suspended(store, "train")
+    assert not any(call.op == "patch" and call.kind is Kind.JOB for call in store.calls)
