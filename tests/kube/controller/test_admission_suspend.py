@@ -126,3 +126,22 @@ async def test_pods_admission_leaves_a_suspended_job_alone(emulator: ApiServerEm
         await cycles(c, 5)
         assert is_suspended(store, "train")
     assert not any(call.op == "patch" and call.kind is Kind.JOB for call in store.calls)
+
+
+async def test_places_of_an_admitted_job_are_held_until_its_pods_exist(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    cluster(store, "suspend", gpus=3)
+    async with running(emulator) as c:
+        store.put(Kind.JOB, suspended_job("a"))
+        store.put(Kind.JOB, suspended_job("b"))
+        await eventually(lambda: len(store.objects(Kind.POD_GROUP)) == 2, what="PodGroups made")
+        await cycles(c, 3)
+        store.put(Kind.NODE, node("n1", 3))  # 6 GPUs: room for one gang of 4, not two
+        await eventually(lambda: not (is_suspended(store, "a") and is_suspended(store, "b")), what="one admitted")
+        first, second = ("a", "b") if not is_suspended(store, "a") else ("b", "a")
+        await cycles(c, 5)  # its pods do not exist yet: its places stay taken
+        assert is_suspended(store, second)
+        assert play_job_controller(store, first) == 4
+        await eventually(lambda: len(bound_pods(store)) == 4, what="the admitted Job's pods bound whole")
+        await cycles(c, 5)
+        assert is_suspended(store, second) and play_job_controller(store, second) == 0
