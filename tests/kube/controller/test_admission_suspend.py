@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from gpufleet.kube.client.lightkube_api import connect
 from gpufleet.kube.client.port import Kind, RealClock
@@ -25,12 +24,6 @@ from .controller_objects import bound_pods, eventually, node, pod, queue
 pytestmark = pytest.mark.asyncio
 
 JsonDict = dict[str, Any]
-
-
-@pytest_asyncio.fixture
-async def emulator() -> AsyncIterator[ApiServerEmulator]:
-    async with ApiServerEmulator() as server:
-        yield server
 
 
 async def _run(emulator: ApiServerEmulator) -> AsyncIterator[Controller]:
