@@ -138,3 +138,41 @@ async def test_places_of_an_admitted_job_are_held_until_its_pods_exist(emulator:
         await eventually(lambda: len(bound_pods(store)) == 4, what="the admitted Job's pods bound whole")
         await cycles(c, 5)
         assert is_suspended(store, second) and play_job_controller(store, second) == 0
+
+
+async def test_suspended_jobset_is_admitted_whole(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    cluster(store, "suspend", gpus=3)
+    template = {"spec": {"schedulerName": "gpufleet", "containers": [
+        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    async with running(emulator) as c:
+        jobset = store.put(Kind.JOB_SET, {
+            "apiVersion": Kind.JOB_SET.api_version, "kind": "JobSet",
+            "metadata": {"name": "trainer", "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}},
+            "spec": {"suspend": True, "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {
+                "spec": {"parallelism": 2, "completions": 2, "template": template}}}]}})
+        await eventually(lambda: bool(store.objects(Kind.POD_GROUP)), what="PodGroup made")
+        await cycles(c, 5)
+        current = store.object(Kind.JOB_SET, "ml", "trainer")
+        assert current is not None and current["spec"]["suspend"] is True
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: (store.object(Kind.JOB_SET, "ml", "trainer") or {})["spec"].get("suspend") is False,
+                         what="the JobSet unsuspended")
+        meta = jobset["metadata"]
+        for j in range(2):  # the JobSet controller's part: its Jobs and their pods
+            child = store.put(Kind.JOB, {
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": f"trainer-workers-{j}", "namespace": "ml", "ownerReferences": [
+                    {"apiVersion": Kind.JOB_SET.api_version, "kind": "JobSet", "name": "trainer",
+                     "uid": meta["uid"], "controller": True}]},
+                "spec": {"parallelism": 2, "completions": 2, "template": template}})
+            for i in range(2):
+                member = pod(f"trainer-workers-{j}-{i}", 1, queue=None,
+                             labels={"jobset.sigs.k8s.io/replicatedjob-name": "workers"})
+                member["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                                          "name": child["metadata"]["name"],
+                                                          "uid": child["metadata"]["uid"], "controller": True}]
+                store.put(Kind.POD, member)
+        await eventually(lambda: len(bound_pods(store)) == 4, what="its pods bound whole")
+    used = {(call.op, call.kind) for call in store.calls}
+    assert ("patch", Kind.JOB_SET) in used and [u for u in used if not allowed(*u)] == []
