@@ -297,6 +297,7 @@ class PodGrouper:
         links: list[ObjectLink] = []
         owners: list[Owner] = []
         suspended: dict[str, Mapping[str, Any]] = {}  # uid -> the raw suspended owner
+        unsuspending: set[str] = set()  # unsuspended by us, not shown so by the informer yet
         for kind in self.kinds:
             for obj in cache.objects(kind):
                 link = self._link(obj)
@@ -308,12 +309,16 @@ class PodGrouper:
                 if isinstance(owner, Owner):
                     owners.append(owner)
                     out.live_owners.add(owner.ref.uid)
-                    if (kind.group, kind.kind) in SUSPENDABLE_KINDS and is_suspended(obj) and not self._admitted(obj):
-                        suspended[owner.ref.uid] = obj
+                    if (kind.group, kind.kind) in SUSPENDABLE_KINDS and is_suspended(obj):
+                        if self._admitted(obj):
+                            unsuspending.add(owner.ref.uid)
+                        else:
+                            suspended[owner.ref.uid] = obj
                 elif isinstance(owner, GroupProblem):
                     out.problems[owner.owner.uid] = owner
                     out.live_owners.add(owner.owner.uid)
         self._prune({link.uid for link in links})
+        self.unsuspended = {uid: rv for uid, rv in self.unsuspended.items() if uid in unsuspending}
         # Pods that own objects are links too (a LeaderWorkerSet's leader pod owns its group's
         # worker StatefulSet).
         owning = {link.controller_uid for link in links if link.controller_uid is not None}
@@ -500,8 +505,6 @@ class PodGrouper:
 
         with contextlib.suppress(NotLeader):
             await asyncio.gather(*(one(ref) for ref in owners))
-        if len(self.unsuspended) > 1000:  # the versions the informers show by now
-            self.unsuspended = {}
 
     def take_label(self, key: PodKey) -> Mapping[str, str]:
         """The pod-group label to write with the pod's patch before its Binding (taken once)."""
