@@ -15,6 +15,11 @@ snapshot (pending, with the reason): a gang never starts as singletons. An owner
 :class:`~gpufleet.policy.grouping.GroupProblem` gets a Warning Event; its pods are labelled with the
 group names it would have and wait with the problem as their pending reason.
 
+Suspended owners of a suspendable kind also come out of each step with their gangs and virtual pods
+(:class:`GroupStep` ``suspended``, ``virtual``); the controller shows them to the engine only with
+``admission: suspend`` and admits those placed whole with :meth:`PodGrouper.unsuspend`
+(docs/semantics-notes.md, "Admission by suspension").
+
 Hand-written groups win: a pod that already carries a pod-group label other than the one its owner
 gives is never relabelled (it joins the group it names), and a PodGroup not made by the pod-grouper
 is never changed or deleted. Only writes of what differs are made; a create that meets an existing
