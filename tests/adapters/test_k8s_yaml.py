@@ -18,6 +18,7 @@ from gpufleet.adapters.k8s_yaml import (
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
     GPU,
+    AdmissionMode,
     Placement,
     Pod,
     PodGroup,
@@ -503,6 +504,14 @@ def test_config_file_wins_over_snapshot(tmp_path: Path) -> None:
     snap_file.write_text(CONFIG)
     assert load_snapshot_file(snap_file).config.default_queue == "batch"
     assert load_snapshot_file(snap_file, config=config).config == config
+
+
+def test_admission_mode_reads_pods_by_default_and_suspend() -> None:
+    head = "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: "
+    assert load_config_text(head + "{}\n", "cfg.yaml").admission is AdmissionMode.PODS
+    assert load_config_text(head + "{admission: suspend}\n", "cfg.yaml").admission is AdmissionMode.SUSPEND
+    with pytest.raises(InputError, match=r"admission"):
+        load_config_text(head + "{admission: later}\n", "cfg.yaml")
 
 
 def test_config_file_needs_a_scheduler_config() -> None:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from gpufleet.adapters import InputError, owner_from_dict, read_owner
+from gpufleet.adapters.owners import UNSUSPEND_PATCH, is_suspended
 from gpufleet.policy.grouping import GroupProblem
 
 DATA = Path(__file__).parents[1] / "policy" / "grouping" / "data"
@@ -63,3 +64,21 @@ def test_unknown_fields_of_foreign_objects_are_ignored() -> None:
     doc["spec"]["someFutureField"] = {"x": 1}
     doc["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": []}
     assert owner_from_dict(doc).roles[1].name == "gpu-group"
+
+
+@pytest.mark.parametrize(("api_version", "kind", "spec", "suspended"), [
+    ("batch/v1", "Job", {"suspend": True}, True),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", {"suspend": True}, True),
+    ("ray.io/v1", "RayJob", {"suspend": True}, True),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob", {"suspend": True}, True),
+    ("batch/v1", "Job", {"suspend": False}, False),
+    ("batch/v1", "Job", {}, False),
+    ("batch/v1", "Job", {"suspend": "true"}, False),  # not the boolean: not read as suspended
+    ("kubeflow.org/v1", "PyTorchJob", {"suspend": True}, False),  # not a suspendable kind
+    ("apps/v1", "Deployment", {"suspend": True}, False),
+])
+def test_is_suspended(api_version: str, kind: str, spec: dict[str, object], suspended: bool) -> None:
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x", "namespace": "ml"}, "spec": spec}
+    assert is_suspended(obj) is suspended
+    assert is_suspended({"kind": kind, "spec": spec}) is False
+    assert UNSUSPEND_PATCH == {"spec": {"suspend": False}}

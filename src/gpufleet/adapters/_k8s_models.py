@@ -31,6 +31,7 @@ from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
+    AdmissionMode,
     GpuFailurePolicy,
     IdlePolicy,
     ImagePolicy,
@@ -172,6 +173,11 @@ class SchedulerConfigSpec(_Spec):
     drain: DrainSpec = Field(
         default_factory=lambda: DrainSpec(), description="Which nodes are drained gang by gang."
     )
+    admission: AdmissionMode = Field(
+        AdmissionMode.PODS,
+        description="Owners of a suspendable kind (Job, JobSet, RayJob, TrainJob) created suspended: admitted "
+        "pod by pod (pods), or unsuspended only once their whole gang is placed (suspend).",
+    )
 
 
 def loc_path(loc: Sequence[int | str], root: str = "") -> str:
@@ -312,6 +318,7 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         interruption_keys=(tuple(spec.drain.interruptionKeys) if spec.drain.interruptionKeys is not None
                            else DEFAULT_INTERRUPTION_KEYS),
         drain_cordoned=spec.drain.drainCordoned,
+        admission=spec.admission,
     )
 
 

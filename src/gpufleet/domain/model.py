@@ -69,6 +69,14 @@ class GpuFailurePolicy(str, Enum):
     KEEP = "keep"
 
 
+class AdmissionMode(str, Enum):
+    """How owners of a suspendable kind are admitted (docs/semantics-notes.md, "Admission by
+    suspension"): pod by pod, or unsuspended only once their whole gang is placed."""
+
+    PODS = "pods"
+    SUSPEND = "suspend"
+
+
 # The taint or label keys of the common interruption handlers (docs/semantics-notes.md, "Draining
 # nodes and failed GPUs"): a node carrying one of them is drained.
 DEFAULT_INTERRUPTION_KEYS = (
@@ -473,6 +481,7 @@ class SchedulerConfig:
     on_gpu_failure: GpuFailurePolicy = GpuFailurePolicy.EVICT
     interruption_keys: tuple[str, ...] = DEFAULT_INTERRUPTION_KEYS
     drain_cordoned: bool = False  # every cordoned node drains, not only those annotated gpufleet.dev/drain
+    admission: AdmissionMode = AdmissionMode.PODS  # docs/semantics-notes.md, "Admission by suspension"
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").

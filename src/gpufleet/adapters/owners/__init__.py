@@ -18,8 +18,10 @@ from gpufleet.adapters.owners.apps import read_leaderworkerset, read_replicated
 from gpufleet.adapters.owners.batch import read_job, read_jobset
 from gpufleet.adapters.owners.kubeflow import read_mpijob, read_pytorchjob, read_trainjob
 from gpufleet.adapters.owners.ray import read_raycluster, read_rayjob
+from gpufleet.adapters.owners.suspend import virtual_pods
 from gpufleet.policy.grouping import (
     KINDS,
+    SUSPENDABLE_KINDS,
     GroupProblem,
     ObjectLink,
     Owner,
@@ -28,7 +30,12 @@ from gpufleet.policy.grouping import (
     kind_rule,
 )
 
-__all__ = ["READERS", "link_from_dict", "owner_from_dict", "read_owner"]
+__all__ = [
+    "READERS", "UNSUSPEND_PATCH", "is_suspended", "link_from_dict", "owner_from_dict", "read_owner", "virtual_pods",
+]
+
+# The merge patch that admits a suspended owner: every suspendable kind keeps the flag at spec.suspend.
+UNSUSPEND_PATCH: Mapping[str, Any] = {"spec": {"suspend": False}}
 
 READERS: Mapping[tuple[str, str], OwnerReader] = {
     ("batch", "Job"): read_job,
@@ -100,3 +107,16 @@ def link_from_dict(obj: Mapping[str, Any]) -> ObjectLink:
     controller = next((ref.uid for ref in meta.ownerReferences if ref.controller), None)
     return ObjectLink(str(obj.get("apiVersion", "")), str(obj.get("kind", "")), meta.namespace, meta.name,
                       meta.uid, controller, meta.labels)
+
+
+def is_suspended(obj: Mapping[str, Any]) -> bool:
+    """Whether an owner object is of a suspendable kind (docs/semantics-notes.md, "Admission by
+    suspension") and has ``spec.suspend: true``; anything else (another kind, no spec, a value that is
+    not the boolean true) is not suspended, so gpufleet never unsuspends what it cannot read as such."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return False
+    if (api_version.rpartition("/")[0], kind) not in SUSPENDABLE_KINDS:
+        return False
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and spec.get("suspend") is True

@@ -15,6 +15,11 @@ snapshot (pending, with the reason): a gang never starts as singletons. An owner
 :class:`~gpufleet.policy.grouping.GroupProblem` gets a Warning Event; its pods are labelled with the
 group names it would have and wait with the problem as their pending reason.
 
+Suspended owners of a suspendable kind also come out of each step with their gangs and virtual pods
+(:class:`GroupStep` ``suspended``, ``virtual``); the controller shows them to the engine only with
+``admission: suspend`` and admits those placed whole with :meth:`PodGrouper.unsuspend`
+(docs/semantics-notes.md, "Admission by suspension").
+
 Hand-written groups win: a pod that already carries a pod-group label other than the one its owner
 gives is never relabelled (it joins the group it names), and a PodGroup not made by the pod-grouper
 is never changed or deleted. Only writes of what differs are made; a create that meets an existing
@@ -24,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from gpufleet.adapters import InputError
-from gpufleet.adapters.owners import link_from_dict, read_owner
+from gpufleet.adapters.owners import UNSUSPEND_PATCH, is_suspended, link_from_dict, read_owner, virtual_pods
 from gpufleet.domain import LABEL_POD_GROUP, SCHEDULER_NAME, PodKey, QueueName
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
@@ -42,6 +48,7 @@ from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.policy import ProjectIndex
 from gpufleet.policy.grouping import (
     KINDS,
+    SUSPENDABLE_KINDS,
     GangUnit,
     GroupFacts,
     GroupPlan,
@@ -49,9 +56,12 @@ from gpufleet.policy.grouping import (
     ObjectLink,
     Owner,
     OwnerIndex,
+    OwnerRef,
+    SuspendedOwner,
     group_for,
     kind_rule,
     member_of,
+    virtual_gang,
 )
 
 __all__ = [
@@ -179,6 +189,11 @@ class GroupStep:
     groups: tuple[JsonDict, ...] = ()
     held: Mapping[PodKey, str] = field(default_factory=dict)
     quiet: frozenset[PodKey] = frozenset()
+    # Suspended owners of a suspendable kind with their gangs, and the virtual pods standing for
+    # their members (docs/semantics-notes.md, "Admission by suspension"; shown to the engine only
+    # when the SchedulerConfig's admission is suspend).
+    suspended: tuple[SuspendedOwner, ...] = ()
+    virtual: tuple[JsonDict, ...] = ()
 
 
 @dataclass
@@ -195,6 +210,8 @@ class _Outcome:
     problems: dict[str, GroupProblem] = field(default_factory=dict)  # by owner uid
     live_owners: set[str] = field(default_factory=set)  # uids of owners seen
     pod_unit_groups: set[tuple[str, str]] = field(default_factory=set)  # groups named by pods' labels
+    suspended: list[SuspendedOwner] = field(default_factory=list)
+    virtual: list[JsonDict] = field(default_factory=list)
 
 
 class PodGrouper:
@@ -220,6 +237,7 @@ class PodGrouper:
         self.deleting: set[tuple[str, str]] = set()
         self.given: dict[PodKey, tuple[str, float]] = {}
         self.to_label: dict[PodKey, str] = {}  # this cycle's labels, not yet written
+        self.unsuspended: dict[str, str] = {}  # owner uid -> the resourceVersion it was unsuspended at
         self.all_synced = asyncio.Event()  # discovery done and every informer listed once
 
     @property
@@ -296,6 +314,8 @@ class PodGrouper:
         ours_above = {str(ref["uid"]) for kind in self.kinds if kind in _OWNS_TEMPLATE_ELSEWHERE_CHILDREN
                       for obj in cache.objects(kind) if _schedules_with_gpufleet(obj.get("spec"))
                       and (ref := _controller_ref(obj)) is not None and ref.get("uid")}
+        suspended: dict[str, Mapping[str, Any]] = {}  # uid -> the raw suspended owner
+        unsuspending: set[str] = set()  # unsuspended by us, not shown so by the informer yet
         for kind in self.kinds:
             for obj in cache.objects(kind):
                 link = self._link(obj)
@@ -307,10 +327,16 @@ class PodGrouper:
                 if isinstance(owner, Owner):
                     owners.append(owner)
                     out.live_owners.add(owner.ref.uid)
+                    if (kind.group, kind.kind) in SUSPENDABLE_KINDS and is_suspended(obj):
+                        if self._admitted(obj):
+                            unsuspending.add(owner.ref.uid)
+                        else:
+                            suspended[owner.ref.uid] = obj
                 elif isinstance(owner, GroupProblem):
                     out.problems[owner.owner.uid] = owner
                     out.live_owners.add(owner.owner.uid)
         self._prune({link.uid for link in links})
+        self.unsuspended = {uid: rv for uid, rv in self.unsuspended.items() if uid in unsuspending}
         # Pods that own objects are links too (a LeaderWorkerSet's leader pod owns its group's
         # worker StatefulSet).
         owning = {link.controller_uid for link in links if link.controller_uid is not None}
@@ -330,6 +356,8 @@ class PodGrouper:
             else:
                 for plan in grouping:
                     out.groups[(plan.owner.namespace, plan.name)] = plan
+                if uid in suspended:
+                    self._virtual(suspended[uid], index.owners[uid], grouping, out)
         for pod in pods:
             label = (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP)
             if label:
@@ -337,6 +365,20 @@ class PodGrouper:
             if _waiting_pod(pod):
                 self._place(pod, label, index, facts, out)
         return out
+
+    def _admitted(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` was unsuspended by the controller and the informer does not show it yet
+        (the version it patched is still the one cached): its gang is not shown to the engine again."""
+        meta = _meta(obj)
+        return self.unsuspended.get(str(meta.get("uid") or "")) == str(meta.get("resourceVersion") or "")
+
+    @staticmethod
+    def _virtual(obj: Mapping[str, Any], owner: Owner, plans: tuple[GroupPlan, ...], out: _Outcome) -> None:
+        """The suspended owner's gangs and their virtual pods (none for a kind whose templates are
+        not read: such an owner is never admitted)."""
+        out.suspended.append(SuspendedOwner(owner.ref, tuple(virtual_gang(plan) for plan in plans)))
+        for plan in plans:
+            out.virtual.extend(virtual_pods(obj, owner, plan))
 
     def _prune(self, alive: set[str]) -> None:
         """Forget the reads of objects gone (pods' links are kept while they are pending)."""
@@ -460,7 +502,27 @@ class PodGrouper:
         await self._warn(out.problems.values())
         grouped = {key: name for key, (name, _) in self.given.items()}
         grouped.update(out.labels)
-        return GroupStep(grouped, tuple(self.written.values()), out.held, frozenset(out.quiet))
+        return GroupStep(grouped, tuple(self.written.values()), out.held, frozenset(out.quiet),
+                         tuple(out.suspended), tuple(out.virtual))
+
+    async def unsuspend(self, owners: Iterable[OwnerRef]) -> None:
+        """Admit ``owners`` (their whole gangs placed): ``spec.suspend`` patched to false. A refusal
+        (409, 404: changed or gone meanwhile) is one log line; the owner is considered next cycle."""
+        async def one(ref: OwnerRef) -> None:
+            kind = OWNER_KINDS[(ref.api_group, ref.kind)]
+            cached = self.cache.get(kind, ref.namespace, ref.name) if self.cache is not None else None
+            try:
+                await self.call(f"patch {kind.plural}", lambda: self.api.patch(
+                    kind, ref.namespace, ref.name, copy.deepcopy(dict(UNSUSPEND_PATCH))))
+            except ApiError as err:
+                log.warning("admission: %s %s/%s not unsuspended (tried again next cycle): %s",
+                            ref.kind, ref.namespace, ref.name, err)
+                return
+            self.unsuspended[ref.uid] = str(_meta(cached or {}).get("resourceVersion") or "")
+            log.info("admission: unsuspended %s %s/%s (its whole gang was placed)", ref.kind, ref.namespace, ref.name)
+
+        with contextlib.suppress(NotLeader):
+            await asyncio.gather(*(one(ref) for ref in owners))
 
     def take_label(self, key: PodKey) -> Mapping[str, str]:
         """The pod-group label to write with the pod's patch before its Binding (taken once)."""

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -42,6 +43,7 @@ from gpufleet.domain import (
     LABEL_POD_GROUP,
     MILLI,
     SCHEDULER_NAME,
+    AdmissionMode,
     Binding,
     Decisions,
     Eviction,
@@ -67,6 +69,7 @@ from gpufleet.kube.controller.binder import Binder, BindOutcome, EvictOutcome, N
 from gpufleet.kube.controller.claim_writes import ClaimContext, release_status
 from gpufleet.kube.controller.convert import (
     CONVERTED_KINDS,
+    ConversionError,
     Overlay,
     SnapshotView,
     build_snapshot,
@@ -98,6 +101,7 @@ from gpufleet.kube.controller.reporting import (
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 from gpufleet.policy import DRAIN_REASONS, DrainPlan, GangDrain, IdleStep, IdleWatch, ProjectIndex, idle_actions
+from gpufleet.policy.grouping import OwnerRef, SuspendedOwner, owners_to_unsuspend
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -169,6 +173,39 @@ def _pod_key(obj: Mapping[str, Any]) -> PodKey:
     return PodKey(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
 
 
+@dataclass
+class _Reservation:
+    """The places of an admitted owner's virtual pods, held until its real pods exist."""
+
+    pods: Mapping[PodKey, JsonDict]  # the virtual pods, shown bound at their bindings
+    bindings: tuple[Binding, ...]
+    gangs: Mapping[str, int]  # gang id (namespace/group) of each of its groups -> its min_member
+    created: float
+    handed: bool = False  # its real pods exist: the places are theirs, held no more
+
+
+def _admissions(view: SnapshotView, decisions: Decisions, virtual: frozenset[PodKey],
+                suspended: Sequence[SuspendedOwner]) -> tuple[Decisions, tuple[OwnerRef, ...]]:
+    """The decisions without the virtual pods (docs/semantics-notes.md, "Admission by suspension"),
+    and the suspended owners whose every gang was placed. Virtual pods never preempt: a gang the
+    engine placed only by evicting for it is not placed (its evictions are dropped with it)."""
+    preempting = {gang_id(view.pods[e.by]) for e in decisions.evictions if e.by in virtual and e.by in view.pods}
+    placed = {str(b.pod).partition("/")[2] for b in decisions.bindings
+              if b.pod in virtual and b.pod in view.pods and gang_id(view.pods[b.pod]) not in preempting}
+    kept = replace(decisions,
+                   bindings=tuple(b for b in decisions.bindings if b.pod not in virtual),
+                   evictions=tuple(e for e in decisions.evictions if e.by not in virtual and e.pod not in virtual),
+                   pending=tuple(p for p in decisions.pending if p.pod not in virtual))
+    return kept, owners_to_unsuspend(suspended, placed)
+
+
+def _without(view: SnapshotView, keys: frozenset[PodKey]) -> SnapshotView:
+    """``view`` without the pods ``keys`` (the virtual ones, once the engine has decided)."""
+    snapshot = replace(view.snapshot, pods=tuple(p for p in view.snapshot.pods if p.key not in keys))
+    return replace(view, snapshot=snapshot, pods={k: p for k, p in view.pods.items() if k not in keys},
+                   rejected={k: v for k, v in view.rejected.items() if k not in keys})
+
+
 def _node_of(obj: Mapping[str, Any] | None) -> str | None:
     if obj is None:
         return None
@@ -208,6 +245,7 @@ class Controller:
         self.events = EventRecorder(api, clock, config.identity, self.metrics)
         self.plans: dict[str, Plan] = {}
         self.victims: dict[PodKey, Victim] = {}
+        self.reserved: dict[str, _Reservation] = {}  # by owner uid: places held for admitted owners
         # Draining nodes and failed GPUs (docs/semantics-notes.md): the rule's input kept between cycles,
         # and this cycle's plan.
         self._drain_inputs = DrainInputs()
@@ -295,6 +333,7 @@ class Controller:
         # A new term starts from what the API server says, not from a previous term's plans.
         self.plans.clear()
         self.victims.clear()
+        self.reserved.clear()
         self.binder.forget()
         if leading:
             self._reconcile_due = self.accountant is not None
@@ -377,6 +416,7 @@ class Controller:
         timers = [self._last_cycle + self.config.resync]
         timers.extend(v.next_try for v in self.victims.values() if v.state in _RETRIED)
         timers.extend(p.created + self.config.plan_timeout for p in self.plans.values())
+        timers.extend(r.created + self.config.plan_timeout for r in self.reserved.values())
         return min(timers)
 
     async def _wait_for_work(self) -> None:
@@ -400,15 +440,22 @@ class Controller:
 
     # ------------------------------------------------------------------------------- cycle
 
-    def snapshot(self, grouped: GroupStep | None = None) -> SnapshotView:
+    def snapshot(self, grouped: GroupStep | None = None, virtual: Sequence[JsonDict] = (),
+                 reserved: Mapping[PodKey, Binding] | None = None) -> SnapshotView:
         """The engine's input now: the cache, with in-flight and planned pods on their nodes and
-        evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way)."""
+        evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way;
+        ``virtual``, the virtual pods of suspended owners, pending)."""
         objects: dict[Kind, list[Any]] = {}
         problems: list[str] = []
         for kind in CONVERTED_KINDS:
             values, bad = self.cache.converted(kind)
             objects[kind] = values
             problems.extend(bad)
+        for raw in virtual:
+            try:
+                objects[Kind.POD] = [*objects[Kind.POD], convert_object(Kind.POD, raw)]
+            except ConversionError as err:
+                problems.append(f"virtual {err}")
         if grouped is not None and grouped.groups:
             written = {str(group.key): group for group in map(partial(convert_object, Kind.POD_GROUP), grouped.groups)}
             objects[Kind.POD_GROUP] = [*(g for g in objects[Kind.POD_GROUP] if str(g.key) not in written),
@@ -416,9 +463,40 @@ class Controller:
         placed: dict[PodKey, Binding] = {k: f.binding for k, f in self.binder.inflight.items()}
         for plan in self.plans.values():
             placed.update((b.pod, b) for b in plan.bindings)
+        placed.update(reserved or {})
         overlay = Overlay(placed=placed, gone=frozenset(self.victims),
                           grouped=grouped.grouped if grouped is not None else {})
         return build_snapshot(objects, overlay, problems)
+
+    def _reserve(self, admitted: Sequence[OwnerRef], suspended: Sequence[SuspendedOwner],
+                 raw: Mapping[PodKey, JsonDict], placements: Mapping[PodKey, Binding], now: float) -> None:
+        """Hold the places of each admitted owner's virtual pods until its real pods exist: until then
+        the capacity would look free, and a second suspended owner would be admitted onto it."""
+        uids = {ref.uid for ref in admitted}
+        for owner in suspended:
+            if owner.ref.uid not in uids:
+                continue
+            keys = [PodKey(f"{owner.ref.namespace}/{name}") for gang in owner.gangs for name in gang.pods]
+            self.reserved[owner.ref.uid] = _Reservation(
+                {k: raw[k] for k in keys if k in raw and k in placements},
+                tuple(placements[k] for k in keys if k in placements),
+                {f"{owner.ref.namespace}/{gang.plan.name}": gang.plan.min_member for gang in owner.gangs}, now)
+
+    def _release_reservations(self, view: SnapshotView, now: float) -> None:
+        """Hand over the places held for admitted owners whose real pods all exist, labelled (``view``:
+        the cache's; a gang waits for its every member anyway): from then on the places are the real
+        pods', and no other owner is admitted until they are bound (``handed``). Forget a reservation
+        once they are, or after ``plan_timeout``."""
+        if not self.reserved:
+            return
+        present = Counter(gang_id(pod) for pod in view.pods.values())
+        bound = Counter(gang_id(pod) for pod in view.pods.values() if pod.node_name is not None)
+        for uid, reservation in list(self.reserved.items()):
+            if (all(bound[gang] >= need for gang, need in reservation.gangs.items())
+                    or now >= reservation.created + self.config.plan_timeout):
+                del self.reserved[uid]
+            elif all(present[gang] >= need for gang, need in reservation.gangs.items()):
+                reservation.handed = True
 
     def _reconcile(self, now: float) -> None:
         """Forget what the API server has caught up with, and plans that waited too long."""
@@ -499,10 +577,23 @@ class Controller:
         self.cycles += 1
         self._reconcile(now)
         view = self.snapshot()
+        suspended: tuple[SuspendedOwner, ...] = ()
+        virtual: frozenset[PodKey] = frozenset()
+        raw_virtual: dict[PodKey, JsonDict] = {}
         if self.grouper is not None:  # before the engine: gangs of workloads, never singletons
             grouped = await self.grouper.step(view, enabled=self.is_leader())
-            if grouped.grouped or grouped.groups:
-                view = self.snapshot(grouped)
+            self._release_reservations(view, now)
+            holding = [r for r in self.reserved.values() if not r.handed]
+            handing = len(holding) < len(self.reserved)  # no admission while admitted pods take their places
+            if view.snapshot.config.admission is AdmissionMode.SUSPEND and grouped.virtual and not handing:
+                suspended = grouped.suspended
+                raw_virtual = {_pod_key(raw): raw for raw in grouped.virtual}
+            for reservation in holding:
+                raw_virtual.update(reservation.pods)
+            virtual = frozenset(raw_virtual)
+            if grouped.grouped or grouped.groups or virtual:
+                reserved = {b.pod: b for r in holding for b in r.bindings}
+                view = self.snapshot(grouped, tuple(raw_virtual.values()), reserved)
             view = self.grouper.hold(view, grouped.held, grouped.quiet)
         for problem in view.problems:
             log.warning("left out: %s", problem)
@@ -519,6 +610,13 @@ class Controller:
             view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
         decisions = devices.attach(await self._decide(view))
+        admitted: tuple[OwnerRef, ...] = ()
+        if virtual:  # never bound, evicted for, reported, accounted: they are not in the API server
+            placements = {b.pod: b for b in decisions.bindings if b.pod in virtual}
+            decisions, admitted = _admissions(view, decisions, virtual, suspended)
+            view = _without(view, virtual)
+            if self.is_leader():
+                self._reserve(admitted, suspended, raw_virtual, placements, now)
         for warning in (*devices.warnings, *decisions.warnings):
             log.warning("%s", warning)
         self.metrics.decisions.labels("binding").inc(len(decisions.bindings))
@@ -532,6 +630,8 @@ class Controller:
             result = await self._act(view, decisions, now)
             if self.grouper is not None:
                 await self.grouper.write_labels()
+                if admitted:
+                    await self.grouper.unsuspend(admitted)
             await self._report(view, result, now)
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")

@@ -62,6 +62,12 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs"], "verbs": ["list", "watch"]},
     {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["create", "delete"]},
+    # Admission by suspension (SchedulerConfig admission: suspend): spec.suspend cleared on the
+    # suspendable owners whose whole gang was placed (docs/semantics-notes.md).
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["patch"]},
 )  # fmt: skip
 
 # The node agent (``gpufleet agent``, a DaemonSet): its own Node read and patched (labels, annotations,

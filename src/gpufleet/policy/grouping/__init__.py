@@ -28,6 +28,13 @@ from gpufleet.policy.grouping.rules import (
     group_for,
     unit_names,
 )
+from gpufleet.policy.grouping.suspend import (
+    SUSPENDABLE_KINDS,
+    SuspendedOwner,
+    VirtualGang,
+    owners_to_unsuspend,
+    virtual_gang,
+)
 
 __all__ = [
     "ANNOTATION_GROUP_PER",
@@ -36,6 +43,7 @@ __all__ = [
     "ANNOTATION_TOPOLOGY_REQUIRED",
     "KINDS",
     "MAX_NAME",
+    "SUSPENDABLE_KINDS",
     "GangUnit",
     "GroupFacts",
     "GroupPlan",
@@ -49,10 +57,14 @@ __all__ = [
     "OwnerRef",
     "PodTemplate",
     "Role",
+    "SuspendedOwner",
+    "VirtualGang",
     "group_for",
     "group_name",
     "kind_rule",
     "member_of",
+    "owners_to_unsuspend",
     "pods_of",
     "unit_names",
+    "virtual_gang",
 ]
