@@ -585,3 +585,10 @@ def test_validate_snapshot_on_domain_objects_names_the_object() -> None:
     assert str(err.value) == "generated: Queue a: spec.parent: cycle in the queue tree: a -> b -> a"
     validate_snapshot(Snapshot(), "empty")  # nothing to complain about
 
+
+
+def test_the_config_carries_the_snapshots_time() -> None:
+    snap = load_snapshot_text(
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {now: '2026-11-25T01:00:00Z'}\n", "t.yaml")
+    assert snap.config.now == 1795568400.0
+    assert load_snapshot_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", "t.yaml").config.now is None

@@ -81,3 +81,26 @@ def test_replay_with_a_bad_config_file_exits_2(tmp_path: Path) -> None:
         f"gpufleet replay: {config}: document 1 (SchedulerConfig): spec.placement: must be one of 'binpack', 'spread' or 'defrag', "
         'got "random"'
     ]
+
+
+def test_replay_with_a_bad_now_exits_2_naming_the_option(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "replay", str(snapshot), "--now", "yesterday"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "--now" in lines[0] and '"yesterday"' in lines[0], proc.stderr
+
+
+def test_a_bad_config_now_exits_2_naming_the_field(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text("apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nspec: {now: soon}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "replay", str(snapshot)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "spec.now: must be an RFC 3339 timestamp" in proc.stderr

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.bench.deltas import carried_out
-from gpufleet.domain import GPU, MILLI, Node, Pod, PodGroup, Queue, QueueName, QueueResource, Snapshot
+from gpufleet.domain import GPU, MILLI, Node, Placement, Pod, PodGroup, Queue, QueueName, QueueResource, Snapshot
 from gpufleet.engine import IncrementalEngine, incremental, schedule
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.incremental import KeptSteps, clone_cluster
@@ -276,3 +276,17 @@ def test_gangs_evicted_by_a_call_are_fresh_again_in_the_next() -> None:
     assert [_state(g) for g in again.gangs] == [_state(g) for g in fresh.gangs]
     assert [_state(i) for i in again.pods] == [_state(i) for i in fresh.pods]
     assert again.run() == fresh.run()
+
+
+def test_the_snapshots_time_alone_keeps_the_rows() -> None:
+    """The controller sets ``config.now`` at every cycle: a new time alone must not throw the kept pod
+    rows away (each would be built again)."""
+    snapshot = Snapshot(nodes=(_node("a", 8),), pods=tuple(_pod(f"p{i}", 1) for i in range(4)))
+    steps = KeptSteps()
+    Engine(dataclasses.replace(snapshot, config=dataclasses.replace(snapshot.config, now=100.0)), steps)
+    rows = {key: id(row[0]) for key, row in steps._rows.items()}
+    assert rows
+    Engine(dataclasses.replace(snapshot, config=dataclasses.replace(snapshot.config, now=200.0)), steps)
+    assert {key: id(row[0]) for key, row in steps._rows.items()} == rows
+    Engine(dataclasses.replace(snapshot, config=dataclasses.replace(snapshot.config, placement=Placement.SPREAD)), steps)
+    assert {key: id(row[0]) for key, row in steps._rows.items()} != rows  # a real change builds them again

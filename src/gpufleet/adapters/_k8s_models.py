@@ -178,6 +178,10 @@ class SchedulerConfigSpec(_Spec):
         description="Owners of a suspendable kind (Job, JobSet, RayJob, TrainJob) created suspended: admitted "
         "pod by pod (pods), or unsuspended only once their whole gang is placed (suspend).",
     )
+    now: StrictStr | None = Field(
+        None, description="The snapshot's time (RFC 3339), for replay of a saved state; the controller and "
+        "the simulator use their own clock.",
+    )
 
 
 def loc_path(loc: Sequence[int | str], root: str = "") -> str:
@@ -319,6 +323,7 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
                            else DEFAULT_INTERRUPTION_KEYS),
         drain_cordoned=spec.drain.drainCordoned,
         admission=spec.admission,
+        now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
     )
 
 

@@ -482,6 +482,10 @@ class SchedulerConfig:
     interruption_keys: tuple[str, ...] = DEFAULT_INTERRUPTION_KEYS
     drain_cordoned: bool = False  # every cordoned node drains, not only those annotated gpufleet.dev/drain
     admission: AdmissionMode = AdmissionMode.PODS  # docs/semantics-notes.md, "Admission by suspension"
+    # The snapshot's own time, seconds since the epoch (docs/semantics.md, "The snapshot's time"): the
+    # controller and the simulator set it every cycle, replay reads it from the file or --now. None:
+    # unknown, and every rule that needs a time (ages, runtimes, decay) is off.
+    now: float | None = None
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").

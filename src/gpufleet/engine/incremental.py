@@ -33,7 +33,7 @@ import copy
 import dataclasses
 import gc
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import cast
 
@@ -192,7 +192,9 @@ class KeptSteps(BuildSteps):
         the same PodGroup) kept, and the others built by ``build_pod_table``; every row gets its
         place and the state of a fresh build (no gang), the running ones their binding as
         :meth:`cluster` holds it (what ``bind_running`` sets)."""
-        context = (snapshot.priority_classes, snapshot.config, queue_of, default_queues, cluster.resources)
+        # The config's time changes every cycle and no row depends on it: it is left out of the context.
+        config = snapshot.config if snapshot.config.now is None else replace(snapshot.config, now=None)
+        context = (snapshot.priority_classes, config, queue_of, default_queues, cluster.resources)
         if context != self._context:
             self._rows = {}
             self._gangs = KeptGangs()

@@ -624,7 +624,7 @@ class Timeline:
             priority_classes=self.setup.priority_classes,
             queues=self.setup.queues,
             pod_groups=tuple(self.groups.values()),
-            config=self.setup.config,
+            config=replace(self.setup.config, now=self.clock.now),  # virtual time (docs/semantics.md)
         )
 
     def _cycle(self, t: float) -> None:

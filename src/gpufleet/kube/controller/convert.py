@@ -172,6 +172,7 @@ def build_snapshot(
     objects: Mapping[Kind, Iterable[Any]],
     overlay: Overlay | None = None,
     problems: Iterable[str] = (),
+    now: float | None = None,
 ) -> SnapshotView:
     """The engine's input from converted objects (:func:`convert_object`) of every kind.
 
@@ -185,6 +186,8 @@ def build_snapshot(
     configs: list[SchedulerConfig] = list(objects.get(Kind.SCHEDULER_CONFIG, ()))
     namespaces: list[Namespace] = list(objects.get(Kind.NAMESPACE, ()))
     config = configs[0] if configs else SchedulerConfig()
+    if now is not None:  # the controller's clock is the snapshot's time (docs/semantics.md)
+        config = dataclasses.replace(config, now=now)
     projects: list[Project] = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
     default_queue = _default_queues(projects, namespaces, config.default_queue)
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}

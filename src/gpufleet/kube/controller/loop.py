@@ -466,7 +466,7 @@ class Controller:
         placed.update(reserved or {})
         overlay = Overlay(placed=placed, gone=frozenset(self.victims),
                           grouped=grouped.grouped if grouped is not None else {})
-        return build_snapshot(objects, overlay, problems)
+        return build_snapshot(objects, overlay, problems, now=self.clock.now())
 
     def _reserve(self, admitted: Sequence[OwnerRef], suspended: Sequence[SuspendedOwner],
                  raw: Mapping[PodKey, JsonDict], placements: Mapping[PodKey, Binding], now: float) -> None:
