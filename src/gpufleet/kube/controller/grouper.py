@@ -16,7 +16,8 @@ snapshot (pending, with the reason): a gang never starts as singletons. An owner
 group names it would have and wait with the problem as their pending reason.
 
 Suspended owners of a suspendable kind also come out of each step with their gangs and virtual pods
-(:class:`GroupStep` ``suspended``, ``virtual``); the controller shows them to the engine only with
+(:class:`GroupStep` ``suspended``, ``virtual``; a TrainJob's built from its runtime, a TrainingRuntime
+or ClusterTrainingRuntime, informed like the owners); the controller shows them to the engine only with
 ``admission: suspend`` and admits those placed whole with :meth:`PodGrouper.unsuspend`
 (docs/semantics-notes.md, "Admission by suspension").
 
