@@ -57,22 +57,30 @@ def is_suspended(store: FakeCluster, name: str) -> bool:
     return bool((store.object(Kind.TRAIN_JOB, "ml", name) or {}).get("spec", {}).get("suspend"))
 
 
-def play_trainer(store: FakeCluster, name: str, nodes: int, gpus: int) -> None:
-    """The Trainer and JobSet controllers' part once the TrainJob runs: its JobSet, the node Job, its pods."""
+def owned(obj: JsonDict, owner: JsonDict) -> JsonDict:
+    meta = owner["metadata"]
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                           "name": meta["name"], "uid": meta["uid"], "controller": True}]
+    return obj
+
+
+TEMPLATE = {"spec": {"schedulerName": "gpufleet", "containers": [{"name": "node", "image": "x"}]}}
+
+
+def make_jobset(store: FakeCluster, name: str, nodes: int, suspend: bool = False) -> JsonDict:
+    """The Trainer's JobSet of the TrainJob (upstream makes it at once, suspended as the TrainJob is)."""
     train = store.object(Kind.TRAIN_JOB, "ml", name)
     assert train is not None
+    return store.put(Kind.JOB_SET, owned({"apiVersion": Kind.JOB_SET.api_version, "kind": "JobSet",
+                                          "metadata": {"name": name, "namespace": "ml"},
+                                          "spec": {"suspend": suspend, "replicatedJobs": [{"name": "node", "template": {
+                                              "spec": {"parallelism": nodes, "template": TEMPLATE}}}]}}, train))
 
-    def owned(obj: JsonDict, owner: JsonDict) -> JsonDict:
-        meta = owner["metadata"]
-        obj["metadata"]["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                               "name": meta["name"], "uid": meta["uid"], "controller": True}]
-        return obj
 
-    template = {"spec": {"schedulerName": "gpufleet", "containers": [{"name": "node", "image": "x"}]}}
-    jobset = store.put(Kind.JOB_SET, owned({"apiVersion": Kind.JOB_SET.api_version, "kind": "JobSet",
-                                            "metadata": {"name": name, "namespace": "ml"},
-                                            "spec": {"replicatedJobs": [{"name": "node", "template": {
-                                                "spec": {"parallelism": nodes, "template": template}}}]}}, train))
+def play_trainer(store: FakeCluster, name: str, nodes: int, gpus: int) -> None:
+    """The Trainer and JobSet controllers' part once the TrainJob runs: its JobSet, the node Job, its pods."""
+    template = TEMPLATE
+    jobset = make_jobset(store, name, nodes)
     job = store.put(Kind.JOB, owned({"apiVersion": "batch/v1", "kind": "Job",
                                      "metadata": {"name": f"{name}-node-0", "namespace": "ml"},
                                      "spec": {"parallelism": nodes, "template": template}}, jobset))
@@ -107,6 +115,27 @@ async def test_a_suspended_trainjob_is_admitted_from_its_runtime_only_when_it_fi
     used = {(call.op, call.kind) for call in store.calls}
     assert ("patch", Kind.TRAIN_JOB) in used and ("list", kind) in used
     assert [u for u in used if not allowed(*u)] == []  # the controller's ClusterRole allows every call
+
+
+async def test_a_suspended_trainjob_with_its_suspended_jobset_is_one_gang(emulator: ApiServerEmulator) -> None:
+    """Upstream's Trainer makes the JobSet at once, suspended like the TrainJob: the JobSet is nested
+    in the TrainJob, so it gets no gang, no virtual pods and no unsuspending of its own."""
+    store = emulator.store
+    cluster(store, "suspend", gpus=3)
+    store.put(Kind.TRAINING_RUNTIME, runtime())
+    async with running(emulator) as c:
+        store.put(Kind.TRAIN_JOB, trainjob("ft", {"name": "torch-distributed", "kind": "TrainingRuntime"}))
+        make_jobset(store, "ft", nodes=2, suspend=True)
+        await eventually(lambda: len(not_admitted_events(store)) == 1, what="the TrainJob told why it waits")
+        await cycles(c, 3)
+        [group] = store.objects(Kind.POD_GROUP)
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+        assert [e["regarding"]["kind"] for e in not_admitted_events(store)] == ["TrainJob"]
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: not is_suspended(store, "ft"), what="the TrainJob unsuspended")
+        await cycles(c, 3)
+        assert len(store.objects(Kind.POD_GROUP)) == 1
+    assert not any(call.op == "patch" and call.kind is Kind.JOB_SET for call in store.calls)  # the Trainer's to do
 
 
 async def test_a_trainjob_without_num_nodes_takes_its_runtimes(emulator: ApiServerEmulator) -> None:
