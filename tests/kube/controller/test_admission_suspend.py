@@ -48,9 +48,9 @@ def running(emulator: ApiServerEmulator) -> Any:
     return contextlib.asynccontextmanager(_run)(emulator)
 
 
-def suspended_job(name: str, parallelism: int = 4) -> JsonDict:
+def suspended_job(name: str, parallelism: int = 4, gpus: int = 1) -> JsonDict:
     template = {"spec": {"schedulerName": "gpufleet", "containers": [
-        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+        {"name": "main", "image": "trainer:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": "ml", "labels": {"gpufleet.dev/queue": "team-a"}},
             "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True, "template": template}}
@@ -176,3 +176,38 @@ async def test_suspended_jobset_is_admitted_whole(emulator: ApiServerEmulator) -
         await eventually(lambda: len(bound_pods(store)) == 4, what="its pods bound whole")
     used = {(call.op, call.kind) for call in store.calls}
     assert ("patch", Kind.JOB_SET) in used and [u for u in used if not allowed(*u)] == []
+
+
+def not_admitted_events(store: FakeCluster) -> list[JsonDict]:
+    return [e for e in store.objects(Kind.EVENT) if e.get("reason") == "GangNotAdmitted"]
+
+
+async def test_an_unplaceable_suspended_job_gets_one_event_and_its_group_the_reason(
+        emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    cluster(store, "suspend", gpus=3)  # 3 GPUs for pods of 4 each
+    async with running(emulator) as c:
+        store.put(Kind.JOB, suspended_job("train", parallelism=2, gpus=4))
+        await eventually(lambda: len(not_admitted_events(store)) == 1, what="the Job's GangNotAdmitted Event")
+        [event] = not_admitted_events(store)
+        job = store.object(Kind.JOB, "ml", "train")
+        assert job is not None
+        assert event["regarding"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                                      "namespace": "ml", "uid": job["metadata"]["uid"]}
+        # The blocking resource named; the virtual pods are not (they exist nowhere).
+        assert "Job ml/train stays suspended" in event["note"] and "without 4 free GPUs" in event["note"]
+        assert "virtual" not in event["note"]
+
+        def status() -> JsonDict:
+            [group] = store.objects(Kind.POD_GROUP)
+            return dict(group.get("status") or {})
+
+        await eventually(lambda: "free GPUs" in status().get("lastReason", ""), what="the PodGroup's reason")
+        [scheduled] = status()["conditions"]
+        assert scheduled["status"] == "False" and scheduled["reason"] == "Unschedulable"
+        assert "without 4 free GPUs" in scheduled["message"] and status()["phase"] == "Pending"
+        await cycles(c, 5)
+        assert len(not_admitted_events(store)) == 1 and is_suspended(store, "train")
+        store.put(Kind.NODE, node("n1", 8))
+        await eventually(lambda: not is_suspended(store, "train"), what="the Job unsuspended")
+        assert len(not_admitted_events(store)) == 1

@@ -1,4 +1,5 @@
-"""Admission by suspension: which suspended owners are unsuspended (owners_to_unsuspend)."""
+"""Admission by suspension: which suspended owners are unsuspended (owners_to_unsuspend), and why the
+others are not (not_admitted)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from gpufleet.domain import QueueName
 from gpufleet.policy.grouping import (
     SUSPENDABLE_KINDS,
     GroupPlan,
+    NotAdmitted,
     OwnerRef,
     SuspendedOwner,
     VirtualGang,
+    not_admitted,
     owners_to_unsuspend,
     virtual_gang,
 )
@@ -99,3 +102,35 @@ def test_virtual_gang_has_max_member_pods_named_after_the_group() -> None:
     assert gang.pods == ("job-t-0123456789-virtual-0", "job-t-0123456789-virtual-1", "job-t-0123456789-virtual-2")
     assert owners_to_unsuspend([SuspendedOwner(plan.owner, (gang,))], set(gang.pods[:2])) == (plan.owner,)
     assert owners_to_unsuspend([SuspendedOwner(plan.owner, (gang,))], set(gang.pods[:1])) == ()
+
+
+def test_not_admitted_names_the_first_gang_not_placed_with_its_reason() -> None:
+    ref = _ref("js", "jobset.x-k8s.io/v1alpha2", "JobSet")
+    owner = SuspendedOwner(ref, (_gang(ref, "driver", 1, 1), _gang(ref, "workers", 2, 2)))
+    pending = {"js-workers-1": "gang of 2 does not fit; ml/js-workers-1: 0/3 nodes fit: 3 without 8 free GPUs"}
+    [why] = not_admitted([owner], {"js-driver-0", "js-workers-0"}, pending)
+    # The virtual pod is not named: it exists nowhere.
+    assert why == NotAdmitted(ref, "js-workers", "gang of 2 does not fit; a pod of the gang: 0/3 nodes fit: "
+                                                 "3 without 8 free GPUs")
+    assert not_admitted([owner], {"js-driver-0", "js-workers-0", "js-workers-1"}, {}) == ()  # admitted
+
+
+def test_a_gang_the_engine_never_saw_is_said_to_have_no_templates_read() -> None:
+    job = SuspendedOwner(_ref("train"), (_gang(_ref("train"), "", 4, 4),))
+    [why] = not_admitted([job], set(), {})
+    assert "could not be read" in why.reason
+    [why] = not_admitted([job], {"train--0"}, {})
+    assert why.reason == "1 of 4 members placed"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 4)), min_size=1, max_size=4), st.data())
+def test_every_suspended_owner_is_either_admitted_or_told_why(shapes: list[tuple[int, int]],
+                                                               data: st.DataObject) -> None:
+    ref = _ref("o")
+    gangs = tuple(_gang(ref, str(i), low, low + extra) for i, (low, extra) in enumerate(shapes))
+    names = [pod for gang in gangs for pod in gang.pods]
+    placed = set(data.draw(st.lists(st.sampled_from(names), unique=True)))
+    owner = SuspendedOwner(ref, gangs)
+    admitted, told = owners_to_unsuspend([owner], placed), not_admitted([owner], placed, {})
+    assert len(admitted) + len(told) == 1

@@ -16,7 +16,15 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.owners._base import Meta, OwnerReader
 from gpufleet.adapters.owners.apps import read_leaderworkerset, read_replicated
 from gpufleet.adapters.owners.batch import read_job, read_jobset
-from gpufleet.adapters.owners.kubeflow import read_mpijob, read_pytorchjob, read_trainjob
+from gpufleet.adapters.owners.kubeflow import (
+    RuntimeLookup,
+    RuntimeRef,
+    read_mpijob,
+    read_pytorchjob,
+    read_trainjob,
+    runtime_of,
+    runtime_ref,
+)
 from gpufleet.adapters.owners.ray import read_raycluster, read_rayjob
 from gpufleet.adapters.owners.suspend import virtual_pods
 from gpufleet.policy.grouping import (
@@ -31,7 +39,8 @@ from gpufleet.policy.grouping import (
 )
 
 __all__ = [
-    "READERS", "UNSUSPEND_PATCH", "is_suspended", "link_from_dict", "owner_from_dict", "read_owner", "virtual_pods",
+    "READERS", "UNSUSPEND_PATCH", "RuntimeLookup", "RuntimeRef", "is_suspended", "link_from_dict",
+    "owner_from_dict", "read_owner", "runtime_of", "runtime_ref", "virtual_pods",
 ]
 
 # The merge patch that admits a suspended owner: every suspendable kind keeps the flag at spec.suspend.
@@ -76,18 +85,22 @@ def owner_from_dict(obj: Mapping[str, Any]) -> Owner:
     return owner
 
 
-def read_owner(obj: Mapping[str, Any]) -> Owner | GroupProblem:
+def read_owner(obj: Mapping[str, Any], runtimes: RuntimeLookup | None = None) -> Owner | GroupProblem:
     """As :func:`owner_from_dict`, a bad field given as a :class:`GroupProblem` (the controller's
     warning and pending reason) that still names the whole-owner group, so that the pods of an owner
     of one gang wait for a fix instead of starting one by one. Raises :class:`InputError` only for an
-    object that is no owner gpufleet groups (its metadata unreadable, or another kind or version)."""
+    object that is no owner gpufleet groups (its metadata unreadable, or another kind or version).
+    ``runtimes``: how a TrainJob's runtime is found (its pod template and node count are there)."""
     meta = _meta_or_raise(obj)
     ref = _ref(obj, meta)
     rule = kind_rule(ref.api_version, ref.kind)
     if rule is None:
         raise InputError(f"{ref}: {ref.api_version} {ref.kind} is not an owner kind gpufleet groups")
     try:
-        return READERS[(ref.api_group, ref.kind)](ref, meta, obj.get("spec") or {})
+        spec = obj.get("spec") or {}
+        if ref.kind == "TrainJob":
+            return read_trainjob(ref, meta, spec, runtimes)
+        return READERS[(ref.api_group, ref.kind)](ref, meta, spec)
     except FieldError as err:
         whole = ref.kind not in ("LeaderWorkerSet", "Deployment", "StatefulSet")
         names = (group_name(rule.short, ref),) if whole else ()

@@ -8,6 +8,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from gpufleet.adapters.owners.kubeflow import RuntimeLookup, trainjob_templates
 from gpufleet.domain import LABEL_POD_GROUP
 from gpufleet.policy.grouping import GangUnit, GroupPlan, Owner, virtual_gang
 
@@ -24,9 +25,13 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _role_templates(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Each role's raw pod template, by the role names the owner readers give (batch.py, ray.py)."""
+def _role_templates(obj: Mapping[str, Any], owner: Owner,
+                    runtimes: RuntimeLookup | None) -> Mapping[str, Mapping[str, Any]]:
+    """Each role's raw pod template, by the role names the owner readers give (batch.py, ray.py,
+    kubeflow.py)."""
     kind, spec = obj.get("kind"), _dict(obj.get("spec"))
+    if kind == "TrainJob":  # in its runtime
+        return trainjob_templates(owner.ref, spec, runtimes) if runtimes is not None else {}
     if kind == "Job":
         return {"job": _dict(spec.get("template"))}
     if kind == "JobSet":
@@ -38,15 +43,17 @@ def _role_templates(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         for group in map(_dict, _list(cluster.get("workerGroupSpecs"))):
             out[str(group.get("groupName"))] = _dict(group.get("template"))
         return out
-    return {}  # a TrainJob's pod templates are in its runtime, which is not read
+    return {}
 
 
-def virtual_pods(obj: Mapping[str, Any], owner: Owner, plan: GroupPlan) -> tuple[JsonDict, ...]:
+def virtual_pods(obj: Mapping[str, Any], owner: Owner, plan: GroupPlan,
+                 runtimes: RuntimeLookup | None = None) -> tuple[JsonDict, ...]:
     """The virtual pods of one gang of a suspended owner ``obj`` (read as ``owner``, its gang
     ``plan``): for each role of the gang, ``max_pods`` copies of the role's template, named as
-    :func:`~gpufleet.policy.grouping.virtual_gang` names them, labelled with the gang's group. Empty
-    when the kind's templates are not read (TrainJob): such an owner is never admitted."""
-    templates = _role_templates(obj)
+    :func:`~gpufleet.policy.grouping.virtual_gang` names them, labelled with the gang's group. A
+    TrainJob's template is its runtime's (found through ``runtimes``). Empty when a role's template
+    is not found: such an owner is never admitted."""
+    templates = _role_templates(obj, owner, runtimes)
     # Every role of the gang (plan.member_roles names pod labels, not roles: a RayJob's worker groups
     # are all "worker" pods; its submitter is no role). One role per gang when grouped per role.
     roles = [role for role in owner.roles if owner.unit is not GangUnit.ROLE or role.name == plan.unit]

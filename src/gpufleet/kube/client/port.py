@@ -76,6 +76,10 @@ class Kind(Enum):
     PYTORCH_JOB = ("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", True)
     MPI_JOB = ("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", True)
     TRAIN_JOB = ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True)
+    # A TrainJob's pod templates live in its runtime (read for admission by suspension).
+    TRAINING_RUNTIME = ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True)
+    CLUSTER_TRAINING_RUNTIME = ("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime",
+                                "clustertrainingruntimes", False)
     RAY_CLUSTER = ("ray.io", "v1", "RayCluster", "rayclusters", True)
     RAY_JOB = ("ray.io", "v1", "RayJob", "rayjobs", True)
     LEADER_WORKER_SET = ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", True)

@@ -16,7 +16,8 @@ snapshot (pending, with the reason): a gang never starts as singletons. An owner
 group names it would have and wait with the problem as their pending reason.
 
 Suspended owners of a suspendable kind also come out of each step with their gangs and virtual pods
-(:class:`GroupStep` ``suspended``, ``virtual``); the controller shows them to the engine only with
+(:class:`GroupStep` ``suspended``, ``virtual``; a TrainJob's built from its runtime, a TrainingRuntime
+or ClusterTrainingRuntime, informed like the owners); the controller shows them to the engine only with
 ``admission: suspend`` and admits those placed whole with :meth:`PodGrouper.unsuspend`
 (docs/semantics-notes.md, "Admission by suspension").
 
@@ -36,8 +37,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from gpufleet.adapters import InputError
-from gpufleet.adapters.owners import UNSUSPEND_PATCH, is_suspended, link_from_dict, read_owner, virtual_pods
-from gpufleet.domain import LABEL_POD_GROUP, SCHEDULER_NAME, PodKey, QueueName
+from gpufleet.adapters.owners import (
+    UNSUSPEND_PATCH,
+    RuntimeRef,
+    is_suspended,
+    link_from_dict,
+    read_owner,
+    runtime_of,
+    virtual_pods,
+)
+from gpufleet.domain import LABEL_POD_GROUP, LABEL_QUEUE, SCHEDULER_NAME, PodKey, QueueName
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
 from gpufleet.kube.controller.binder import NotLeader
@@ -81,7 +90,9 @@ OWNER_KINDS: Mapping[tuple[str, str], Kind] = {
                  Kind.TRAIN_JOB, Kind.RAY_CLUSTER, Kind.RAY_JOB, Kind.LEADER_WORKER_SET)
 }
 assert OWNER_KINDS.keys() == KINDS.keys(), "an informer for every owner kind the rules know"
-GROUPER_KINDS: tuple[Kind, ...] = (*OWNER_KINDS.values(), Kind.REPLICA_SET)
+# A TrainJob's runtimes: read for its pod template (docs/semantics-notes.md, "Admission by suspension").
+_RUNTIME_KINDS = {"TrainingRuntime": Kind.TRAINING_RUNTIME, "ClusterTrainingRuntime": Kind.CLUSTER_TRAINING_RUNTIME}
+GROUPER_KINDS: tuple[Kind, ...] = (*OWNER_KINDS.values(), Kind.REPLICA_SET, *_RUNTIME_KINDS.values())
 ALWAYS_SERVED = frozenset({Kind.JOB, Kind.REPLICA_SET, Kind.DEPLOYMENT, Kind.STATEFUL_SET})  # built in
 # The kinds an owner whose template lives elsewhere controls (a TrainJob's JobSet).
 _OWNS_TEMPLATE_ELSEWHERE_CHILDREN = frozenset({Kind.JOB_SET})
@@ -274,20 +285,43 @@ class PodGrouper:
         elsewhere, ``ours_below``: an object it controls does)."""
         meta = _meta(obj)
         uid = str(meta.get("uid") or "")
-        rv = f"{meta.get('resourceVersion') or ''}/{int(ours_below)}" if meta.get("resourceVersion") else ""
+        rule = kind_rule(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+        elsewhere = rule is not None and rule.template_elsewhere
+        runtime = self._runtime_of(obj) if elsewhere else None
+        rv = (f"{meta.get('resourceVersion') or ''}/{int(ours_below)}/{_meta(runtime or {}).get('resourceVersion')}"
+              if meta.get("resourceVersion") else "")
         known = self._read.get(uid)
         if known is not None and known[0] == rv and rv:
             return known[1]
         read: Owner | GroupProblem | None = None
-        rule = kind_rule(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
-        elsewhere = rule is not None and rule.template_elsewhere
-        if (ours_below and elsewhere) or _schedules_with_gpufleet(obj.get("spec")):
+        if (ours_below and elsewhere) or _schedules_with_gpufleet(obj.get("spec")) or (
+                elsewhere and self._runtime_ours(obj, runtime)):
             try:
-                read = read_owner(obj)
+                read = read_owner(obj, self._runtime if elsewhere else None)
             except InputError as err:
                 log.debug("pod-grouper: %s", err)
         self._read[uid] = (rv, read)
         return read
+
+    def _runtime(self, ref: RuntimeRef) -> Mapping[str, Any] | None:
+        """A TrainJob's runtime in the informers' cache; None when absent or its kind not served."""
+        kind = _RUNTIME_KINDS.get(ref.kind)
+        if kind is None or self.cache is None or kind not in self.kinds:
+            return None
+        return self.cache.get(kind, ref.namespace, ref.name)
+
+    def _runtime_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        ref = runtime_of(obj)
+        return self._runtime(ref) if ref is not None else None  # a bad reference: read_owner says so
+
+    @staticmethod
+    def _runtime_ours(obj: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> bool:
+        """Whether a TrainJob schedules with gpufleet by its runtime: the runtime's template names
+        gpufleet or, the runtime not found, the TrainJob names a gpufleet queue (then it is read, and
+        its missing runtime is its problem: a Warning Event, never silence)."""
+        if runtime is not None:
+            return _schedules_with_gpufleet(runtime.get("spec"))
+        return bool((_meta(obj).get("labels") or {}).get(LABEL_QUEUE))
 
     def _link(self, obj: Mapping[str, Any]) -> ObjectLink | None:
         meta = _meta(obj)
@@ -317,6 +351,8 @@ class PodGrouper:
         suspended: dict[str, Mapping[str, Any]] = {}  # uid -> the raw suspended owner
         unsuspending: set[str] = set()  # unsuspended by us, not shown so by the informer yet
         for kind in self.kinds:
+            if kind in _RUNTIME_KINDS.values():
+                continue  # read through the TrainJobs that name them
             for obj in cache.objects(kind):
                 link = self._link(obj)
                 if link is not None:
@@ -372,13 +408,12 @@ class PodGrouper:
         meta = _meta(obj)
         return self.unsuspended.get(str(meta.get("uid") or "")) == str(meta.get("resourceVersion") or "")
 
-    @staticmethod
-    def _virtual(obj: Mapping[str, Any], owner: Owner, plans: tuple[GroupPlan, ...], out: _Outcome) -> None:
-        """The suspended owner's gangs and their virtual pods (none for a kind whose templates are
-        not read: such an owner is never admitted)."""
+    def _virtual(self, obj: Mapping[str, Any], owner: Owner, plans: tuple[GroupPlan, ...], out: _Outcome) -> None:
+        """The suspended owner's gangs and their virtual pods (a TrainJob's from its runtime; none
+        where a template is not found: such an owner is never admitted)."""
         out.suspended.append(SuspendedOwner(owner.ref, tuple(virtual_gang(plan) for plan in plans)))
         for plan in plans:
-            out.virtual.extend(virtual_pods(obj, owner, plan))
+            out.virtual.extend(virtual_pods(obj, owner, plan, self._runtime))
 
     def _prune(self, alive: set[str]) -> None:
         """Forget the reads of objects gone (pods' links are kept while they are pending)."""

@@ -101,7 +101,7 @@ from gpufleet.kube.controller.reporting import (
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
 from gpufleet.policy import DRAIN_REASONS, DrainPlan, GangDrain, IdleStep, IdleWatch, ProjectIndex, idle_actions
-from gpufleet.policy.grouping import OwnerRef, SuspendedOwner, owners_to_unsuspend
+from gpufleet.policy.grouping import NotAdmitted, OwnerRef, SuspendedOwner, not_admitted, owners_to_unsuspend
 from gpufleet.telemetry import TelemetryPage, TelemetrySource
 
 __all__ = ["Controller", "ControllerConfig", "CycleResult", "Plan", "Victim"]
@@ -185,18 +185,25 @@ class _Reservation:
 
 
 def _admissions(view: SnapshotView, decisions: Decisions, virtual: frozenset[PodKey],
-                suspended: Sequence[SuspendedOwner]) -> tuple[Decisions, tuple[OwnerRef, ...]]:
+                suspended: Sequence[SuspendedOwner]) -> tuple[Decisions, tuple[OwnerRef, ...], tuple[NotAdmitted, ...]]:
     """The decisions without the virtual pods (docs/semantics-notes.md, "Admission by suspension"),
-    and the suspended owners whose every gang was placed. Virtual pods never preempt: a gang the
-    engine placed only by evicting for it is not placed (its evictions are dropped with it)."""
+    the suspended owners whose every gang was placed, and why each other one stays suspended. Virtual
+    pods never preempt: a gang the engine placed only by evicting for it is not placed (its evictions
+    are dropped with it)."""
     preempting = {gang_id(view.pods[e.by]) for e in decisions.evictions if e.by in virtual and e.by in view.pods}
     placed = {str(b.pod).partition("/")[2] for b in decisions.bindings
               if b.pod in virtual and b.pod in view.pods and gang_id(view.pods[b.pod]) not in preempting}
+    pending = {str(p.pod).partition("/")[2]: p.reason for p in decisions.pending if p.pod in virtual}
+    pending.update((str(b.pod).partition("/")[2], _ONLY_BY_PREEMPTING) for b in decisions.bindings
+                   if b.pod in virtual and b.pod in view.pods and gang_id(view.pods[b.pod]) in preempting)
     kept = replace(decisions,
                    bindings=tuple(b for b in decisions.bindings if b.pod not in virtual),
                    evictions=tuple(e for e in decisions.evictions if e.by not in virtual and e.pod not in virtual),
                    pending=tuple(p for p in decisions.pending if p.pod not in virtual))
-    return kept, owners_to_unsuspend(suspended, placed)
+    return kept, owners_to_unsuspend(suspended, placed), not_admitted(suspended, placed, pending)
+
+
+_ONLY_BY_PREEMPTING = "placeable only by preempting running pods (a suspended owner is admitted without preemption)"
 
 
 def _without(view: SnapshotView, keys: frozenset[PodKey]) -> SnapshotView:
@@ -246,6 +253,11 @@ class Controller:
         self.plans: dict[str, Plan] = {}
         self.victims: dict[PodKey, Victim] = {}
         self.reserved: dict[str, _Reservation] = {}  # by owner uid: places held for admitted owners
+        # Suspended owners left suspended, by uid, and the pending reasons of their PodGroups (by
+        # namespace/name); the note of the GangNotAdmitted Event last written for each.
+        self.not_admitted: dict[str, NotAdmitted] = {}
+        self.suspended_reasons: dict[str, str] = {}
+        self._told_not_admitted: dict[str, str] = {}
         # Draining nodes and failed GPUs (docs/semantics-notes.md): the rule's input kept between cycles,
         # and this cycle's plan.
         self._drain_inputs = DrainInputs()
@@ -482,6 +494,27 @@ class Controller:
                 tuple(placements[k] for k in keys if k in placements),
                 {f"{owner.ref.namespace}/{gang.plan.name}": gang.plan.min_member for gang in owner.gangs}, now)
 
+    def _keep_suspended(self, waiting: Sequence[NotAdmitted]) -> None:
+        """Remember why each suspended owner stays so (docs/semantics-notes.md, "Admission by
+        suspension"): its PodGroup's pending reason, and the owner's Event when the reason changes."""
+        self.not_admitted = {w.ref.uid: w for w in waiting}
+        self.suspended_reasons = {f"{w.ref.namespace}/{w.group}": w.reason for w in waiting}
+
+    async def _not_admitted_events(self) -> None:
+        """A ``GangNotAdmitted`` Event on each suspended owner whose reason is new or changed (one
+        per change, not one per cycle; the rate limit of pods' Events is not theirs)."""
+        told = {uid: note for uid, note in self._told_not_admitted.items() if uid in self.not_admitted}
+        events: list[PodEvent] = []
+        for uid, why in self.not_admitted.items():
+            ref = why.ref
+            note = f"{ref.kind} {ref.namespace}/{ref.name} stays suspended: pod group {why.group}: {why.reason}"
+            if told.get(uid) != note:
+                told[uid] = note
+                events.append(PodEvent(ref.namespace, ref.name, ref.uid, "GangNotAdmitted", note, "Normal",
+                                       "Admission", kind=ref.kind, api_version=ref.api_version))
+        self._told_not_admitted = told
+        await asyncio.gather(*(self.events.emit(event, force=True) for event in events))
+
     def _release_reservations(self, view: SnapshotView, now: float) -> None:
         """Hand over the places held for admitted owners whose real pods all exist, labelled (``view``:
         the cache's; a gang waits for its every member anyway): from then on the places are the real
@@ -613,8 +646,10 @@ class Controller:
         admitted: tuple[OwnerRef, ...] = ()
         if virtual:  # never bound, evicted for, reported, accounted: they are not in the API server
             placements = {b.pod: b for b in decisions.bindings if b.pod in virtual}
-            decisions, admitted = _admissions(view, decisions, virtual, suspended)
+            decisions, admitted, waiting = _admissions(view, decisions, virtual, suspended)
             view = _without(view, virtual)
+            if suspended:
+                self._keep_suspended(waiting)
             if self.is_leader():
                 self._reserve(admitted, suspended, raw_virtual, placements, now)
         for warning in (*devices.warnings, *decisions.warnings):
@@ -632,6 +667,7 @@ class Controller:
                 await self.grouper.write_labels()
                 if admitted:
                     await self.grouper.unsuspend(admitted)
+                await self._not_admitted_events()
             await self._report(view, result, now)
         except NotLeader:
             result = CycleResult(decisions, skipped="lost the leader lease during the cycle")
@@ -1136,6 +1172,7 @@ class Controller:
             phases = [(p.get("status") or {}).get("phase") for p in pods]
             keys = sorted(_pod_key(p) for p in pods)
             reason = next((state.pending[k] for k in keys if k in state.pending), "")
+            reason = reason or ("" if pods else self.suspended_reasons.get(key, ""))
             facts.append(GroupFacts(
                 group=group,
                 bound=sum(1 for k in keys if k in state.bound),

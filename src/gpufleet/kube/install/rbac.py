@@ -59,6 +59,9 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list", "watch"]},
     {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
     {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["list", "watch"]},
+    # A TrainJob's runtime: its pod template and node count (admission by suspension builds its pods).
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes", "clustertrainingruntimes"],
+     "verbs": ["list", "watch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs"], "verbs": ["list", "watch"]},
     {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["create", "delete"]},

@@ -30,8 +30,10 @@ from gpufleet.policy.grouping.rules import (
 )
 from gpufleet.policy.grouping.suspend import (
     SUSPENDABLE_KINDS,
+    NotAdmitted,
     SuspendedOwner,
     VirtualGang,
+    not_admitted,
     owners_to_unsuspend,
     virtual_gang,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "Grouping",
     "KindRule",
     "Membership",
+    "NotAdmitted",
     "ObjectLink",
     "Owner",
     "OwnerIndex",
@@ -63,6 +66,7 @@ __all__ = [
     "group_name",
     "kind_rule",
     "member_of",
+    "not_admitted",
     "owners_to_unsuspend",
     "pods_of",
     "unit_names",

@@ -25,7 +25,8 @@ class KindRule:
     stamped_templates: bool = False
     inference: bool = False  # spread placement and the Project's non-preemptible class by default
     # Its pod template lives in another object (a TrainJob's runtime), not in its spec: whether it
-    # schedules with gpufleet is read from the objects it controls (the JobSet made from the runtime).
+    # schedules with gpufleet is read from that object or the objects it controls (the JobSet made
+    # from the runtime).
     template_elsewhere: bool = False
 
 

@@ -8,12 +8,15 @@ stays suspended: unsuspending it would create pods that cannot all start."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpufleet.policy.grouping.model import GroupPlan, OwnerRef
 
-__all__ = ["SUSPENDABLE_KINDS", "SuspendedOwner", "VirtualGang", "owners_to_unsuspend", "virtual_gang"]
+__all__ = [
+    "SUSPENDABLE_KINDS", "NotAdmitted", "SuspendedOwner", "VirtualGang", "not_admitted", "owners_to_unsuspend",
+    "virtual_gang",
+]
 
 # (apiGroup, kind) of the owners whose spec.suspend gpufleet may clear; every other kind is admitted
 # pod by pod as before.
@@ -67,4 +70,41 @@ def owners_to_unsuspend(owners: Iterable[SuspendedOwner], placed: Collection[str
             continue
         if all(_gang_placed(gang, placed) for gang in owner.gangs):
             out.append(owner.ref)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class NotAdmitted:
+    """A suspended owner left suspended, and why: the first of its gangs not placed whole (its
+    PodGroup's name) and the engine's pending reason for that gang's virtual pods."""
+
+    ref: OwnerRef
+    group: str
+    reason: str
+
+
+NO_TEMPLATES = "its pod templates could not be read: no virtual pods to place"
+
+
+def not_admitted(owners: Iterable[SuspendedOwner], placed: Collection[str],
+                 pending: Mapping[str, str]) -> tuple[NotAdmitted, ...]:
+    """Why each owner of a suspendable kind that :func:`owners_to_unsuspend` does not admit stays
+    suspended, in input order. ``placed`` as there; ``pending``: the engine's pending reason of each
+    virtual pod left pending, by name. A gang none of whose pods the engine saw (its templates were
+    not read) is said to be so."""
+    out: list[NotAdmitted] = []
+    for owner in owners:
+        if (owner.ref.api_group, owner.ref.kind) not in SUSPENDABLE_KINDS:
+            continue
+        gang = next((g for g in owner.gangs if not _gang_placed(g, placed)), None)
+        if gang is None:
+            continue  # admitted (or no gang at all: nothing to say)
+        reason = next((pending[pod] for pod in gang.pods if pod in pending), None)
+        if reason is not None:  # virtual pods exist nowhere: not named to the owner's user
+            for pod in gang.pods:
+                reason = reason.replace(f"{owner.ref.namespace}/{pod}", "a pod of the gang")
+        else:
+            got = sum(1 for pod in set(gang.pods) if pod in placed)
+            reason = (f"{got} of {gang.plan.min_member} members placed" if got else NO_TEMPLATES)
+        out.append(NotAdmitted(owner.ref, gang.plan.name, reason))
     return tuple(out)
