@@ -32,5 +32,5 @@ def test_a_bad_placement_is_the_configs_and_a_warning(value: object, caplog: pyt
 
 
 def test_another_bad_field_still_leaves_the_group_out() -> None:
-    with pytest.raises(ConversionError, match="spec.minMember"):
+    with pytest.raises(ConversionError, match=r"spec\.minMember"):
         convert_object(Kind.POD_GROUP, _group({"placement": "fast", "minMember": 0}))
