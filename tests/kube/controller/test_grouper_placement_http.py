@@ -6,11 +6,9 @@ chooses otherwise, and a bad one is a Warning Event and the default (docs/semant
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from gpufleet.kube.client.port import Kind
 from gpufleet.testing.emulator import ApiServerEmulator
@@ -21,12 +19,6 @@ from .controller_objects import bound_pods, eventually, node, pod, queue, runnin
 pytestmark = pytest.mark.asyncio
 
 JsonDict = dict[str, Any]
-
-
-@pytest_asyncio.fixture
-async def emulator() -> AsyncIterator[ApiServerEmulator]:
-    async with ApiServerEmulator() as server:
-        yield server
 
 
 def _owned(obj: JsonDict, owner: JsonDict) -> JsonDict:
@@ -59,22 +51,18 @@ def _placements(store: FakeCluster) -> list[str | None]:
     return [g["spec"].get("placement") for g in store.objects(Kind.POD_GROUP)]
 
 
-async def test_deployment_replicas_spread_over_nodes_binpack_would_stack(emulator: ApiServerEmulator) -> None:
+@pytest.mark.parametrize(("annotations", "nodes", "placement"), [
+    ({}, ["n0", "n1", "n2"], "spread"),  # the inference default: one replica per node
+    ({"gpufleet.dev/placement": "binpack"}, ["n0", "n0", "n0"], "binpack"),  # the cluster's binpack stacks them
+])
+async def test_deployment_replicas_spread_unless_the_owner_says_binpack(
+        emulator: ApiServerEmulator, annotations: dict[str, str], nodes: list[str], placement: str) -> None:
     store = emulator.store
-    _deployment(store)
+    _deployment(store, annotations)
     async with running_over_http(emulator):
         await eventually(lambda: len(bound_pods(store)) == 3, what="replicas bound")
-        assert sorted(bound_pods(store).values()) == ["n0", "n1", "n2"]
-        assert _placements(store) == ["spread"] * 3
-
-
-async def test_owner_annotation_binpack_stacks_the_replicas(emulator: ApiServerEmulator) -> None:
-    store = emulator.store
-    _deployment(store, {"gpufleet.dev/placement": "binpack"})
-    async with running_over_http(emulator):
-        await eventually(lambda: len(bound_pods(store)) == 3, what="replicas bound")
-        assert sorted(bound_pods(store).values()) == ["n0", "n0", "n0"]
-        assert _placements(store) == ["binpack"] * 3
+        assert sorted(bound_pods(store).values()) == nodes
+        assert _placements(store) == [placement] * 3
 
 
 async def test_bad_placement_annotation_warns_and_spreads(emulator: ApiServerEmulator) -> None:
