@@ -130,6 +130,11 @@ class PodGroupTopologySpec(_Spec):
     )
 
 
+# The strategies a PodGroup may choose for its own pods (docs/semantics-notes.md, "Placement per gang");
+# defrag needs a target workload, which is the cluster's, so it stays a SchedulerConfig choice.
+GangPlacement = Literal["binpack", "spread"]
+
+
 class PodGroupSpec(_Spec):
     minMember: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = Field(
         description="All or nothing: at least this many pods start together."
@@ -138,6 +143,9 @@ class PodGroupSpec(_Spec):
     priorityClassName: StrictStr | None = Field(None, description="Priority of the gang; else the pods' own.")
     topology: PodGroupTopologySpec = Field(
         default_factory=PodGroupTopologySpec, description="Topology constraints; keys are node label keys."
+    )
+    placement: GangPlacement | None = Field(
+        None, description="Node placement strategy of this gang's pods; absent: the SchedulerConfig's."
     )
 
 
@@ -287,6 +295,7 @@ def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
         priority_class_name=spec.priorityClassName or None,
         topology_required=spec.topology.required or None,
         topology_preferred=spec.topology.preferred or None,
+        placement=Placement(spec.placement) if spec.placement is not None else None,
         queued_at=_queued_at(meta),
     )
 

@@ -553,6 +553,8 @@ def pod_group_document(group: PodGroup) -> dict[str, Any]:
         topology["preferred"] = group.topology_preferred
     if topology:
         spec["topology"] = topology
+    if group.placement is not None:
+        spec["placement"] = group.placement.value
     return {
         "apiVersion": GPUFLEET_API,
         "kind": "PodGroup",

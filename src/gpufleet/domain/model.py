@@ -461,6 +461,8 @@ class PodGroup:
     priority_class_name: str | None = None
     topology_required: str | None = None
     topology_preferred: str | None = None
+    # spec.placement: the strategy for this gang's pods (binpack or spread), over the config's; None: the config's.
+    placement: Placement | None = None
     # The gang's age kept across a drain (annotation gpufleet.dev/queued-at, written by the controller),
     # never earlier than the PodGroup's creation; None: none.
     queued_at: float | None = None

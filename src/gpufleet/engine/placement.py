@@ -491,7 +491,19 @@ class Placer:
         return self._domain_sums(codes, n_domains, ("free", self.feasibility.key(pod)), free)
 
     def place_gang(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
-        """Place at least ``required`` of ``members`` (all when possible), committing on success."""
+        """Place at least ``required`` of ``members`` (all when possible), committing on success,
+        with the gang's own strategy (its PodGroup's ``placement``) where it has one."""
+        own = gang.group.placement if gang.group is not None else None
+        if own is None:
+            return self._place_gang(gang, members, required)
+        policy = self.spread, self.defrag
+        self.spread, self.defrag = own == Placement.SPREAD, False
+        try:
+            return self._place_gang(gang, members, required)
+        finally:
+            self.spread, self.defrag = policy
+
+    def _place_gang(self, gang: Gang, members: Sequence[int], required: int) -> GangPlacement:
         if gang.topology_required:
             return self._place_required(gang, members, required)
         if gang.topology_preferred:

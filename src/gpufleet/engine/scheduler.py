@@ -248,7 +248,8 @@ class Engine:
         if got is None:
             members = self.admission.pending_members(gang)
             parts: list[object] = [gang.queue, gang.priority, gang.preemptible, gang.min_member,
-                                   gang.topology_required, gang.topology_preferred, tuple(request)]
+                                   gang.topology_required, gang.topology_preferred, tuple(request),
+                                   gang.group.placement if gang.group is not None else None]
             volumes = self.placer.volumes is not None
             for m in members:
                 info = self.pods[m]

@@ -115,7 +115,7 @@ def gang_of(job: SimJob) -> PodGroup:
     if isinstance(result, GroupProblem):  # an open queue and no annotation: cannot happen
         raise AssertionError(result.reason)
     (plan,) = result
-    return PodGroup(NAMESPACE, job.name, min_member=plan.min_member, queue=plan.queue)
+    return PodGroup(NAMESPACE, job.name, min_member=plan.min_member, queue=plan.queue, placement=plan.placement)
 
 
 def _split(total: int, parts: Sequence[int]) -> list[int]:

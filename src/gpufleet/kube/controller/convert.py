@@ -16,6 +16,7 @@ has evicted count as gone at once, as they do in ``replay``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,7 @@ CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.PO
 # Dynamic Resource Allocation (docs/semantics-notes.md): absent from a cluster without resource.k8s.io/v1.
 DRA_KINDS = (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE)
 NOT_OURS = "default-scheduler"
+log = logging.getLogger(__name__)
 
 
 class ConversionError(Exception):
@@ -103,10 +105,25 @@ def convert_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
     try:
         return reader(dict(obj))
     except FieldError as err:
+        if kind is Kind.POD_GROUP and err.path == _PLACEMENT:
+            return _default_placement(obj, f"{_describe(kind, obj)}: {err.path}: {err.message}")
         where = f"{err.path}: " if err.path else ""
         raise ConversionError(f"{_describe(kind, obj)}: {where}{err.message}") from None
     except Exception as err:  # the loader's safety net: never let a bad object stop the controller
         raise ConversionError(f"{_describe(kind, obj)}: invalid object ({type(err).__name__}: {err})") from None
+
+
+_PLACEMENT = "spec.placement"
+
+
+def _default_placement(obj: Mapping[str, Any], problem: str) -> Any:
+    """A PodGroup whose ``spec.placement`` is unreadable (its CRD's enum refuses one: only an object
+    written past the schema gets here), read without it: the SchedulerConfig's strategy, and a
+    warning. A strategy gains a gang no capacity, so its pods are not held back for it."""
+    log.warning("%s; the SchedulerConfig's placement is used", problem)
+    spec = obj.get("spec")
+    assert isinstance(spec, Mapping)  # the error was about one of its fields
+    return convert_object(Kind.POD_GROUP, {**obj, "spec": {k: v for k, v in spec.items() if k != "placement"}})
 
 
 def label_selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:

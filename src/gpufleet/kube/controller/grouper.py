@@ -161,6 +161,8 @@ def group_body(plan: GroupPlan) -> JsonDict:
                 if v is not None}
     if topology:
         spec["topology"] = topology
+    if plan.placement is not None:
+        spec["placement"] = plan.placement.value
     return {
         "apiVersion": Kind.POD_GROUP.api_version, "kind": Kind.POD_GROUP.kind,
         "metadata": {"name": plan.name, "namespace": plan.owner.namespace, "labels": dict([MANAGED_BY]),
@@ -535,6 +537,8 @@ class PodGrouper:
                          if (namespace, name) not in self.written and self.pods.get(Kind.POD_GROUP, namespace, name)
                          is None)
         await self._warn(out.problems.values())
+        await self._warn(dict.fromkeys(GroupProblem(p.owner, w) for p in out.groups.values() for w in p.warnings),
+                         "BadAnnotation")
         grouped = {key: name for key, (name, _) in self.given.items()}
         grouped.update(out.labels)
         return GroupStep(grouped, tuple(self.written.values()), out.held, frozenset(out.quiet),
@@ -704,10 +708,10 @@ class PodGrouper:
                 self.deleting.discard((namespace, name))
                 log.warning("pod-grouper: PodGroup %s/%s not deleted: %s", namespace, name, err)
 
-    async def _warn(self, problems: Iterable[GroupProblem]) -> None:
+    async def _warn(self, problems: Iterable[GroupProblem], reason: str = "GroupingFailed") -> None:
         async def one(problem: GroupProblem) -> None:
             ref = problem.owner
-            await self.events.emit(PodEvent(ref.namespace, ref.name, ref.uid, "GroupingFailed", problem.reason,
+            await self.events.emit(PodEvent(ref.namespace, ref.name, ref.uid, reason, problem.reason,
                                             "Warning", "Grouping", kind=ref.kind, api_version=ref.api_version))
 
         await asyncio.gather(*(one(p) for p in problems))

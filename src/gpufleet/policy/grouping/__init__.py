@@ -22,6 +22,7 @@ from gpufleet.policy.grouping.names import MAX_NAME, group_name
 from gpufleet.policy.grouping.rules import (
     ANNOTATION_GROUP_PER,
     ANNOTATION_MIN_MEMBER,
+    ANNOTATION_PLACEMENT,
     ANNOTATION_TOPOLOGY_PREFERRED,
     ANNOTATION_TOPOLOGY_REQUIRED,
     Grouping,
@@ -41,6 +42,7 @@ from gpufleet.policy.grouping.suspend import (
 __all__ = [
     "ANNOTATION_GROUP_PER",
     "ANNOTATION_MIN_MEMBER",
+    "ANNOTATION_PLACEMENT",
     "ANNOTATION_TOPOLOGY_PREFERRED",
     "ANNOTATION_TOPOLOGY_REQUIRED",
     "KINDS",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gpufleet.domain import QueueName
+from gpufleet.domain import Placement, QueueName
 from gpufleet.policy.projects import ProjectIndex
 
 __all__ = [
@@ -127,8 +127,9 @@ class GroupPlan:
 
     ``unit``: the replicated job, the LWS group index or the pod name the gang is for ("" for the
     whole owner); ``member_roles``: the roles whose pods belong (empty: all); ``elastic_above``:
-    members beyond ``min_member`` (up to ``max_member``) are elastic; ``placement``: a hint
-    (``"spread"`` for inference) that no PodGroup field carries yet."""
+    members beyond ``min_member`` (up to ``max_member``) are elastic; ``placement``: the
+    PodGroup's ``spec.placement`` (None: the SchedulerConfig's); ``warnings``: what was wrong in the
+    owner's annotations but had a default (the controller shows each as a Warning Event)."""
 
     owner: OwnerRef
     name: str
@@ -140,7 +141,8 @@ class GroupPlan:
     topology_preferred: str | None = None
     unit: str = ""
     member_roles: tuple[str, ...] = ()
-    placement: str | None = None
+    placement: Placement | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def elastic_above(self) -> int:

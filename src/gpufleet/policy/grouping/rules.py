@@ -3,7 +3,7 @@ queue, priority class and topology, each held to the Project rules a pod is held
 
 from __future__ import annotations
 
-from gpufleet.domain import QueueName
+from gpufleet.domain import Placement, QueueName
 from gpufleet.domain.wire import LABEL_PREFIX, LABEL_QUEUE
 from gpufleet.policy.grouping.kinds import KindRule, kind_rule
 from gpufleet.policy.grouping.model import GangUnit, GroupFacts, GroupPlan, GroupProblem, Owner, Role
@@ -13,6 +13,7 @@ from gpufleet.policy.rules import namespace_problem, priority_problem, queue_for
 __all__ = [
     "ANNOTATION_GROUP_PER",
     "ANNOTATION_MIN_MEMBER",
+    "ANNOTATION_PLACEMENT",
     "ANNOTATION_TOPOLOGY_PREFERRED",
     "ANNOTATION_TOPOLOGY_REQUIRED",
     "Grouping",
@@ -25,6 +26,9 @@ ANNOTATION_MIN_MEMBER = f"{LABEL_PREFIX}min-member"
 ANNOTATION_TOPOLOGY_REQUIRED = f"{LABEL_PREFIX}topology-required"
 ANNOTATION_TOPOLOGY_PREFERRED = f"{LABEL_PREFIX}topology-preferred"
 ANNOTATION_GROUP_PER = f"{LABEL_PREFIX}group-per"  # "replicated-job": a JobSet's gang per replicated job
+ANNOTATION_PLACEMENT = f"{LABEL_PREFIX}placement"  # binpack | spread: the PodGroup's spec.placement
+# The strategies a PodGroup may name (defrag is the SchedulerConfig's alone).
+GANG_PLACEMENTS = (Placement.BINPACK, Placement.SPREAD)
 
 Grouping = tuple[GroupPlan, ...] | GroupProblem
 
@@ -104,11 +108,28 @@ def _plan(owner: Owner, rule: KindRule, facts: GroupFacts, unit: str, name: str)
     problem = priority_problem(project, priority_class)
     if problem is not None:
         raise _Problem(f"priorityClassName: {problem}")
+    placement, warnings = _placement(owner, rule)
     return GroupPlan(
         owner=owner.ref, name=name, min_member=low, max_member=high, queue=queue,
         priority_class=priority_class, topology_required=top_required, topology_preferred=top_preferred,
-        unit=unit, member_roles=rule.member_roles, placement="spread" if rule.inference else None,
+        unit=unit, member_roles=rule.member_roles, placement=placement, warnings=warnings,
     )
+
+
+def _placement(owner: Owner, rule: KindRule) -> tuple[Placement | None, tuple[str, ...]]:
+    """The gang's ``spec.placement``: the owner's annotation, else ``spread`` for inference kinds,
+    else none (the SchedulerConfig's). A bad value is not a problem (a strategy gains no capacity):
+    the default, and a warning naming the owner and the annotation."""
+    default = Placement.SPREAD if rule.inference else None
+    text = owner.annotations.get(ANNOTATION_PLACEMENT)
+    if text is None:
+        return default, ()
+    chosen = next((p for p in GANG_PLACEMENTS if p.value == text), None)
+    if chosen is None:
+        shown = default.value if default is not None else "the SchedulerConfig's"
+        return default, (f'{owner.ref}: annotation {ANNOTATION_PLACEMENT}: "{text[:40]}" is not binpack or '
+                         f"spread; {shown} is used",)
+    return chosen, ()
 
 
 def _min_member(owner: Owner, low: int, high: int) -> int:
