@@ -125,6 +125,15 @@ class VictimIndex:
         self.g_walk = self.g_live.copy()  # live and not fresh: the gangs the singleton walk visits
         self._fresh = np.empty(len(gangs), dtype=np.int64)  # in order of admission (each at most once)
         self._n_fresh = 0
+        # Elastic members (docs/semantics-notes.md, "Elastic members are preempted first"): gangs of
+        # the snapshot with a PodGroup running more than minMember pods. Counted, so that a call
+        # with none pays one test per search.
+        self.g_min = _column(gangs, "min_member", n_gangs)
+        self.g_bound = g_alive.copy()  # bound pods of the gangs running in the snapshot, less evictions
+        grouped = np.fromiter((g.group is not None and not g.missing_group for g in gangs), dtype=np.bool_,
+                              count=n_gangs)
+        self.g_elastic = self.g_walk & grouped & (g_alive > self.g_min)
+        self.n_elastic = int(self.g_elastic.sum())
 
     def _rank(self) -> None:
         """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
@@ -147,6 +156,9 @@ class VictimIndex:
         self.ready()
         self.g_admissible[gang.idx] = False
         self.g_walk[gang.idx] = False
+        if self.g_elastic[gang.idx]:
+            self.g_elastic[gang.idx] = False
+            self.n_elastic -= 1
         if self.g_live[gang.idx]:
             self.g_live[gang.idx] = False
             self.q_live_count[max(gang.queue, 0)] -= 1
@@ -174,6 +186,24 @@ class VictimIndex:
             self.q_live_count[max(gang.queue, 0)] += 1
             if gang.priority not in self.priorities:
                 bisect.insort(self.priorities, gang.priority)
+
+    def shrink(self, gang: Gang, pods: Sequence[int]) -> None:
+        """``pods`` (bound members of ``gang``) were evicted as elastic victims: the gang runs on with
+        the others, a victim like any other with what it holds now (its capacity, start and rank)."""
+        g = gang.idx
+        self.g_bound[g] -= len(pods)
+        if self.g_elastic[g] and self.g_bound[g] <= self.g_min[g]:
+            self.g_elastic[g] = False
+            self.n_elastic -= 1
+        self._g_quota.pop(g, None)
+        left = [self.pods[m] for m in gang.members if self.pods[m].node is not None]
+        self.g_cap[g] = sum(i.whole * MILLI + (i.bound_blocks or 0) * MILLI_PER_BLOCK for i in left)
+        self.g_start[g] = min((i.start for i in left), default=0.0)
+        self._rank()
+
+    def elastic_pods(self) -> IntArray:
+        """Bound pods of the gangs that have elastic members now (each may be an elastic victim)."""
+        return np.flatnonzero(self.g_elastic[self.p_gang_clipped] & (self.p_gang >= 0) & (self.node_of >= 0))
 
     def fresh(self) -> IntArray:
         """The victims admitted by this call (in order of admission)."""
