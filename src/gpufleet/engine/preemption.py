@@ -23,7 +23,6 @@ from typing import Protocol
 
 import numpy as np
 
-from gpufleet.domain import MILLI, MILLI_PER_BLOCK
 from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.placement import GangPlacement
 from gpufleet.engine.victims import VictimIndex
@@ -40,6 +39,7 @@ CHUNK = 1024  # most gangs checked at a time when looking for a single victim
 FIRST_CHUNK = 32
 
 SetKey = tuple[int, int, float, tuple[int, ...]]
+Member = Callable[[IntArray], BoolArray]  # which gangs (of those given) a level's pool holds
 
 
 class VictimHost(Protocol):
@@ -330,40 +330,37 @@ class Search:
 
 class ElasticSearch(Search):
     """The search over elastic victims (docs/semantics-notes.md, "Elastic members are preempted
-    first"): its units are the bound pods of the gangs running more than minMember pods, at most
-    ``bound - minMember`` of one gang in a set; each pod keeps its gang's eligibility."""
+    first"): its units are pods (by pod index), the bound pods of the gangs running more than
+    minMember pods, at most ``bound - minMember`` of one gang in a set; each pod keeps its gang's
+    eligibility. The per-pod arrays are the index's, made once per call."""
 
     def __init__(self, ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int],
                  request: list[int]) -> None:
         super().__init__(ix, host, gang, members, request)
-        pods = ix.elastic_pods()
-        infos = [ix.pods[int(m)] for m in pods]
-        n = len(pods)
-        self.u_pod = pods
-        self.u_gang = ix.p_gang[pods]
-        self.u_queue = ix.g_queue[self.u_gang]
-        self.u_cap = ix.p_whole[pods] * MILLI + np.fromiter(
-            ((i.bound_blocks or 0) * MILLI_PER_BLOCK for i in infos), dtype=np.int64, count=n)
-        self.u_start = np.fromiter((i.start for i in infos), dtype=np.float64, count=n)
-        self.u_rank = pods  # pods are numbered in name order
-        self.u_size = np.ones(n, dtype=np.int64)
-        self.u_first_pod = pods
-        self.order_small = _positions(np.lexsort((self.u_rank, -self.u_start, self.u_cap)))
-        self.order_large = _positions(np.lexsort((self.u_rank, -self.u_start, -self.u_cap)))
-        self.room = {int(g): int(ix.g_bound[g] - ix.g_min[g]) for g in np.unique(self.u_gang)}
+        order = ix.pod_order()
+        self.u_gang = ix.p_gang_clipped
+        self.u_queue, self.u_cap, self.u_start = order.queue, ix.p_milli, ix.p_start
+        self.u_rank = self.u_first_pod = order.rank
+        self.u_size = order.ones
+        self.sorted_small, self.order_small, self.order_large = order.sorted_small, order.at_small, order.at_large
         self._quota: dict[int, list[int]] = {}
+        self.failed: set[int] = set()  # singletons checked (at a smaller level) that did not fit
 
     def unit_pods(self, v: int) -> list[int]:
-        return [int(self.u_pod[v])]
+        return [v]
 
     def unit_name(self, v: int) -> str:
-        return self.ix.pods[int(self.u_pod[v])].key
+        return self.ix.pods[v].key
 
     def unit_quota(self, v: int) -> list[int]:
         got = self._quota.get(v)
         if got is None:
-            got = self._quota[v] = self.host.gang_request(self.unit_pods(v))
+            got = self._quota[v] = self.host.gang_request([v])
         return got
+
+    def room(self, g: int) -> int:
+        """How many pods gang ``g`` may lose: its elastic members."""
+        return int(self.ix.g_bound[g] - self.ix.g_min[g])
 
     def takeable(self, victims: list[int]) -> bool:
         """At most ``bound - minMember`` pods of a gang, then the reclaim rule pod by pod."""
@@ -371,26 +368,51 @@ class ElasticSearch(Search):
         for v in victims:
             g = int(self.u_gang[v])
             taken[g] = taken.get(g, 0) + 1
-            if taken[g] > self.room[g]:
+            if taken[g] > self.room(g):
                 return False
         return super().takeable(victims)
 
     def capped(self, ordered: IntArray) -> IntArray:
-        """``ordered`` less the pods of a gang beyond its elastic members (the first ones kept)."""
+        """The first GREEDY_STEPS pods of ``ordered``, skipping those of a gang beyond its elastic members."""
         taken: dict[int, int] = {}
-        keep = np.zeros(len(ordered), dtype=np.bool_)
-        for k, v in enumerate(ordered.tolist()):
+        keep: list[int] = []
+        for v in ordered.tolist():
             g = int(self.u_gang[v])
             taken[g] = taken.get(g, 0) + 1
-            keep[k] = taken[g] <= self.room[g]
-        out: IntArray = ordered[keep]
-        return out
+            if taken[g] <= self.room(g):
+                keep.append(v)
+                if len(keep) >= GREEDY_STEPS:
+                    break
+        return np.array(keep, dtype=np.int64)
 
-    def in_pool(self, member: Callable[[IntArray], BoolArray]) -> tuple[list[int] | None, int]:
-        pool = np.flatnonzero(member(self.u_gang))
-        for v in self.could_fit_alone(self.preference(pool))[:SINGLETON_TRIES]:
-            if self.fits([int(v)]):
-                return [int(v)], -1
+    def best_single(self, member: Member) -> list[int] | None:
+        """The first pod that fits on its own, walking the pods in singleton preference order a
+        chunk at a time (those of the pool that pass the capacity check), SINGLETON_TRIES at most."""
+        ix, order, failed = self.ix, self.sorted_small, self.failed
+        tries, at, size = 0, 0, FIRST_CHUNK
+        while at < len(order):
+            chunk = order[at:at + size]
+            chunk = chunk[ix.elastic(chunk) & member(ix.p_gang_clipped[chunk])]
+            for v in self.could_fit_alone(chunk).tolist():
+                if v in failed:
+                    continue  # checked at a smaller level: the state is the same, it fails again
+                if self.fits([v]):
+                    return [v]
+                failed.add(v)
+                tries += 1
+                if tries >= SINGLETON_TRIES:
+                    return None
+            at += size
+            size = min(size * 2, CHUNK)
+        return None
+
+    def in_pool(self, member: Member) -> tuple[list[int] | None, int]:
+        single = self.best_single(member)
+        if single is not None:
+            return single, -1
+        ix = self.ix
+        every = np.arange(len(ix.pods), dtype=np.int64)
+        pool = np.flatnonzero(ix.elastic(every) & member(ix.p_gang_clipped))
         size = len(pool)
         if size == self.last_size or size == 0:
             return None, size
@@ -400,16 +422,6 @@ class ElasticSearch(Search):
         if size <= EXHAUSTIVE_POOL:
             return self.exhaustive(pool), size
         return self.greedy(self.capped(self.preference(pool, largest_first=True))), size
-
-
-def _positions(order: IntArray) -> IntArray:
-    """The position of each item in ``order`` (its inverse permutation)."""
-    out: IntArray = np.empty(len(order), dtype=np.int64)
-    out[order] = np.arange(len(order))
-    return out
-
-
-Member = Callable[[IntArray], BoolArray]
 
 
 def _best(search: Search, levels: list[tuple[bool, Member]]) -> tuple[list[int] | None, int]:
@@ -479,9 +491,9 @@ def find_victims(
         elastic = ElasticSearch(ix, host, gang, members, request)
         pods, _ = _best(elastic, levels)
         if pods is not None:
-            return ([int(elastic.u_pod[v]) for v in pods], _note(elastic, len(pods), "pods"),
-                    elastic.placements.get(tuple(pods)), True)
+            return pods, _note(elastic, len(pods), "pods"), elastic.placements.get(tuple(pods)), True
         tests = elastic.tests
+    ix.rank_again()
     search = Search(ix, host, gang, members, request)
     search.tests = tests
     victims, n_eligible = _best(search, levels)

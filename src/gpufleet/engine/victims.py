@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -35,6 +36,18 @@ def _column(items: Sequence[object], name: str, count: int) -> IntArray:
     """The int attribute ``name`` of every item, as an array (one C-level pass)."""
     out: IntArray = np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=count)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodOrder:
+    """Per-pod arrays of the elastic search (a pod is a victim unit there)."""
+
+    rank: IntArray  # the pod's own index: pods are numbered in name order
+    queue: IntArray  # its gang's leaf queue
+    ones: IntArray
+    sorted_small: IntArray  # pods in singleton preference order: least capacity, latest start, name
+    at_small: IntArray  # each pod's position in that order
+    at_large: IntArray  # and in the greedy one (largest first)
 
 
 class VictimIndex:
@@ -134,6 +147,10 @@ class VictimIndex:
                               count=n_gangs)
         self.g_elastic = self.g_walk & grouped & (g_alive > self.g_min)
         self.n_elastic = int(self.g_elastic.sum())
+        self.p_milli = milli  # capacity a bound pod holds (what evicting it alone gives back)
+        self.p_start = start
+        self._p_order: PodOrder | None = None
+        self._stale = False
 
     def _rank(self) -> None:
         """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
@@ -199,11 +216,34 @@ class VictimIndex:
         left = [self.pods[m] for m in gang.members if self.pods[m].node is not None]
         self.g_cap[g] = sum(i.whole * MILLI + (i.bound_blocks or 0) * MILLI_PER_BLOCK for i in left)
         self.g_start[g] = min((i.start for i in left), default=0.0)
-        self._rank()
+        self._stale = True  # ranked again before the next whole-gang search (rank_again)
 
-    def elastic_pods(self) -> IntArray:
-        """Bound pods of the gangs that have elastic members now (each may be an elastic victim)."""
-        return np.flatnonzero(self.g_elastic[self.p_gang_clipped] & (self.p_gang >= 0) & (self.node_of >= 0))
+    def rank_again(self) -> None:
+        """Rank the gangs again if elastic evictions changed the keys of some (:meth:`shrink`)."""
+        if self._stale:
+            self._stale = False
+            self._rank()
+
+    def elastic(self, pods: IntArray) -> BoolArray:
+        """Which of ``pods`` may be elastic victims now: bound pods of gangs that have elastic members."""
+        out: BoolArray = self.g_elastic[self.p_gang_clipped[pods]] & (self.p_gang[pods] >= 0)
+        out &= self.node_of[pods] >= 0
+        return out
+
+    def pod_order(self) -> PodOrder:
+        """The per-pod arrays of the elastic search, made once per call on its first one: a pod's
+        keys do not change while it may be an elastic victim."""
+        if self._p_order is None:
+            rank = np.arange(len(self.pods), dtype=np.int64)  # pods are numbered in name order
+            small = np.lexsort((rank, -self.p_start, self.p_milli))
+            large = np.lexsort((rank, -self.p_start, -self.p_milli))
+            at_small = np.empty_like(rank)
+            at_small[small] = rank
+            at_large = np.empty_like(rank)
+            at_large[large] = rank
+            self._p_order = PodOrder(rank, self.g_queue[self.p_gang_clipped], np.ones_like(rank), small,
+                                     at_small, at_large)
+        return self._p_order
 
     def fresh(self) -> IntArray:
         """The victims admitted by this call (in order of admission)."""
