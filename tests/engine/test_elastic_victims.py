@@ -94,18 +94,13 @@ def test_no_gang_is_left_below_min_member_and_every_invariant_holds(snapshot: Sn
 
 @settings(PROPERTY, max_examples=300)
 @given(elastic_snapshots())
-def test_elastic_victim_sets_are_minimal_pod_by_pod(snapshot: Snapshot) -> None:
+def test_victim_sets_are_minimal_and_whole_only_when_no_elastic_set_fits(snapshot: Snapshot) -> None:
+    """Victim sets are minimal, elastic ones pod by pod. When W evicts a gang whole, no single
+    eligible elastic pod would have made room for it: W stays pending on the snapshot without that
+    pod and with nothing preemptible (the elastic search tries every singleton of these small pools
+    before the whole-gang search runs)."""
     decisions = schedule(snapshot)
     assert_holds(minimality_counterexamples(snapshot, decisions, schedule), decisions)
-
-
-@settings(PROPERTY, max_examples=300)
-@given(elastic_snapshots())
-def test_a_whole_gang_goes_only_when_no_elastic_set_fits(snapshot: Snapshot) -> None:
-    """When W evicts a gang whole, no single eligible elastic pod would have made room for it: W
-    stays pending on the snapshot without that pod and with nothing preemptible (the elastic search
-    tries every singleton of these small pools before the whole-gang search runs)."""
-    decisions = schedule(snapshot)
     world = World(snapshot)
     evicted = {e.pod for e in decisions.evictions}
     whole = [g for g, members in world.members.items()

@@ -143,9 +143,9 @@ class VictimIndex:
         # with none pays one test per search.
         self.g_min = _column(gangs, "min_member", n_gangs)
         self.g_bound = g_alive.copy()  # bound pods of the gangs running in the snapshot, less evictions
-        grouped = np.fromiter((g.group is not None and not g.missing_group for g in gangs), dtype=np.bool_,
-                              count=n_gangs)
-        self.g_elastic = self.g_walk & grouped & (g_alive > self.g_min)
+        self.g_elastic = self.g_walk & (g_alive > self.g_min)
+        for g in np.flatnonzero(self.g_elastic).tolist():  # few: a PodGroup's gang above its minMember
+            self.g_elastic[g] = gangs[g].group is not None and not gangs[g].missing_group
         self.n_elastic = int(self.g_elastic.sum())
         self.p_milli = milli  # capacity a bound pod holds (what evicting it alone gives back)
         self.p_start = start
