@@ -122,6 +122,14 @@ class World:
                 return self.classes[group.priority_class_name]
         return max((self.priority(p) for p in self.members[gang]), default=self.default_priority)
 
+    def elastic_floor(self, gang: str) -> int | None:
+        """The pods a gang must keep running when it loses elastic members (its PodGroup's
+        minMember); None when it may only be evicted whole (no PodGroup)."""
+        if not gang.startswith("group:"):
+            return None
+        group = self.groups.get(gang[len("group:") :])
+        return group.min_member if group is not None else None
+
     def gang_preemptible(self, gang: str) -> bool:
         return all(self.preemptible(p) for p in self.members[gang] if p.bound)
 
@@ -520,7 +528,8 @@ def check_gangs(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
 
 
 def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
-    """Every victim running, preemptible and eligible for its reason; whole gangs evicted;
+    """Every victim running, preemptible and eligible for its reason; whole gangs evicted, or (elastic
+    members) a gang with a PodGroup left with at least minMember running pods;
     every ``by`` bound by the same decisions (or, when the decisions took its own admission back
     later in the pass to make room for another gang, pending with a reason that says so) and,
     when its gang binds in one admission (no pod beyond ``minMember``, which could scale up
@@ -557,8 +566,12 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> list[Violation]
         elif not world.gang_preemptible(gang):
             bad("non-preemptible", f"{e.pod} evicted but its gang {gang} has non-preemptible pods")
         missing = sorted(p.key for p in world.members[gang] if p.bound and p.key not in evicted)
-        if missing:
-            bad("whole-gang", f"{e.pod} evicted but {missing} of its gang {gang} keep running")
+        # Elastic members (docs/semantics-notes.md, "Elastic members are preempted first"): a gang
+        # with a PodGroup may lose pods one by one, as long as at least minMember keep running.
+        floor = world.elastic_floor(gang)
+        if missing and (floor is None or len(missing) < floor):
+            bad("whole-gang", f"{e.pod} evicted but {missing} of its gang {gang} keep running"
+                + ("" if floor is None else f", fewer than its minMember {floor}"))
         preemptor = world.pods.get(e.by)
         if e.by not in bound and (e.by not in taken_back or preemptor is None or preemptor.bound):
             bad("by", f"{e.pod} evicted by {e.by}, which these decisions do not bind")
@@ -751,7 +764,8 @@ def minimality_counterexamples(
     snapshot: Snapshot, decisions: Decisions, schedule: Callable[[Snapshot], Decisions]
 ) -> list[Violation]:
     """With exactly one pending gang W that evicted victim gangs V: for each v in V, W must stay
-    pending on the snapshot without the gangs V - {v} and with nothing preemptible."""
+    pending on the snapshot without the gangs V - {v} and with nothing preemptible. Elastic victims
+    (pods of a gang that keeps running) count one by one."""
     gangs = pending_gangs(snapshot)
     if len(gangs) != 1 or not decisions.evictions:
         return []
@@ -763,9 +777,16 @@ def minimality_counterexamples(
         victim = world.pods.get(e.pod)
         if victim is not None:
             victim_gangs[world.gang_of(victim)].add(e.pod)
+    # The victims are gangs, or pods where a gang lost only some (elastic members): minimal per pod.
+    units: dict[str, set[PodKey]] = {}
+    for g, keys in victim_gangs.items():
+        if all(p.key in keys for p in world.members[g] if p.bound):
+            units[g] = keys
+        else:
+            units.update({k: {k} for k in keys})
     out: list[Violation] = []
-    for kept in sorted(victim_gangs):
-        gone = {k for g, keys in victim_gangs.items() if g != kept for k in keys}
+    for kept in sorted(units):
+        gone = {k for u, keys in units.items() if u != kept for k in keys}
         pods = tuple(
             replace(p, preemptible_label=False) if p.bound and p.ours else p for p in snapshot.pods if p.key not in gone
         )

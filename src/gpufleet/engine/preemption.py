@@ -28,7 +28,7 @@ from gpufleet.engine.placement import GangPlacement
 from gpufleet.engine.victims import VictimIndex
 from gpufleet.engine.workload import Gang
 
-__all__ = ["VictimHost", "find_victims"]
+__all__ = ["ElasticSearch", "VictimHost", "find_victims"]
 
 EXHAUSTIVE_POOL = 12  # pools this small are searched subset by subset
 MAX_TESTS = 1500  # placement checks one search may make
@@ -39,6 +39,7 @@ CHUNK = 1024  # most gangs checked at a time when looking for a single victim
 FIRST_CHUNK = 32
 
 SetKey = tuple[int, int, float, tuple[int, ...]]
+Member = Callable[[IntArray], BoolArray]  # which gangs (of those given) a level's pool holds
 
 
 class VictimHost(Protocol):
@@ -86,23 +87,38 @@ class Search:
         self.quota_blocked = bool(host.quota_gate(gang, request))
         # Set once the exact search has spent MAX_TESTS: from then on every pool is filled greedily.
         self.fallback = False
+        # The victims are units: here gangs (the spec's search); ElasticSearch makes them pods.
+        self.u_queue, self.u_cap, self.u_start, self.u_rank = ix.g_queue, ix.g_cap, ix.g_start, ix.g_rank
+        self.u_size, self.u_first_pod = ix.g_size, ix.g_first_pod
+        self.order_small, self.order_large = ix.g_order_small, ix.g_order_large
+
+    def unit_pods(self, v: int) -> list[int]:
+        """The pods evicting unit ``v`` evicts (bound or not)."""
+        return self.ix.gangs[v].members
+
+    def unit_name(self, v: int) -> str:
+        return self.ix.gangs[v].key
+
+    def unit_quota(self, v: int) -> list[int]:
+        """What unit ``v``'s running pods count against quota."""
+        return self.ix.gang_quota(v, self.host.gang_request)
 
     # -- verification on the live state -------------------------------------------------------
 
     def takeable(self, victims: list[int]) -> bool:
         """Reclaim victims may only be taken while every queue on their path is above quota."""
-        ix, f = self.ix, self.ix.forest
+        f, queue, cap = self.ix.forest, self.u_queue, self.u_cap
         leaf = self.gang.queue
-        if all(int(ix.g_queue[v]) == leaf for v in victims):
+        if all(int(queue[v]) == leaf for v in victims):
             return True  # within-queue preemption: no reclaim path to check
         usage = [list(row) for row in f.usage]
-        for v in sorted(victims, key=lambda g: (ix.g_cap[g], ix.gangs[g].key)):
-            x = int(ix.g_queue[v])
+        for v in sorted(victims, key=lambda g: (cap[g], self.unit_name(g))):
+            x = int(queue[v])
             if x != leaf:
                 for q in f.reclaim_path(x, leaf):
                     if not f.above_quota(q, self.asked, usage):
                         return False
-            vec = ix.gang_quota(v, self.host.gang_request)
+            vec = self.unit_quota(v)
             for q in f.paths[x]:
                 usage[q] = [u - int(d) for u, d in zip(usage[q], vec, strict=True)]
         return True
@@ -116,7 +132,7 @@ class Search:
         ix, host = self.ix, self.host
         saved: list[tuple[int, int, tuple[int, ...], int | None]] = []
         for v in victims:
-            for m in ix.gangs[v].members:
+            for m in self.unit_pods(v):
                 info = ix.pods[m]
                 if info.node is not None:
                     saved.append((m, info.node, info.gpus, info.bound_blocks))
@@ -132,12 +148,12 @@ class Search:
     # -- keys ---------------------------------------------------------------------------------
 
     def key(self, victims: list[int]) -> SetKey:
-        ix = self.ix
+        cap, start, rank = self.u_cap, self.u_start, self.u_rank
         return (
             len(victims),
-            int(sum(int(ix.g_cap[v]) for v in victims)),
-            -min(float(ix.g_start[v]) for v in victims),
-            tuple(sorted(int(ix.g_rank[v]) for v in victims)),
+            int(sum(int(cap[v]) for v in victims)),
+            -min(float(start[v]) for v in victims),
+            tuple(sorted(int(rank[v]) for v in victims)),
         )
 
     def preference(self, pool: IntArray, largest_first: bool = False) -> IntArray:
@@ -146,7 +162,7 @@ class Search:
         The keys (capacity, start, name) are fixed per gang, so the index ranks every gang once
         and ordering a pool is a sort of small integers.
         """
-        ranks = (self.ix.g_order_large if largest_first else self.ix.g_order_small)[pool]
+        ranks = (self.order_large if largest_first else self.order_small)[pool]
         return pool[np.argsort(ranks, kind="stable")]
 
     # -- search ---------------------------------------------------------------------------------
@@ -162,8 +178,8 @@ class Search:
             return gangs
         info = ix.pods[self.members[0]]
         c = ix.cluster
-        single = ix.g_size[gangs] == 1
-        pods = ix.g_first_pod[gangs]
+        single = self.u_size[gangs] == 1
+        pods = self.u_first_pod[gangs]
         nodes = ix.node_of[pods]
         room = ix.feasibility.mask(info.pod)[nodes]
         nz = np.flatnonzero(info.res)
@@ -222,8 +238,8 @@ class Search:
         """Drop every victim the gang does not need, least preferred victims first (within the
         budget, unless ``budget`` is False: the fallback's set must be minimal)."""
         keep = list(victims)
-        ix = self.ix
-        for v in sorted(victims, key=lambda g: (-ix.g_cap[g], ix.g_start[g], -ix.g_rank[g])):
+        cap, start, rank = self.u_cap, self.u_start, self.u_rank
+        for v in sorted(victims, key=lambda g: (-cap[g], start[g], -rank[g])):
             trial = [g for g in keep if g != v]
             if trial and (not budget or self.tests < MAX_TESTS) and self.fits(trial):
                 keep = trial
@@ -312,10 +328,125 @@ class Search:
         return found
 
 
+class ElasticSearch(Search):
+    """The search over elastic victims (docs/semantics-notes.md, "Elastic members are preempted
+    first"): its units are pods (by pod index), the bound pods of the gangs running more than
+    minMember pods, at most ``bound - minMember`` of one gang in a set; each pod keeps its gang's
+    eligibility. The per-pod arrays are the index's, made once per call."""
+
+    def __init__(self, ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int],
+                 request: list[int]) -> None:
+        super().__init__(ix, host, gang, members, request)
+        order = ix.pod_order()
+        self.u_gang = ix.p_gang_clipped
+        self.u_queue, self.u_cap, self.u_start = order.queue, ix.p_milli, ix.p_start
+        self.u_rank = self.u_first_pod = order.rank
+        self.u_size = order.ones
+        self.sorted_small, self.order_small, self.order_large = order.sorted_small, order.at_small, order.at_large
+        self._quota: dict[int, list[int]] = {}
+        self.failed: set[int] = set()  # singletons checked (at a smaller level) that did not fit
+
+    def unit_pods(self, v: int) -> list[int]:
+        return [v]
+
+    def unit_name(self, v: int) -> str:
+        return self.ix.pods[v].key
+
+    def unit_quota(self, v: int) -> list[int]:
+        got = self._quota.get(v)
+        if got is None:
+            got = self._quota[v] = self.host.gang_request([v])
+        return got
+
+    def room(self, g: int) -> int:
+        """How many pods gang ``g`` may lose: its elastic members."""
+        return int(self.ix.g_bound[g] - self.ix.g_min[g])
+
+    def takeable(self, victims: list[int]) -> bool:
+        """At most ``bound - minMember`` pods of a gang, then the reclaim rule pod by pod."""
+        taken: dict[int, int] = {}
+        for v in victims:
+            g = int(self.u_gang[v])
+            taken[g] = taken.get(g, 0) + 1
+            if taken[g] > self.room(g):
+                return False
+        return super().takeable(victims)
+
+    def capped(self, ordered: IntArray) -> IntArray:
+        """The first GREEDY_STEPS pods of ``ordered``, skipping those of a gang beyond its elastic members."""
+        taken: dict[int, int] = {}
+        keep: list[int] = []
+        for v in ordered.tolist():
+            g = int(self.u_gang[v])
+            taken[g] = taken.get(g, 0) + 1
+            if taken[g] <= self.room(g):
+                keep.append(v)
+                if len(keep) >= GREEDY_STEPS:
+                    break
+        return np.array(keep, dtype=np.int64)
+
+    def best_single(self, member: Member) -> list[int] | None:
+        """The first pod that fits on its own, walking the pods in singleton preference order a
+        chunk at a time (those of the pool that pass the capacity check), SINGLETON_TRIES at most."""
+        ix, order, failed = self.ix, self.sorted_small, self.failed
+        tries, at, size = 0, 0, FIRST_CHUNK
+        while at < len(order):
+            chunk = order[at:at + size]
+            chunk = chunk[ix.elastic(chunk) & member(ix.p_gang_clipped[chunk])]
+            for v in self.could_fit_alone(chunk).tolist():
+                if v in failed:
+                    continue  # checked at a smaller level: the state is the same, it fails again
+                if self.fits([v]):
+                    return [v]
+                failed.add(v)
+                tries += 1
+                if tries >= SINGLETON_TRIES:
+                    return None
+            at += size
+            size = min(size * 2, CHUNK)
+        return None
+
+    def in_pool(self, member: Member) -> tuple[list[int] | None, int]:
+        single = self.best_single(member)
+        if single is not None:
+            return single, -1
+        ix = self.ix
+        every = np.arange(len(ix.pods), dtype=np.int64)
+        pool = np.flatnonzero(ix.elastic(every) & member(ix.p_gang_clipped))
+        size = len(pool)
+        if size == self.last_size or size == 0:
+            return None, size
+        self.last_size = size
+        if self.fallback:
+            return self.greedy_fallback(pool), size
+        if size <= EXHAUSTIVE_POOL:
+            return self.exhaustive(pool), size
+        return self.greedy(self.capped(self.preference(pool, largest_first=True))), size
+
+
+def _best(search: Search, levels: list[tuple[bool, Member]]) -> tuple[list[int] | None, int]:
+    """The best set of the first level (criteria 1 and 2, best first) that has one, and the size
+    of the largest pool looked at."""
+    n_eligible = 0
+    for first, member in levels:
+        if first:
+            search.last_size = -1
+        found, size = search.in_pool(member)
+        n_eligible = max(n_eligible, size)
+        if found is None and search.tests >= MAX_TESTS and not search.fallback:
+            search.fallback = True  # the exact search is spent: this pool again, greedily
+            search.last_size = -1
+            found, size = search.in_pool(member)
+        if found is not None:
+            return sorted(found), n_eligible
+    return None, n_eligible
+
+
 def find_victims(
     ix: VictimIndex, host: VictimHost, gang: Gang, members: list[int], request: list[int]
-) -> tuple[list[int] | None, str, GangPlacement | None]:
-    """The best victim set for ``gang`` (gang indices) and the placement it allows, or None with a reason.
+) -> tuple[list[int] | None, str, GangPlacement | None, bool]:
+    """The best victim set for ``gang`` and the placement it allows, or None with a reason; the
+    last item says whether the set is of elastic victims (pod indices) or of gangs (gang indices).
 
     With a set, the text is empty, or says that the exact search ran out of its budget and the set,
     eligible and minimal all the same, may not be the best.
@@ -339,14 +470,12 @@ def find_victims(
         q_eligible[leaf] = True
     q_eligible &= ix.q_live_count > 0
     if not q_eligible.any():
-        return None, "no eligible victims", None
+        return None, "no eligible victims", None, False
     share_of_queue = np.array([f.borrowed_share(q) for q in range(len(f.queues))])
-    search = Search(ix, host, gang, members, request)
-    n_eligible = 0
+    levels: list[tuple[bool, Member]] = []
     for s in sorted({float(share_of_queue[q]) for q in np.flatnonzero(q_eligible)}, reverse=True):
         q_level = q_eligible & (share_of_queue >= s)
-        search.last_size = -1
-        for p in ix.priorities:
+        for k, p in enumerate(ix.priorities):
 
             def member(g: IntArray, q_level: BoolArray = q_level, p: int = p) -> BoolArray:
                 queue = ix.g_queue_clipped[g]
@@ -356,19 +485,27 @@ def find_victims(
                 result: BoolArray = ok & (~own | (prio < gang.priority) & within) & (own | queue_ok[queue])
                 return result
 
-            found, size = search.in_pool(member)
-            n_eligible = max(n_eligible, size)
-            if found is None and search.tests >= MAX_TESTS and not search.fallback:
-                search.fallback = True  # the exact search is spent: this pool again, greedily
-                search.last_size = -1
-                found, size = search.in_pool(member)
-            if found is not None:
-                victims = sorted(found)
-                note = ""
-                if search.tests >= MAX_TESTS:
-                    note = (f"the exact search ran out of its {MAX_TESTS} checks; the set of "
-                            f"{len(victims)} gangs evicted is eligible and minimal but may not be the best")
-                return victims, note, search.placements.get(tuple(victims))
+            levels.append((k == 0, member))
+    tests = 0
+    if ix.n_elastic:  # elastic victims first; the gangs only when they cannot make room
+        elastic = ElasticSearch(ix, host, gang, members, request)
+        pods, _ = _best(elastic, levels)
+        if pods is not None:
+            return pods, _note(elastic, len(pods), "pods"), elastic.placements.get(tuple(pods)), True
+        tests = elastic.tests
+    ix.rank_again()
+    search = Search(ix, host, gang, members, request)
+    search.tests = tests
+    victims, n_eligible = _best(search, levels)
+    if victims is not None:
+        return victims, _note(search, len(victims), "gangs"), search.placements.get(tuple(victims)), False
     if n_eligible <= 0:
-        return None, "no eligible victims", None
-    return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)", None
+        return None, "no eligible victims", None, False
+    return None, f"does not fit even after evicting every eligible gang ({n_eligible} eligible)", None, False
+
+
+def _note(search: Search, count: int, what: str) -> str:
+    if search.tests < MAX_TESTS:
+        return ""
+    return (f"the exact search ran out of its {MAX_TESTS} checks; the set of "
+            f"{count} {what} evicted is eligible and minimal but may not be the best")

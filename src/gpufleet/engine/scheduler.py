@@ -292,14 +292,17 @@ class Engine:
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
-        victims, why, verified = find_victims(self.victims, self, gang, members, request)
+        victims, why, verified, elastic = find_victims(self.victims, self, gang, members, request)
         if victims is None:
             return Attempt(False, placed.why() + (f"; {why}" if why else ""))
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
         if why:
             self.log.warnings.append(f"victims for {by}: {why}")
-        for v in victims:
-            self.evict_gang(self.gangs[v], gang, by)
+        if elastic:
+            self.evict_elastic(victims, gang, by)
+        else:
+            for v in victims:
+                self.evict_gang(self.gangs[v], gang, by)
         if verified is not None:  # the state now is the one the victim check placed the gang on
             for a in verified.assignments:
                 self.placer.commit(a)
@@ -350,6 +353,21 @@ class Engine:
         self.forest.add(info.queue, self.quota.quota_vec(info))
         if self.caps is not None:
             self.caps.add(info, 1)
+
+    def evict_elastic(self, pods: list[int], by_gang: Gang, by: PodKey) -> None:
+        """Evict elastic members (pods of gangs running in the snapshot, each left with at least
+        minMember bound): those pods only; their gangs run on (docs/semantics-notes.md, "Elastic
+        members are preempted first")."""
+        by_victim: dict[int, list[int]] = {}
+        for m in pods:
+            info = self.pods[m]
+            reason = EvictionReason.PREEMPT if info.queue == by_gang.queue else EvictionReason.RECLAIM
+            self.unbind(m)
+            self.log.evict(m, Eviction(info.key, reason, by))
+            by_victim.setdefault(info.gang, []).append(m)
+        self.committed += 1
+        for g, gone in sorted(by_victim.items()):
+            self.victims.shrink(self.gangs[g], gone)
 
     def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
         """Evict a running gang (done: not re-queued), or withdraw the bindings of a gang this call

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -35,6 +36,18 @@ def _column(items: Sequence[object], name: str, count: int) -> IntArray:
     """The int attribute ``name`` of every item, as an array (one C-level pass)."""
     out: IntArray = np.fromiter(map(attrgetter(name), items), dtype=np.int64, count=count)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodOrder:
+    """Per-pod arrays of the elastic search (a pod is a victim unit there)."""
+
+    rank: IntArray  # the pod's own index: pods are numbered in name order
+    queue: IntArray  # its gang's leaf queue
+    ones: IntArray
+    sorted_small: IntArray  # pods in singleton preference order: least capacity, latest start, name
+    at_small: IntArray  # each pod's position in that order
+    at_large: IntArray  # and in the greedy one (largest first)
 
 
 class VictimIndex:
@@ -125,6 +138,19 @@ class VictimIndex:
         self.g_walk = self.g_live.copy()  # live and not fresh: the gangs the singleton walk visits
         self._fresh = np.empty(len(gangs), dtype=np.int64)  # in order of admission (each at most once)
         self._n_fresh = 0
+        # Elastic members (docs/semantics-notes.md, "Elastic members are preempted first"): gangs of
+        # the snapshot with a PodGroup running more than minMember pods. Counted, so that a call
+        # with none pays one test per search.
+        self.g_min = _column(gangs, "min_member", n_gangs)
+        self.g_bound = g_alive.copy()  # bound pods of the gangs running in the snapshot, less evictions
+        self.g_elastic = self.g_walk & (g_alive > self.g_min)
+        for g in np.flatnonzero(self.g_elastic).tolist():  # few: a PodGroup's gang above its minMember
+            self.g_elastic[g] = gangs[g].group is not None and not gangs[g].missing_group
+        self.n_elastic = int(self.g_elastic.sum())
+        self.p_milli = milli  # capacity a bound pod holds (what evicting it alone gives back)
+        self.p_start = start
+        self._p_order: PodOrder | None = None
+        self._stale = False
 
     def _rank(self) -> None:
         """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
@@ -147,6 +173,9 @@ class VictimIndex:
         self.ready()
         self.g_admissible[gang.idx] = False
         self.g_walk[gang.idx] = False
+        if self.g_elastic[gang.idx]:
+            self.g_elastic[gang.idx] = False
+            self.n_elastic -= 1
         if self.g_live[gang.idx]:
             self.g_live[gang.idx] = False
             self.q_live_count[max(gang.queue, 0)] -= 1
@@ -174,6 +203,47 @@ class VictimIndex:
             self.q_live_count[max(gang.queue, 0)] += 1
             if gang.priority not in self.priorities:
                 bisect.insort(self.priorities, gang.priority)
+
+    def shrink(self, gang: Gang, pods: Sequence[int]) -> None:
+        """``pods`` (bound members of ``gang``) were evicted as elastic victims: the gang runs on with
+        the others, a victim like any other with what it holds now (its capacity, start and rank)."""
+        g = gang.idx
+        self.g_bound[g] -= len(pods)
+        if self.g_elastic[g] and self.g_bound[g] <= self.g_min[g]:
+            self.g_elastic[g] = False
+            self.n_elastic -= 1
+        self._g_quota.pop(g, None)
+        left = [self.pods[m] for m in gang.members if self.pods[m].node is not None]
+        self.g_cap[g] = sum(i.whole * MILLI + (i.bound_blocks or 0) * MILLI_PER_BLOCK for i in left)
+        self.g_start[g] = min((i.start for i in left), default=0.0)
+        self._stale = True  # ranked again before the next whole-gang search (rank_again)
+
+    def rank_again(self) -> None:
+        """Rank the gangs again if elastic evictions changed the keys of some (:meth:`shrink`)."""
+        if self._stale:
+            self._stale = False
+            self._rank()
+
+    def elastic(self, pods: IntArray) -> BoolArray:
+        """Which of ``pods`` may be elastic victims now: bound pods of gangs that have elastic members."""
+        out: BoolArray = self.g_elastic[self.p_gang_clipped[pods]] & (self.p_gang[pods] >= 0)
+        out &= self.node_of[pods] >= 0
+        return out
+
+    def pod_order(self) -> PodOrder:
+        """The per-pod arrays of the elastic search, made once per call on its first one: a pod's
+        keys do not change while it may be an elastic victim."""
+        if self._p_order is None:
+            rank = np.arange(len(self.pods), dtype=np.int64)  # pods are numbered in name order
+            small = np.lexsort((rank, -self.p_start, self.p_milli))
+            large = np.lexsort((rank, -self.p_start, -self.p_milli))
+            at_small = np.empty_like(rank)
+            at_small[small] = rank
+            at_large = np.empty_like(rank)
+            at_large[large] = rank
+            self._p_order = PodOrder(rank, self.g_queue[self.p_gang_clipped], np.ones_like(rank), small,
+                                     at_small, at_large)
+        return self._p_order
 
     def fresh(self) -> IntArray:
         """The victims admitted by this call (in order of admission)."""
