@@ -440,3 +440,23 @@ async def test_elastic_pytorchjob_scale_up_joins_the_gang_and_scale_down_keeps_i
         [kept] = groups_of(store)
         assert kept["metadata"]["name"] == name and kept["spec"]["minMember"] == 3
         assert kept["metadata"]["uid"] == group["metadata"]["uid"]
+
+
+async def test_failed_podgroup_create_binds_nothing_until_the_group_is_made(emulator: ApiServerEmulator) -> None:
+    """The PodGroup's create runs on while the cycle decides: when it fails, the cycle that saw the
+    group as made binds nothing; the next one writes it again and the gang is bound whole after."""
+    store = emulator.store
+    basics(store)
+    store.fail("create", 422, kind=Kind.POD_GROUP)  # not retried by the call
+    owner = store.put(Kind.JOB, job("late", 3))
+    for i in range(3):
+        store.put(Kind.POD, member(f"late-{i}", owner))
+    async with running(emulator):
+        await eventually(lambda: len(bound_pods(store)) == 3, what="gang bound")
+    [group] = groups_of(store)
+    assert set(labels_of(store).values()) == {group["metadata"]["name"]}
+    creates = [i for i, c in enumerate(store.calls) if (c.op, c.kind) == ("create", Kind.POD_GROUP)]
+    made = next(i for i in creates if store.calls[i].status == 201)
+    assert store.calls[creates[0]].status == 422
+    binds = [i for i, c in enumerate(store.calls) if c.op == "bind"]
+    assert len(binds) == 3 and min(binds) > made  # not one pod bound before its group existed

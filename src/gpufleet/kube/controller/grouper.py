@@ -251,6 +251,11 @@ class PodGrouper:
         self.given: dict[PodKey, tuple[str, float]] = {}
         self.to_label: dict[PodKey, str] = {}  # this cycle's labels, not yet written
         self.unsuspended: dict[str, str] = {}  # owner uid -> the resourceVersion it was unsuspended at
+        # The step's PodGroup writes in flight (awaited by settle), and the PodGroups whose last write
+        # failed (their next writes are awaited within the step, never shown as made before).
+        self._writes: asyncio.Future[list[None]] | None = None
+        self._failed: set[tuple[str, str]] = set()
+        self._failures = 0  # writes failed since the last settle
         self.all_synced = asyncio.Event()  # discovery done and every informer listed once
 
     @property
@@ -520,15 +525,20 @@ class PodGrouper:
     # ------------------------------------------------------------------------------------ acting
 
     async def step(self, view: SnapshotView, enabled: bool = True) -> GroupStep:
-        """Group: PodGroups written (awaited), the pods' labels to write (:meth:`take_label` with a
-        pod's Binding, :meth:`write_labels` after the cycle's bindings for the others)."""
+        """Group: PodGroups written, the pods' labels to write (:meth:`take_label` with a pod's
+        Binding, :meth:`write_labels` after the cycle's bindings for the others).
+
+        The writes of PodGroups never tried before run on while the cycle goes on: the step shows
+        them as made, and the cycle awaits :meth:`settle` before it acts (on a failure it acts on
+        nothing; the next step shows only what the informers show or was written). Those that
+        failed before are awaited here, before the step returns."""
         if self.cache is None or not enabled:
             return GroupStep()
+        await self.settle()  # a step's writes are settled before the next one's
         self.forget_seen()
         out = self.derive(self.facts(view))
         if self.cache.synced:
-            with contextlib.suppress(NotLeader):  # the next leader groups them
-                await self._write_groups(out)
+            await self._write_groups(out)
             self.to_label = dict(out.labels)
         else:
             out.quiet.update(out.labels)
@@ -606,18 +616,19 @@ class PodGrouper:
                        rejected={**view.rejected, **held})
 
     async def _write_groups(self, out: _Outcome) -> None:
-        writes: list[Awaitable[None]] = []
+        self._failed.intersection_update(out.groups)
+        writes: list[tuple[tuple[str, str], Awaitable[None]]] = []
         for (namespace, name), plan in out.groups.items():
             body = group_body(plan)
             current = self.pods.get(Kind.POD_GROUP, namespace, name)
             if self.written.get((namespace, name)) == body:
                 continue  # on its way
             if current is None:
-                writes.append(self._create(body))
+                writes.append(((namespace, name), self._create(body)))
             elif _ours(current):
                 patch = _spec_patch(current.get("spec") or {}, body["spec"])
                 if patch is not None:
-                    writes.append(self._patch_group(body, {"spec": patch}))
+                    writes.append(((namespace, name), self._patch_group(body, {"spec": patch})))
             else:
                 log.warning("pod-grouper: PodGroup %s/%s exists and was not made by it; left as it is",
                             namespace, name)
@@ -625,8 +636,28 @@ class PodGrouper:
             meta = _meta(group)
             key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             if key not in self.deleting and self._gone(group, out):
-                writes.append(self._delete(*key))
-        await asyncio.gather(*writes)
+                writes.append((key, self._delete(*key)))
+        retried = [write for key, write in writes if key in self._failed]
+        fresh = [(key, write) for key, write in writes if key not in self._failed]
+        with contextlib.suppress(NotLeader):  # the next leader groups them
+            await asyncio.gather(*retried)
+        for key, _ in fresh:  # shown as made while in flight (settle tells whether they were)
+            if key in out.groups:
+                self.written[key] = group_body(out.groups[key])
+        if fresh:
+            self._writes = asyncio.gather(*(write for _, write in fresh))
+
+    async def settle(self) -> bool:
+        """Await the PodGroup writes of the last step; whether every one was made (a cycle acts on
+        its decisions only then)."""
+        writes, self._writes = self._writes, None
+        if writes is not None:
+            try:
+                await writes
+            except NotLeader:
+                self._failures += 1
+        failures, self._failures = self._failures, 0
+        return failures == 0
 
     def _gone(self, group: Mapping[str, Any], out: _Outcome) -> bool:
         """A PodGroup of the pod-grouper no owner wants any more (its owner deleted, or a gang per
@@ -670,6 +701,7 @@ class PodGrouper:
         try:
             await self.call("create podgroups", lambda: self.api.create(Kind.POD_GROUP, body))
             self.written[key] = body
+            self._failed.discard(key)
             log.info("pod-grouper: created PodGroup %s/%s (minMember %d) for %s %s", meta["namespace"],
                      meta["name"], body["spec"]["minMember"], meta["ownerReferences"][0]["kind"],
                      meta["ownerReferences"][0]["name"])
@@ -677,7 +709,16 @@ class PodGrouper:
             if err.status == 409:  # made meanwhile (the informer is behind): brought up to date
                 await self._patch_group(body, {"spec": body["spec"]})
             else:
+                self._write_failed(key)
                 log.warning("pod-grouper: PodGroup %s/%s not created: %s", *key, err)
+        except NotLeader:
+            self._write_failed(key)
+            raise
+
+    def _write_failed(self, key: tuple[str, str]) -> None:
+        self.written.pop(key, None)
+        self._failed.add(key)
+        self._failures += 1
 
     async def _patch_group(self, body: JsonDict, patch: JsonDict) -> None:
         meta = body["metadata"]
@@ -685,8 +726,13 @@ class PodGrouper:
         try:
             await self.call("patch podgroups", lambda: self.api.patch(Kind.POD_GROUP, *key, patch))
             self.written[key] = body
+            self._failed.discard(key)
         except ApiError as err:
+            self._write_failed(key)
             log.warning("pod-grouper: PodGroup %s/%s not updated: %s", *key, err)
+        except NotLeader:
+            self._write_failed(key)
+            raise
 
     async def _label(self, key: PodKey, group: str) -> None:
         namespace, _, name = key.partition("/")

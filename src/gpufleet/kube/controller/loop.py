@@ -643,6 +643,10 @@ class Controller:
             view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
         decisions = devices.attach(await self._decide(view))
+        if self.grouper is not None and not await self.grouper.settle():  # the engine saw a PodGroup not made
+            self._dirty.set()
+            self.last = CycleResult(Decisions(), skipped="a PodGroup was not written; deciding again")
+            return self.last
         admitted: tuple[OwnerRef, ...] = ()
         if virtual:  # never bound, evicted for, reported, accounted: they are not in the API server
             placements = {b.pod: b for b in decisions.bindings if b.pod in virtual}
