@@ -1,0 +1,55 @@
+"""An operator's eviction (``gpufleet admin``) ends the pod's ledger interval ``operator``: the accountant
+reads the pod's ``gpufleet.dev/evicted-by`` when it goes; a pod gone without it ends ``deleted``."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from gpufleet.kube.client.port import Kind
+from gpufleet.ledger import ANNOTATION_EVICTED_BY, EndReason, open_ledger
+
+from .controller_objects import informing
+from .test_controller_ledger import cluster_with, controller, flush
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.mark.parametrize(("value", "expected"), [("operator", EndReason.OPERATOR), ("someone", EndReason.DELETED)])
+async def test_a_pod_marked_by_an_operator_ends_operator(tmp_path: Path, value: str, expected: EndReason) -> None:
+    cluster = cluster_with(pending=2)
+    store = open_ledger(str(tmp_path / "ledger.db"))
+    c = controller(cluster, store)
+    async with informing(c):
+        await c.cycle()
+        obj = copy.deepcopy(cluster.object(Kind.POD, "ml", "p0"))
+        assert obj is not None
+        obj["metadata"]["annotations"][ANNOTATION_EVICTED_BY] = value
+        cluster.put(Kind.POD, obj)
+        await cluster.clock.advance(5)
+        cluster.delete(Kind.POD, "ml", "p0")
+        cluster.delete(Kind.POD, "ml", "p1")
+        await cluster.clock.advance(1)
+        flush(c)
+    ends = {i.start.pod_name: i.end_reason for i in store.intervals()}
+    assert ends == {"p0": expected, "p1": EndReason.DELETED}
+
+
+async def test_a_marked_pod_that_completes_ends_completed(tmp_path: Path) -> None:
+    cluster = cluster_with(pending=1)
+    store = open_ledger(str(tmp_path / "ledger.db"))
+    c = controller(cluster, store)
+    async with informing(c):
+        await c.cycle()
+        obj = copy.deepcopy(cluster.object(Kind.POD, "ml", "p0"))
+        assert obj is not None
+        obj["metadata"]["annotations"][ANNOTATION_EVICTED_BY] = "operator"
+        cluster.put(Kind.POD, obj)
+        await cluster.clock.advance(5)
+        cluster.set_pod_phase("ml", "p0", "Succeeded")
+        await cluster.clock.advance(1)
+        flush(c)
+    (interval,) = store.intervals()
+    assert interval.end_reason == EndReason.COMPLETED
