@@ -253,3 +253,16 @@ async def test_drain_bad_input_is_one_line_and_exit_2(emulator: ApiServerEmulato
     assert result.exit_code == 2
     assert result.output.strip() == line
     assert writes(emulator) == 0
+
+
+@pytest.mark.asyncio
+async def test_the_operator_role_allows_every_call_the_commands_make(emulator: ApiServerEmulator) -> None:
+    from gpufleet.kube.install.rbac import allowed
+    from gpufleet.kube.install.tenancy import OPERATOR_RULES
+
+    for args in (["reclaim", "team-a"], ["priority", "ml/old", "high"], ["drain", "n2/0"], ["drain", "n1"]):
+        result = await admin(*args)
+        assert result.exit_code == 0, result.output
+    used = {(call.op, call.kind) for call in emulator.store.calls}
+    assert {("evict", Kind.POD), ("patch", Kind.NODE), ("patch", Kind.POD_GROUP), ("create", Kind.EVENT)} <= used
+    assert [u for u in used if not allowed(*u, rules=OPERATOR_RULES)] == []
