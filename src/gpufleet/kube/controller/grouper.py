@@ -65,7 +65,8 @@ from gpufleet.policy.grouping import (
 )
 
 __all__ = [
-    "ALWAYS_SERVED", "ANNOTATION_OPERATOR_PRIORITY", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep", "PodGrouper", "discover", "group_body",
+    "ALWAYS_SERVED", "ANNOTATION_OPERATOR_PRIORITY", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep",
+    "PodGrouper", "discover", "group_body",
 ]
 
 log = logging.getLogger(__name__)
