@@ -243,6 +243,7 @@ async def test_drain_of_a_gpu_evicts_the_gangs_on_it_whole(emulator: ApiServerEm
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("target", "line"), [
     ("nope", "gpufleet admin drain: NODE: node nope does not exist"),
+    ("n1/8", "gpufleet admin drain: GPU: node n1 has 8 GPU(s) (indices 0 to 7), not GPU 8"),
     ("N1", 'gpufleet admin drain: NODE[/GPU]: expected a node name such as "gpu-node-1", or a node and GPU '
            'indices such as "gpu-node-1/3", got \'N1\''),
     ("n1/x", 'gpufleet admin drain: NODE[/GPU]: expected a node name such as "gpu-node-1", or a node and GPU '

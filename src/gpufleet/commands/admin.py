@@ -30,6 +30,7 @@ from gpufleet.commands import subcommands
 from gpufleet.commands.admin_plan import GangAction
 from gpufleet.commands.base import Command, CommandError, LazyGroup
 from gpufleet.commands.cluster_tools import context_option, kubeconfig_option, with_api
+from gpufleet.domain import GPU, MILLI
 from gpufleet.kube import ApiError, ClusterAccessError, ClusterApi, Kind
 
 __all__ = ["admin", "drain", "priority", "reclaim"]
@@ -88,6 +89,8 @@ async def _read(api: ClusterApi) -> _Cluster:
             except ConversionError as err:
                 problems.append(str(err))
         objects[kind] = converted
+    for problem in problems:  # left out, as the controller leaves them out
+        click.echo(f"warning: {problem}", err=True)
     cluster = _Cluster(build_snapshot(objects, problems=problems))
     cluster.pods = {_key(p): p for p in listed.get(Kind.POD) or ()}
     cluster.groups = {_key(g): g for g in listed.get(Kind.POD_GROUP) or ()}
@@ -310,6 +313,16 @@ def parse_drain_target(text: str) -> tuple[str, frozenset[int]]:
                            f'indices such as "gpu-node-1/3", got {text!r}') from None
 
 
+def _gpu_count(node: Mapping[str, Any]) -> int:
+    """The whole GPUs a Node object's allocatable lists (the engine's reading of it)."""
+    from gpufleet.kube.controller.convert import ConversionError, convert_object
+
+    try:
+        return int(convert_object(Kind.NODE, node).allocatable.get(GPU, 0)) // MILLI
+    except ConversionError:
+        return 0
+
+
 @click.command(cls=Command)
 @click.argument("target", metavar="NODE[/GPU]")
 @dry_run_option
@@ -330,6 +343,10 @@ def drain(target: str, dry_run: bool, kubeconfig: str | None, context: str | Non
             raise ClusterAccessError(f"{api.server}: read node {node}: {err}") from None
         if raw is None:
             raise ClusterAccessError(f"NODE: node {node} does not exist", exit_code=2)
+        count = _gpu_count(raw)
+        if gpus and max(gpus) >= count:
+            raise ClusterAccessError(f"GPU: node {node} has {count} GPU(s) (indices 0 to {count - 1}), "
+                                     f"not GPU {max(gpus)}", exit_code=2)
         cluster = await _read(api)
         actions = drain_gangs(cluster.view, node, gpus)
         if dry_run:
