@@ -34,6 +34,10 @@ COMMANDS: Mapping[str, str] = {
     "report": "gpufleet.commands.report:report",
     "report usage": "gpufleet.commands.report_usage:usage",
     "report idle": "gpufleet.commands.report_idle:idle",
+    "admin": "gpufleet.commands.admin:admin",
+    "admin reclaim": "gpufleet.commands.admin:reclaim",
+    "admin priority": "gpufleet.commands.admin:priority",
+    "admin drain": "gpufleet.commands.admin:drain",
 }
 
 

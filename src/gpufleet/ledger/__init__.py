@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.ledger.capacity import CapacityType, capacity_type_of
     from gpufleet.ledger.errors import LedgerError, LedgerUnavailableError, LedgerUrlError
     from gpufleet.ledger.model import (
+        ANNOTATION_EVICTED_BY,
         EndReason,
         Interval,
         IntervalEnd,
@@ -51,6 +52,7 @@ _WHERE = {
     "LedgerError": "gpufleet.ledger.errors",
     "LedgerUnavailableError": "gpufleet.ledger.errors",
     "LedgerUrlError": "gpufleet.ledger.errors",
+    "ANNOTATION_EVICTED_BY": "gpufleet.ledger.model",
     "EndReason": "gpufleet.ledger.model",
     "Interval": "gpufleet.ledger.model",
     "IntervalEnd": "gpufleet.ledger.model",
@@ -74,6 +76,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "ANNOTATION_EVICTED_BY",
     "Backoff",
     "BufferedWriter",
     "CapacityType",

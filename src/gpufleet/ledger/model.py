@@ -17,6 +17,7 @@ from types import MappingProxyType
 from gpufleet.ledger.capacity import CapacityType
 
 __all__ = [
+    "ANNOTATION_EVICTED_BY",
     "EndReason",
     "Interval",
     "IntervalEnd",
@@ -45,6 +46,12 @@ class EndReason(StrEnum):
     IDLE = "idle"  # stopped by a Project's idle policy
     MAINTENANCE = "maintenance"  # drained: its node was going for maintenance (a notice or a marked cordon)
     GPU_FAILURE = "gpu-failure"  # drained: its gang held a GPU listed unhealthy (onGPUFailure: evict)
+    OPERATOR = "operator"  # evicted by an operator's `gpufleet admin` command (annotation ANNOTATION_EVICTED_BY)
+
+
+# Written on a pod by `gpufleet admin reclaim` / `drain NODE/GPU` just before they evict it: the
+# accountant ends its interval `operator` when the pod goes (docs/semantics.md, "Operator actions").
+ANNOTATION_EVICTED_BY = "gpufleet.dev/evicted-by"
 
 
 def to_micros(seconds: float) -> int:

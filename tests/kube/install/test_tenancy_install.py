@@ -110,7 +110,7 @@ def test_the_policy_and_its_binding() -> None:
     assert [v["name"] for v in spec["variables"]] == [
         "controller", "trusted", "annotations", "oldAnnotations", "guarded", "workload"]
     assert spec["variables"][0]["expression"] == f"'{CONTROLLER}'"
-    assert len(spec["validations"]) == 4  # submitted-by, queue-grant, the guarded ones, queued-at
+    assert len(spec["validations"]) == 5  # submitted-by, queue-grant, the guarded ones, the operator marks, queued-at
     assert all(v["reason"] == "Forbidden" for v in spec["validations"])
     assert "authorizer.group('gpufleet.dev').resource('queues').namespace(request.namespace)" in (
         spec["validations"][1]["expression"])
@@ -134,6 +134,7 @@ def test_the_chart_names_its_own_service_account_and_can_leave_the_policy_out() 
 
 # (user, namespace, queue) the sample authorizer lets `use` a queue
 GRANTS = {("alice", "ml", "team-b")}
+OPERATORS = {"ops"}  # the users the sample authorizer lets `operate` on queues
 
 
 def _authorizer_functions(user: str) -> dict[str, Callable[..., Any]]:
@@ -144,6 +145,9 @@ def _authorizer_functions(user: str) -> dict[str, Callable[..., Any]]:
 
     def allowed(check: Any) -> Any:
         asked = {str(k): str(v) for k, v in check.items()}
+        if asked["verb"] == "operate":  # cluster-wide: the gpufleet-operator role
+            assert (asked["group"], asked["resource"]) == ("gpufleet.dev", "queues") and "namespace" not in asked
+            return celtypes.BoolType(user in OPERATORS)
         assert asked["group"] == "gpufleet.dev" and asked["resource"] == "queues" and asked["verb"] == "use"
         return celtypes.BoolType((user, asked["namespace"], asked["name"]) in GRANTS)
 
@@ -199,6 +203,9 @@ ONLY_CONTROLLER = ("only gpufleet's controller may set, change or remove the ann
                    "gpufleet.dev/queue-grant, gpufleet.dev/gpu-index, gpufleet.dev/gpu-blocks, "
                    "gpufleet.dev/mps-mem-limit, gpufleet.dev/bound-at, gpufleet.dev/queued-at after creation")
 QUEUED = "gpufleet.dev/queued-at"  # a drained gang's age, on its PodGroup
+EVICTED, OPERATOR_CLASS = "gpufleet.dev/evicted-by", "gpufleet.dev/operator-priority-class"
+ONLY_OPERATOR = ("only an operator (verb operate on gpufleet.dev queues: the gpufleet-operator role) or gpufleet's "
+                 "controller may set, change or remove gpufleet.dev/evicted-by, gpufleet.dev/operator-priority-class")
 
 
 @needs_cel
@@ -239,6 +246,15 @@ QUEUED = "gpufleet.dev/queued-at"  # a drained gang's age, on its PodGroup
      ONLY_CONTROLLER),
     ("UPDATE", CONTROLLER, {QUEUED: "2026-01-01T00:00:00.000000Z"}, {}, None),
     ("UPDATE", "alice", None, None, None),
+    # an operator's marks (gpufleet admin): the ledger's `operator` end, the class the pod-grouper keeps
+    ("UPDATE", "ops", {EVICTED: "operator"}, {}, None),
+    ("UPDATE", "alice", {EVICTED: "operator"}, {}, ONLY_OPERATOR),
+    ("CREATE", "alice", {EVICTED: "operator"}, None, ONLY_OPERATOR),
+    ("UPDATE", "alice", {}, {EVICTED: "operator"}, ONLY_OPERATOR),
+    ("UPDATE", "alice", {EVICTED: "operator", "x": "1"}, {EVICTED: "operator"}, None),
+    ("UPDATE", CONTROLLER, {EVICTED: "operator"}, {}, None),
+    ("UPDATE", "ops", {OPERATOR_CLASS: "high"}, {}, None),
+    ("UPDATE", "alice", {OPERATOR_CLASS: "high"}, {}, ONLY_OPERATOR),
 ])  # fmt: skip
 def test_the_policy_decides(operation: str, user: str, annotations: dict[str, str] | None,
                             old: dict[str, str] | None, denial: str | None) -> None:

@@ -5,7 +5,8 @@ the controller bound the pod, written on the pod itself in the annotation ``gpuf
 with the binding's other annotations: so after a restart (or a kill) the controller knows the
 interval's identity (pod UID, bound time) from the API server alone, and replays nothing twice.
 It **closes** when the informers show the pod Succeeded (``completed``) or Failed (``failed``), when
-the controller evicts it (``evicted-reclaim`` / ``evicted-preemption``, with the preemptor), when its
+the controller evicts it (``evicted-reclaim`` / ``evicted-preemption``, with the preemptor), when an
+operator's ``gpufleet admin`` command evicted it (``operator``: the pod's ``gpufleet.dev/evicted-by``), when its
 node disappears (``node-failure``, or ``spot-reclaim`` for a spot node, see
 :func:`gpufleet.ledger.is_spot_node`) or when it is deleted (``deleted``; ``node-failure`` when its
 node is gone or NotReady then). Utilisation samples come from a telemetry source, when one is given.
@@ -47,6 +48,7 @@ from gpufleet.kube.controller.convert import ConversionError, SnapshotView, conv
 from gpufleet.kube.controller.events import PodEvent
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.ledger import (
+    ANNOTATION_EVICTED_BY,
     BufferedWriter,
     EndReason,
     IntervalEnd,
@@ -334,6 +336,9 @@ class Accountant:
         eviction = self._evicting.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
         if eviction is not None:
             self._end(old, _EVICTED[eviction.reason], self.clock.now(), _preemptor(eviction))
+            return
+        if (meta.get("annotations") or {}).get(ANNOTATION_EVICTED_BY) == EndReason.OPERATOR.value:
+            self._end(old, EndReason.OPERATOR, self.clock.now())  # `gpufleet admin` evicted it
             return
         node = _node(old)
         node_obj = self.cached(Kind.NODE, "", node) if node else None

@@ -74,7 +74,8 @@ from gpufleet.policy.grouping import (
 )
 
 __all__ = [
-    "ALWAYS_SERVED", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep", "PodGrouper", "discover", "group_body",
+    "ALWAYS_SERVED", "ANNOTATION_OPERATOR_PRIORITY", "GROUPER_KINDS", "MANAGED_BY", "OWNER_KINDS", "GroupStep",
+    "PodGrouper", "discover", "group_body",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,9 @@ _BY_API = {(kind.api_version, kind.kind): kind for kind in GROUPER_KINDS}
 
 # The label of the PodGroups the pod-grouper makes: only those it changes or deletes.
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpufleet-pod-grouper")
+# An operator's priority for a PodGroup of the pod-grouper (`gpufleet admin priority`): its class
+# wins over the owner's, so the grouper does not undo the change (docs/semantics.md, "Operator actions").
+ANNOTATION_OPERATOR_PRIORITY = "gpufleet.dev/operator-priority-class"
 
 
 async def discover(api: ClusterApi, kinds: Iterable[Kind] = GROUPER_KINDS) -> tuple[Kind, ...]:
@@ -621,6 +625,10 @@ class PodGrouper:
         for (namespace, name), plan in out.groups.items():
             body = group_body(plan)
             current = self.pods.get(Kind.POD_GROUP, namespace, name)
+            operator_class = (_meta(current).get("annotations") or {}).get(ANNOTATION_OPERATOR_PRIORITY) \
+                if current is not None else None
+            if isinstance(operator_class, str) and operator_class:
+                body["spec"]["priorityClassName"] = operator_class
             if self.written.get((namespace, name)) == body:
                 continue  # on its way
             if current is None:

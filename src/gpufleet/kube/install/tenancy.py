@@ -42,6 +42,9 @@ from gpufleet.policy.admission import DEFAULT_TRUSTED_CONTROLLERS
 __all__ = [
     "GUARDED_ANNOTATIONS",
     "MEMBER",
+    "OPERATOR",
+    "OPERATOR_ANNOTATIONS",
+    "OPERATOR_VERB",
     "PLATFORM_ADMIN",
     "POLICY_SUFFIX",
     "PROJECT_ADMIN",
@@ -62,6 +65,7 @@ __all__ = [
 ]
 
 PLATFORM_ADMIN = "gpufleet-platform-admin"
+OPERATOR = "gpufleet-operator"
 PROJECT_ADMIN = "gpufleet-project-admin"
 MEMBER = "gpufleet-member"
 VIEWER = "gpufleet-viewer"
@@ -69,12 +73,34 @@ _AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 _READ = ["get", "list", "watch"]
 _WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 
+# What `gpufleet admin` calls: the snapshot's reads (as `gpufleet snapshot`), the writes of each action.
+OPERATOR_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["namespaces", "persistentvolumeclaims", "persistentvolumes"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"],
+     "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["queues", "projects", "schedulerconfigs"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [API_GROUP], "resources": ["queues"], "verbs": ["operate"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+)  # fmt: skip
+
 # (name, labels, rules): the ClusterRoles shipped with gpufleet.
 TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...] = (
     # Everything of gpufleet's: Queues, Projects, SchedulerConfig, PodGroups, and use of every queue.
     (PLATFORM_ADMIN, {}, (
         {"apiGroups": [API_GROUP], "resources": ["*"], "verbs": ["*"]},
     )),
+    # An operator (`gpufleet admin reclaim | priority | drain`, docs/admin.md): exactly the calls those
+    # commands make (a test checks them), and `operate` on queues, which lets it write the annotations
+    # of OPERATOR_ANNOTATIONS past the ValidatingAdmissionPolicy. Bind it with a ClusterRoleBinding.
+    (OPERATOR, {}, OPERATOR_RULES),
     # A project's admin (aggregated into `admin`): its PodGroups; reads Projects, Queues and the
     # SchedulerConfig. Grants of `use` are Kubernetes RoleBindings, which `admin` already manages.
     (PROJECT_ADMIN, {f"{_AGGREGATE}admin": "true"}, (
@@ -117,6 +143,14 @@ GUARDED_ANNOTATIONS = (
 )  # fmt: skip
 
 
+# Written by an operator's `gpufleet admin` (or the controller): set, changed or removed only by a user the
+# API server allows the verb `operate` on gpufleet.dev queues (the gpufleet-operator and
+# gpufleet-platform-admin roles), or by the controller. A pod's mark that its eviction was the
+# operator's (the ledger's end reason `operator`), and a PodGroup's class that the pod-grouper keeps.
+OPERATOR_ANNOTATIONS = ("gpufleet.dev/evicted-by", "gpufleet.dev/operator-priority-class")
+OPERATOR_VERB = "operate"
+
+
 def _cel_list(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{value}'" for value in values) + "]"
 
@@ -136,7 +170,7 @@ def _annotations_of(obj: str) -> str:
 
 
 def _any_guarded(obj: str) -> str:
-    guarded = _cel_list(GUARDED_ANNOTATIONS)
+    guarded = _cel_list(GUARDED_ANNOTATIONS + OPERATOR_ANNOTATIONS)
     return f"{guarded}.exists(k, k in {_annotations_of(obj)})"
 
 
@@ -217,6 +251,12 @@ def policy_spec_template() -> dict[str, Any]:
                            " || variables.annotations[k] == variables.oldAnnotations[k]))",
              "message": "only gpufleet's controller may set, change or remove the annotations "
                         f"{', '.join(GUARDED_ANNOTATIONS)} after creation",
+             "reason": "Forbidden"},
+            {"expression": f"!({' || '.join(_changed(k) for k in OPERATOR_ANNOTATIONS)})"
+                           " || request.userInfo.username == variables.controller"
+                           f" || authorizer.group('{API_GROUP}').resource('queues').check('{OPERATOR_VERB}').allowed()",
+             "message": f"only an operator (verb {OPERATOR_VERB} on {API_GROUP} queues: the gpufleet-operator role) "
+                        f"or gpufleet's controller may set, change or remove {', '.join(OPERATOR_ANNOTATIONS)}",
              "reason": "Forbidden"},
             {"expression": f"request.operation != 'CREATE' || !('{ANNOTATION_QUEUED_AT}' in variables.annotations)"
                            " || request.userInfo.username == variables.controller",
