@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.domain import GPU, Decisions, GpuFailurePolicy, Pod, PodKey
-from gpufleet.domain.queues import gang_id, pod_group_of
+from gpufleet.domain.queues import gang_id
+from gpufleet.engine import pod_preemptible
 from gpufleet.kube.controller.convert import SnapshotView
 from gpufleet.kube.controller.reporting import end_state, queue_reports, usage_of
 from gpufleet.kube.controller.status import format_quantity
@@ -62,27 +63,6 @@ class ReclaimPlan:
         return any(self.before[r] > self.quota[r] for r in self.quota)
 
 
-def _preemptible(pod: Pod, view: SnapshotView) -> bool:
-    """The engine's rule (gpufleet.engine.workload): the pod's gpufleet.dev/preemptible label, else its
-    priority (its PodGroup's class, its own class, its priority, the global default) below
-    SchedulerConfig.nonPreemptiblePriority."""
-    snapshot = view.snapshot
-    if pod.preemptible_label is not None:
-        return pod.preemptible_label
-    classes = {pc.name: pc.value for pc in snapshot.priority_classes}
-    defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
-    group = pod_group_of(pod, view.groups)
-    if group is not None and group.priority_class_name in classes:
-        priority = classes[group.priority_class_name]
-    elif pod.priority_class_name is not None and pod.priority_class_name in classes:
-        priority = classes[pod.priority_class_name]
-    elif pod.priority is not None:
-        priority = pod.priority
-    else:
-        priority = max(defaults) if defaults else 0
-    return priority < snapshot.config.non_preemptible_priority
-
-
 def running_gangs(view: SnapshotView, resources: Sequence[str]) -> list[RunningGang]:
     """Every gang with a bound, unfinished pod of ours in a queue, by gang."""
     members: dict[str, list[Pod]] = {}
@@ -100,7 +80,7 @@ def running_gangs(view: SnapshotView, resources: Sequence[str]) -> list[RunningG
         label = pods[0].group_label
         out.append(RunningGang(gang, view.queue_of[pods[0].key], tuple(p.key for p in pods),
                                f"{pods[0].namespace}/{label}" if label else None, min(starts),
-                               all(_preemptible(p, view) for p in pods), usage))
+                               all(pod_preemptible(p, view.snapshot, view.groups) for p in pods), usage))
     return out
 
 

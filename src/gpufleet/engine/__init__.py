@@ -29,6 +29,7 @@ from gpufleet.engine.incremental import IncrementalEngine
 from gpufleet.engine.intake import Screened, screen
 from gpufleet.engine.scheduler import admission_order, schedule
 from gpufleet.engine.session import PlacementSession
+from gpufleet.engine.workload import effective_priority, pod_preemptible
 
 __all__ = [
     "BoolArray",
@@ -45,8 +46,10 @@ __all__ = [
     "TargetWorkload",
     "admission_order",
     "blocks_for_memory",
+    "effective_priority",
     "gpu_fit",
     "node_fit",
+    "pod_preemptible",
     "resources_fit",
     "schedule",
     "screen",

@@ -89,6 +89,31 @@ def build_pods(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueNa
     return build_pod_table(snapshot, cluster, queue_of)[0]
 
 
+def effective_priority(pod: Pod, group: PodGroup | None, classes: Mapping[str, int], default_priority: int) -> int:
+    """A pod's priority by the spec: its PodGroup's class, else its own class, else ``spec.priority``,
+    else the global default class's value (``default_priority``; 0 without one)."""
+    gcn = group.priority_class_name if group is not None else None
+    if gcn is not None and gcn in classes:
+        return classes[gcn]
+    pcn = pod.priority_class_name
+    if pcn is not None and pcn in classes:
+        return classes[pcn]
+    if pod.priority is not None:
+        return pod.priority
+    return default_priority
+
+
+def pod_preemptible(pod: Pod, snapshot: Snapshot, groups: Mapping[str, PodGroup]) -> bool:
+    """The spec's "preemptible or not" for one pod of ``snapshot`` (``groups``: its PodGroups by key):
+    its ``gpufleet.dev/preemptible`` label, else its priority below ``nonPreemptiblePriority``."""
+    if pod.preemptible_label is not None:
+        return pod.preemptible_label
+    classes = {pc.name: pc.value for pc in snapshot.priority_classes}
+    defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
+    priority = effective_priority(pod, pod_group_of(pod, groups), classes, max(defaults) if defaults else 0)
+    return priority < snapshot.config.non_preemptible_priority
+
+
 def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[QueueName, int],
                     default_queues: Mapping[str, QueueName] | None = None) -> tuple[list[PodInfo], IntArray]:
     """PodInfo for every pod that is ours or holds capacity, in pod-key order, and the request
@@ -120,15 +145,7 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[Qu
     append = out.append
     for i, pod in enumerate(pods):
         group = pod_group_of(pod, groups) if groups else None  # no call per pod in the common case
-        pcn = pod.priority_class_name
-        if group is not None and group.priority_class_name in classes:
-            priority = classes[group.priority_class_name]
-        elif pcn is not None and pcn in classes:
-            priority = classes[pcn]
-        elif pod.priority is not None:
-            priority = pod.priority
-        else:
-            priority = default_priority
+        priority = effective_priority(pod, group, classes, default_priority)
         preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
         queue = -1
         if pod.scheduler_name == SCHEDULER_NAME:
