@@ -20,6 +20,28 @@ BAD_SNAPSHOTS = {
         "spec: {resources: {nvidia.com/gpu: {quota: '-1'}}}\n",
         'document 1 (Queue team-a): spec.resources.nvidia.com/gpu.quota: negative quantity "-1"',
     ),
+    "min-runtime": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {preemption: {minRuntime: 10 minutes}}\n",
+        'document 1 (Queue team-a): spec.preemption.minRuntime: must be a duration like 168h, 30m or 1h30m, '
+        'got "10 minutes"',
+    ),
+    "preemption-delay": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {preemption: {preemptionDelay: 5}}\n",
+        "document 1 (Queue team-a): spec.preemption.preemptionDelay: must be a duration like 168h, 30m or 1h30m, "
+        "got 5",
+    ),
+    "usage-half-life": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
+        "spec: {fairShare: {usageHalfLife: -1h}}\n",
+        'spec.fairShare.usageHalfLife: must be a duration like 168h, 30m or 1h30m, got "-1h"',
+    ),
+    "decayed-usage": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "status: {decayedUsage: {nvidia.com/gpu: lots}}\n",
+        'document 1 (Queue team-a): status.decayedUsage[nvidia.com/gpu]: malformed quantity "lots"',
+    ),
     "gpu-blocks": (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: nb-1, namespace: ml, annotations: {gpufleet.dev/gpu-blocks: '150'}}\n"
         "spec: {schedulerName: gpufleet, containers: [{name: main}]}\n",

@@ -7,6 +7,7 @@ quantities accept Kubernetes quantity strings (and plain YAML numbers).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -84,6 +85,23 @@ QUANTITY_JSON_SCHEMA: dict[str, Any] = {
 }
 
 Quantity = Annotated[int | None, BeforeValidator(_quantity), WithJsonSchema(QUANTITY_JSON_SCHEMA)]
+
+# A duration as Kubernetes writes one (Go's time.Duration text, units h, m and s): "168h", "1h30m",
+# "90s" (docs/semantics.md). The CRD carries the same pattern, so the API server refuses what we could not read.
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(h|m|s))+$|^0$"
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
+_DURATION_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a duration text (``DURATION_PATTERN``); a ValueError saying what is wrong."""
+    if not isinstance(value, str) or not re.fullmatch(DURATION_PATTERN, value):
+        raise ValueError(f"must be a duration like 168h, 30m or 1h30m, got {describe(value)}")
+    return sum(float(n) * _DURATION_UNIT[u] for n, u in _DURATION_PART.findall(value))
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration),
+                     WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
 Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
@@ -105,6 +123,14 @@ class QueuePreemptionSpec(_Spec):
     )
     withinQueue: WithinQueue = Field(
         WithinQueue.LOWER_PRIORITY, description="Whether pods of this queue may preempt lower-priority pods of it."
+    )
+    minRuntime: Duration | None = Field(
+        None, description="Running gangs of this queue younger than this (e.g. 30m) are never evicted for "
+        "reclaim or preemption; default: none.",
+    )
+    preemptionDelay: Duration | None = Field(
+        None, description="Gangs of this queue evict others only after waiting this long (e.g. 5m) for "
+        "capacity to free on its own; default: none.",
     )
 
 
@@ -160,6 +186,13 @@ class DrainSpec(_Spec):
     )
 
 
+class FairShareSpec(_Spec):
+    usageHalfLife: Duration | None = Field(
+        None, description="Half-life of the decayed historical usage the fair order weighs (e.g. 168h); "
+        "default: off (current usage only).",
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -189,6 +222,9 @@ class SchedulerConfigSpec(_Spec):
     now: StrictStr | None = Field(
         None, description="The snapshot's time (RFC 3339), for replay of a saved state; the controller and "
         "the simulator use their own clock.",
+    )
+    fairShare: FairShareSpec = Field(
+        default_factory=lambda: FairShareSpec(), description="Fair order between queues over time."
     )
 
 
@@ -279,7 +315,26 @@ def queue_from_dict(doc: dict[str, Any]) -> Queue:
         },
         reclaim_borrowed=spec.preemption.reclaimBorrowed,
         within_queue=spec.preemption.withinQueue,
+        min_runtime=spec.preemption.minRuntime or 0.0,
+        preemption_delay=spec.preemption.preemptionDelay or 0.0,
+        **_decayed_usage(doc.get("status")),
     )
+
+
+def _decayed_usage(status: object) -> dict[str, Any]:
+    """A Queue's ``status.decayedUsage`` and ``status.decayedUsageTime`` (docs/semantics.md, "Fairness
+    over time"): written by the controller; a malformed one is refused like a malformed spec."""
+    if not isinstance(status, dict) or status.get("decayedUsage") is None:
+        return {}
+    usage = mapping(status.get("decayedUsage"), "status.decayedUsage")
+    out: dict[str, int] = {}
+    for resource, amount in usage.items():
+        try:
+            out[str(resource)] = to_milli(amount)
+        except ValueError as err:
+            raise FieldError(f"status.decayedUsage[{resource}]", str(err)) from None
+    return {"decayed_usage": out,
+            "decayed_at": timestamp(status.get("decayedUsageTime"), "status.decayedUsageTime")}
 
 
 def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
@@ -333,6 +388,7 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         drain_cordoned=spec.drain.drainCordoned,
         admission=spec.admission,
         now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
+        usage_half_life=spec.fairShare.usageHalfLife or 0.0,
     )
 
 

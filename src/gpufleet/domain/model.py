@@ -450,6 +450,12 @@ class Queue:
     resources: Mapping[str, QueueResource] = field(default_factory=dict)
     reclaim_borrowed: bool = True
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
+    # Disruption guards and decayed usage (docs/semantics.md): seconds; 0: none.
+    min_runtime: float = 0.0  # spec.preemption.minRuntime: its running gangs younger than this are no victims
+    preemption_delay: float = 0.0  # spec.preemption.preemptionDelay: its gangs evict only after waiting this
+    # status.decayedUsage (milli-units per resource) as of status.decayedUsageTime (None: unknown).
+    decayed_usage: Mapping[str, int] = field(default_factory=dict)
+    decayed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,6 +494,8 @@ class SchedulerConfig:
     # controller and the simulator set it every cycle, replay reads it from the file or --now. None:
     # unknown, and every rule that needs a time (ages, runtimes, decay) is off.
     now: float | None = None
+    # spec.fairShare.usageHalfLife in seconds (docs/semantics.md, "Fairness over time"); 0: off.
+    usage_half_life: float = 0.0
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from gpufleet.domain import GPU, MEMORY, MILLI, Queue, QueueName, WithinQueue
+from gpufleet.engine.cluster import BoolArray, IntArray
+
+FloatArray = npt.NDArray[np.float64]
 
 NONE = -1
 
@@ -85,6 +91,10 @@ class QueueForest:
         self.has_limits = any(v != NONE for row in self.limit for v in row)
         # Leaves whose usage ``add`` changed since the fair order last looked (admission.Turn).
         self.touched: set[int] = set()
+        # Decayed usage per queue and managed resource (docs/semantics.md, "Fairness over time"), or
+        # None: off, and the fair keys are the shared spec's. Set by :meth:`set_time`.
+        self.history: list[list[float]] | None = None
+        self.now: float | None = None  # the snapshot's time: the disruption guards need it
 
     def _post_order(self) -> list[int]:
         """Queues with children before parents (no recursive closure: it would be a reference
@@ -105,6 +115,52 @@ class QueueForest:
         while self.parent[path[-1]] != NONE:
             path.append(self.parent[path[-1]])
         return path
+
+    def set_time(self, now: float | None, half_life: float) -> None:
+        """The snapshot's time, and with a half-life the decayed usage of every queue as of ``now``:
+        each leaf's status value decayed from its time with the usage bound now standing for the
+        usage since (call once the snapshot's running pods are bound), parents the sum of children."""
+        self.now = now
+        if now is None or half_life <= 0 or not self.m:
+            return
+        history = [[0.0] * self.m for _ in self.queues]
+        for i in self.order:  # children before parents
+            if self.children[i]:
+                history[i] = [sum(history[c][j] for c in self.children[i]) for j in range(self.m)]
+                continue
+            queue = self.queues[i]
+            if not queue.decayed_usage:
+                continue
+            at = queue.decayed_at if queue.decayed_at is not None else now
+            d = 2.0 ** (-max(0.0, now - at) / half_life)
+            history[i] = [queue.decayed_usage.get(r, 0) * d + self.usage[i][j] * (1.0 - d)
+                          for j, r in enumerate(self.managed)]
+        if any(v for row in history for v in row):
+            self.history = history
+
+    def young_gangs(self, g_queue: IntArray, p_gang: IntArray, bound: BoolArray,
+                    start: FloatArray) -> tuple[BoolArray, BoolArray] | None:
+        """Gangs their leaf's ``minRuntime`` protects from eviction (docs/semantics.md, "Disruption
+        guards"): running ones with a pod started less than it ago, and the queues' pending ones
+        (admitted now, so just started). None when no queue sets one, or the time is unknown."""
+        if self.now is None or not any(q.min_runtime > 0 for q in self.queues):
+            return None
+        runtime = np.array([q.min_runtime for q in self.queues] + [0.0])  # gangs of no queue (-1): none
+        latest = np.full(len(g_queue), -np.inf)
+        np.maximum.at(latest, p_gang[bound], start[bound])
+        guarded = runtime[g_queue] > 0
+        young: BoolArray = guarded & (self.now - latest < runtime[g_queue])
+        return young, guarded
+
+    def preemption_held(self, leaf: int, waiting_since: float) -> str:
+        """Why a gang of ``leaf`` that has waited since ``waiting_since`` may not evict yet (its
+        queue's ``preemptionDelay``), or "" when it may."""
+        if self.now is None or leaf < 0:
+            return ""
+        delay = self.queues[leaf].preemption_delay
+        if delay <= 0 or self.now - waiting_since >= delay:
+            return ""
+        return f"; waiting out queue {self.name(leaf)}'s preemption delay of {delay:g}s before evicting"
 
     def is_leaf(self, i: int) -> bool:
         return not self.children[i]
@@ -224,6 +280,8 @@ class QueueForest:
     # -- fair order keys --------------------------------------------------------------------
 
     def dominant_usage(self, q: int) -> float:
+        if self.history is not None:
+            return self._dominant_usage_over_time(q, self.history[q])
         best = 0.0
         for j in range(self.m):
             quota = self.quota[q][j]
@@ -231,7 +289,26 @@ class QueueForest:
                 best = max(best, self.usage[q][j] / quota)
         return best
 
+    def _dominant_usage_over_time(self, q: int, past: list[float]) -> float:
+        best = 0.0
+        for j in range(self.m):
+            quota = self.quota[q][j]
+            if quota > 0:
+                best = max(best, (self.usage[q][j] + past[j]) / quota)
+        return best
+
+    def _borrowed_share_over_time(self, q: int, past: list[float]) -> float:
+        best = 0.0
+        for j in range(self.m):
+            quota = self.quota[q][j]
+            over = max(0, self.usage[q][j] - quota) + max(0.0, past[j] - quota)
+            if over > 0:
+                best = max(best, over / (self.capacity[j] or 1))
+        return best / self.weights[q]
+
     def borrowed_share(self, q: int) -> float:
+        if self.history is not None:
+            return self._borrowed_share_over_time(q, self.history[q])
         best = 0.0
         for j in range(self.m):
             over = self.usage[q][j] - self.quota[q][j]

@@ -128,6 +128,7 @@ class Engine:
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
+        self.forest.set_time(config.now, config.usage_half_life)  # needs the running pods' usage
         # Gangs with a member not running: the only ones that can be candidates or end pending
         # (a gang running whole only becomes pending again by eviction, and is then done).
         self.open_gangs = [g.idx for g in self.gangs if g.alive < len(g.members)]
@@ -175,6 +176,8 @@ class Engine:
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
         pick, advance, signature, attempt = turn.pick, turn.advance, self.failure_signature, self.attempt
+        if self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues):
+            signature = self.delayed_signature  # gangs alike fail alike only on the same side of the delay
         # The version of the last failure remembered (or, at the start, the version now if any is
         # remembered): while it is not the current one no memo can answer, and a gang's signature
         # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
@@ -235,6 +238,11 @@ class Engine:
                 info.whole, info.blocks, info.gpu_mem_bytes, tuple(request), self.placer.rule_signature(info),
                 self.caps.signature(info.idx) if self.caps is not None else -1, info.pod.host_ports)
 
+    def delayed_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
+        """:meth:`failure_signature` and whether the gang's queue still holds back its evictions."""
+        sig = self.failure_signature(gang, request)
+        return None if sig is None else (*sig, bool(self.forest.preemption_held(gang.queue, gang.creation)))
+
     def gang_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
         """The failure signature of a gang with no member running (a PodGroup, or a pod of one):
         its queue, priority, preemptibility, ``minMember``, topology levels and request, and each
@@ -292,6 +300,9 @@ class Engine:
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
+        held = self.forest.preemption_held(gang.queue, gang.creation)  # docs/semantics.md
+        if held:
+            return Attempt(False, placed.why() + held)
         victims, why, verified, elastic = find_victims(self.victims, self, gang, members, request)
         if victims is None:
             return Attempt(False, placed.why() + (f"; {why}" if why else ""))

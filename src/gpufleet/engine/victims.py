@@ -121,6 +121,10 @@ class VictimIndex:
         self.g_start = np.full(len(gangs), np.inf)
         np.minimum.at(self.g_start, self.p_gang[bound], start[bound])
         self.g_start[np.isinf(self.g_start) & ~self.g_admissible] = 0.0
+        guard = forest.young_gangs(self.g_queue, self.p_gang, bound, start)  # minRuntime (docs/semantics.md)
+        if guard is not None:
+            self.g_live &= ~guard[0]
+            self.g_admissible &= ~guard[1]
         self.g_all = np.arange(len(gangs), dtype=np.int64)
         members = list(map(attrgetter("members"), gangs))
         self.g_size = np.fromiter(map(len, members), dtype=np.int64, count=n_gangs)

@@ -199,8 +199,49 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
         "gpu_hours": _r(_gpu_hours(job_ms), 2),
         "cost": _r(sum(costs), 2),
         "queues": per_queue,
+        "fairness": fairness_by_month(result),
         "cycles": {"run": result.cycles, "event_batches": result.instants},
     }
+
+
+MONTH_S = 30 * 86400.0
+BUSY_SHARE = 0.5  # a queue is busy in a month when work of it waited in at least this share of its samples
+
+
+def fairness_by_month(result: SimResult) -> dict[str, Any]:
+    """Per-queue share of the GPU-hours of each 30-day month against the weights (docs/simulator.md,
+    "Fairness over time"): among the month's **busy** queues (work of theirs waiting in at least half of
+    the month's samples), each one's share of their GPU-hours against its weight-proportional
+    entitlement ``weight / sum of their weights``; ``max_deviation`` is the largest gap of a month,
+    ``mean_max_deviation`` the mean over the months with two or more busy queues."""
+    s = result.samples
+    names = list(result.queue_names)
+    weights = {q.name: q.weight for q in result.setup.queues}
+    w = np.array([weights.get(n, 1.0) for n in names], dtype=np.float64)
+    months: list[dict[str, Any]] = []
+    if s.time_s.size and names:
+        index = (s.time_s // MONTH_S).astype(np.int64)
+        for k in range(int(index.max()) + 1):
+            rows = index == k
+            if not rows.any():
+                continue
+            used = s.queue_usage_milli[rows].sum(axis=0).astype(np.float64)
+            busy = (s.queue_queued_milli[rows] > 0).mean(axis=0) >= BUSY_SHARE
+            total = used.sum()
+            month: dict[str, Any] = {
+                "month": k,
+                "share": {n: _r(float(used[i] / total), 4) for i, n in enumerate(names) if total > 0 and used[i] > 0},
+                "busy": [n for i, n in enumerate(names) if busy[i]],
+                "max_deviation": None,
+            }
+            busy_used = used[busy].sum()
+            if busy.sum() >= 2 and busy_used > 0:
+                share = used[busy] / busy_used
+                entitled = w[busy] / w[busy].sum()
+                month["max_deviation"] = _r(float(np.abs(share - entitled).max()), 4)
+            months.append(month)
+    gaps = [m["max_deviation"] for m in months if m["max_deviation"] is not None]
+    return {"months": months, "mean_max_deviation": _r(float(np.mean(gaps)), 4) if gaps else None}
 
 
 def check_invariants(result: SimResult) -> list[str]:
@@ -272,6 +313,7 @@ def summary_rows(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
         ("GPU-hours lost to outages", lambda m: m["outages"]["gpu_hours_lost"]),
         ("allocation (mean)", lambda m: m["allocation"]["mean"]),
         ("stranded share of free GPUs", lambda m: m["fragmentation"]["mean_stranded_share"]),
+        ("fair-share gap (mean monthly max)", lambda m: m["fairness"]["mean_max_deviation"]),
         ("GPU-hours", lambda m: m["gpu_hours"]),
         ("cost", lambda m: m["cost"]),
         ("scheduling cycles", lambda m: m["cycles"]["run"]),

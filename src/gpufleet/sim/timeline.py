@@ -40,6 +40,7 @@ import numpy as np
 from gpufleet.domain import (
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
+    GPU,
     MILLI,
     MILLI_PER_BLOCK,
     Decisions,
@@ -180,6 +181,7 @@ class Samples:
     queued_milli: np.ndarray
     running_jobs: np.ndarray
     queue_usage_milli: np.ndarray  # [sample, queue]
+    queue_queued_milli: np.ndarray  # [sample, queue]: GPUs its waiting jobs ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,13 @@ class Timeline:
         self.queue_names: tuple[QueueName, ...] = tuple(sorted(names))
         self.queue_index = {q: i for i, q in enumerate(self.queue_names)}
         self.queue_usage = np.zeros(len(self.queue_names), dtype=np.int64)
+        self.queue_queued = np.zeros(len(self.queue_names), dtype=np.int64)
+        # Decayed usage per queue (docs/semantics.md, "Fairness over time"): GPU milli, exact for the
+        # piecewise-constant usage (brought up to date before every change of it and at every cycle).
+        self.decayed = np.zeros(len(self.queue_names), dtype=np.float64)
+        self.decayed_t = 0.0
+        leaves = set(self.queue_names)
+        self.decayed_leaves = [(q, self.queue_index[q.name]) for q in setup.queues if q.name in leaves]
         # live snapshot objects
         self.pods: dict[PodKey, Pod] = {}
         self.groups: dict[str, PodGroup] = {}
@@ -292,6 +301,7 @@ class Timeline:
         self.typical = _typical_pod(setup.jobs)
         self._samples: list[tuple[float, int, int, int, int, int, int, int]] = []
         self._sample_usage: list[np.ndarray] = []
+        self._sample_queued: list[np.ndarray] = []
         self.sample_step = self._sample_step()
         self.next_sample = 0.0
 
@@ -425,12 +435,14 @@ class Timeline:
             self.pods[pod.key] = pod
         self.queued.add(j)
         self.queued_milli += job.gpu_milli
+        self.queue_queued[self.queue_index[job.queue]] += job.gpu_milli
         self.dirty = True
 
     def _start(self, j: int, t: float, placement: list[tuple[int, tuple[int, ...], int | None]]) -> None:
         job, run = self.jobs[j], self.runs[j]
         self.queued.discard(j)
         self.queued_milli -= job.gpu_milli
+        self.queue_queued[self.queue_index[job.queue]] -= job.gpu_milli
         run.queued_s += t - run.queued_since
         run.status, run.run_start, run.placement = JobStatus.RUNNING, t, placement
         run.epoch += 1
@@ -463,6 +475,7 @@ class Timeline:
             )
             self.pods[pod.key] = pod
         q = self.queue_index[job.queue]
+        self._decay_to(t)
         self.queue_usage[q] += job.gpu_milli
         self.u_t.append(t)
         self.u_q.append(q)
@@ -490,6 +503,7 @@ class Timeline:
             run.cost += shape.gpu_milli / MILLI * price[node] * elapsed
         run.placement = []
         q = self.queue_index[job.queue]
+        self._decay_to(t)
         self.queue_usage[q] -= job.gpu_milli
         self.u_t.append(t)
         self.u_q.append(q)
@@ -616,13 +630,32 @@ class Timeline:
 
     # -- cycles -----------------------------------------------------------------------------
 
+    def _decay_to(self, t: float) -> None:
+        """Bring the decayed usage to ``t`` with the usage since the last time (constant since)."""
+        half_life = self.setup.config.usage_half_life
+        if half_life <= 0 or t <= self.decayed_t:
+            return
+        d = 2.0 ** (-(t - self.decayed_t) / half_life)
+        self.decayed = self.decayed * d + self.queue_usage * (1.0 - d)
+        self.decayed_t = t
+
+    def _queues(self) -> tuple[Queue, ...]:
+        """The queues with their decayed usage as of now, as the controller writes it in their status."""
+        if self.setup.config.usage_half_life <= 0:
+            return self.setup.queues
+        self._decay_to(self.clock.now)
+        out = {q.name: q for q in self.setup.queues}
+        for q, i in self.decayed_leaves:
+            out[q.name] = replace(q, decayed_usage={GPU: int(self.decayed[i])}, decayed_at=self.clock.now)
+        return tuple(out.values())
+
     def snapshot(self) -> Snapshot:
         """The cluster as the engine sees it now."""
         return Snapshot(
             nodes=self.node_tuple,
             pods=tuple(self.pods.values()),
             priority_classes=self.setup.priority_classes,
-            queues=self.setup.queues,
+            queues=self._queues(),
             pod_groups=tuple(self.groups.values()),
             config=replace(self.setup.config, now=self.clock.now),  # virtual time (docs/semantics.md)
         )
@@ -677,6 +710,7 @@ class Timeline:
                 self.running,
             ))
             self._sample_usage.append(self.queue_usage.copy())
+            self._sample_queued.append(self.queue_queued.copy())
             self.next_sample += self.sample_step
 
     def _result(self, end: float) -> SimResult:
@@ -692,6 +726,7 @@ class Timeline:
             queued_milli=np.array(cols[6], dtype=np.int64),
             running_jobs=np.array(cols[7], dtype=np.int64),
             queue_usage_milli=usage,
+            queue_queued_milli=np.array(self._sample_queued, dtype=np.int64).reshape(usage.shape),
         )
         price = self.occupancy.price_per_gpu_s
         open_cost = []

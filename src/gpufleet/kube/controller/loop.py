@@ -79,6 +79,7 @@ from gpufleet.kube.controller.convert import (
     label_selector_matches,
     relevant_change,
 )
+from gpufleet.kube.controller.decayed_usage import DecayedUsage
 from gpufleet.kube.controller.drain import DrainInputs, gang_age
 from gpufleet.kube.controller.events import EventRecorder, PodEvent, pod_uid
 from gpufleet.kube.controller.grouper import GroupStep, PodGrouper
@@ -237,6 +238,7 @@ class Controller:
         # snapshots (an IncrementalEngine keeps what it can between them).
         self.engine: Callable[[Snapshot], Decisions] = engine if engine is not None else IncrementalEngine()
         self.clock = clock
+        self.decayed_usage = DecayedUsage()  # the Queues' decayed usage (kube/controller/decayed_usage.py)
         self.config = config
         self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.cache = ObjectCache(INFORMED_KINDS)
@@ -1092,9 +1094,13 @@ class Controller:
             quota={q: {res: v / MILLI for res, v in r.quota.items()} for q, r in reports.items()},
         )
         writes: list[tuple[Kind, str, str, JsonDict]] = []
+        decayed = self.decayed_usage.update(  # docs/semantics.md, "Fairness over time"
+            queues, {q: r.usage for q, r in reports.items()},
+            lambda name: (self.cache.get(Kind.QUEUE, "", name) or {}).get("status"),
+            view.snapshot.config.usage_half_life, now)
         for name, report in sorted(reports.items()):
             current = (self.cache.get(Kind.QUEUE, "", name) or {}).get("status")
-            wanted = queue_status(report, current, now)
+            wanted = queue_status(report, current, now, decayed.get(name))
             if not same_status(QueueStatus, current, wanted):
                 writes.append((Kind.QUEUE, "", name, wanted))
         for facts in self._group_facts(view, state):

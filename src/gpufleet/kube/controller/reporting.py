@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Decisions, Pod, PodGroup, PodKey, Queue
 from gpufleet.kube.controller.convert import SnapshotView, gang_id
+from gpufleet.kube.controller.decayed_usage import DecayedValue
 from gpufleet.kube.controller.status import (
     Condition,
     ConditionStatus,
@@ -182,7 +183,8 @@ def _existing_condition(existing: Mapping[str, Any] | None, kind: str) -> Mappin
     return None
 
 
-def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
+def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: float,
+                 decayed: DecayedValue | None = None) -> dict[str, Any]:
     over = bool(report.overcommitted)
     status = ConditionStatus.TRUE if over else ConditionStatus.FALSE
     previous = _existing_condition(existing, "OverCommitted")
@@ -202,6 +204,8 @@ def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: f
         borrowed=_quantities(report.borrowed),
         admittedGangs=report.admitted,
         pendingGangs=report.pending,
+        decayedUsage=_quantities(decayed.usage) if decayed is not None else None,
+        decayedUsageTime=_time(decayed.at) if decayed is not None else None,
         conditions=[condition],
     ).to_api()
 

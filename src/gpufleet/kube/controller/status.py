@@ -93,6 +93,11 @@ class QueueStatus(_Status):
     )
     admittedGangs: Count = Field(0, description="Gangs of this queue admitted (bound, all or nothing).")
     pendingGangs: Count = Field(0, description="Gangs of this queue waiting to be admitted.")
+    decayedUsage: dict[StrictStr, QuantityText] | None = Field(
+        None, description="Usage averaged over time with the SchedulerConfig's fairShare.usageHalfLife (the "
+        "fair order weighs it); kept by the scheduler, set only while that half-life is on.",
+    )
+    decayedUsageTime: datetime | None = Field(None, description="When decayedUsage was computed.")
     conditions: list[Condition] | None = Field(
         None,
         description="Standard conditions.",
