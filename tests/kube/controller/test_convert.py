@@ -80,3 +80,18 @@ def test_label_selector() -> None:
     assert label_selector_matches({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["1"]}]}, labels)
     assert not label_selector_matches({"matchExpressions": [{"key": "x", "operator": "Exists"}]}, labels)
     assert not label_selector_matches(None, labels)
+
+
+def test_the_fast_relabel_equals_dataclasses_replace() -> None:
+    """The snapshot's relabel of grouped pods must be exactly ``dataclasses.replace``: every field
+    copied, the group label set, and no ``__post_init__`` a copy would skip."""
+    import dataclasses as _dc
+
+    from gpufleet.domain import Pod as _Pod
+    from gpufleet.kube.controller.convert import _with_group_label
+
+    assert not hasattr(_Pod, "__post_init__")
+    pod = _Pod("ml", "p", labels={"a": "b"}, requests={"nvidia.com/gpu": 1000}, priority=5, gpu_index=(1, 2))
+    relabelled = _with_group_label(pod, "g")
+    assert relabelled == _dc.replace(pod, group_label="g") and relabelled is not pod
+    assert pod.group_label is None
