@@ -450,6 +450,25 @@ class Queue:
     resources: Mapping[str, QueueResource] = field(default_factory=dict)
     reclaim_borrowed: bool = True
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
+    # GPU-model quotas (docs/semantics.md, "GPU-model quotas"): the queue's flavors, in fallback order.
+    flavors: tuple[QueueFlavor, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFlavor:
+    """One entry of a Queue's ``spec.flavors``: quota, limit and lending limit per resource on the
+    nodes of ResourceFlavor ``name``."""
+
+    name: str
+    resources: Mapping[str, QueueResource] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A cluster-scoped ResourceFlavor: the nodes carrying every one of ``node_labels``."""
+
+    name: str
+    node_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,6 +594,7 @@ class Snapshot:
     device_classes: tuple[DeviceClass, ...] = ()
     resource_claims: tuple[ResourceClaim, ...] = ()
     claim_templates: tuple[ClaimTemplate, ...] = ()
+    flavors: tuple[ResourceFlavor, ...] = ()  # ResourceFlavors (docs/semantics.md, "GPU-model quotas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,6 +605,7 @@ class Binding:
     gpu_blocks: int | None = None  # set for fractional pods
     volumes: tuple[VolumeBinding, ...] = ()  # volumes chosen with the node, sorted by claim
     devices: tuple[ClaimAllocation, ...] = ()  # DRA devices allocated to its claims, in spec order
+    flavor: str | None = None  # the ResourceFlavor it took (docs/semantics.md, "GPU-model quotas")
 
 
 @dataclass(frozen=True, slots=True)
