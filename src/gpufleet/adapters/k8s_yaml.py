@@ -352,7 +352,7 @@ def load_config_file(path: str | Path) -> SchedulerConfig:
 
 
 def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations | None = None,
-                      projects: bool = True) -> None:
+                      projects: bool = True, flavors: bool = True) -> None:
     """Checks that span objects; raises :class:`InputError` for the first problem found.
 
     - no two objects of one kind share a name (namespace/name for pods and pod groups);
@@ -362,6 +362,8 @@ def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations |
       SchedulerConfig's default queue may be missing (the engine then creates it), but when it
       exists and a pod falls back to it, it must be a leaf;
     - at most one PriorityClass is the global default;
+    - (``flavors``) every flavor a Queue lists is a ResourceFlavor, listed once, and no node is of two
+      flavors. The controller leaves this out: it reports them and the engine leaves them out;
     - (``projects``) every queue a Project lists exists and is a leaf, and no namespace is claimed
       by two Projects. The controller leaves these out: a live cluster reports such Projects on
       their status and keeps their pods pending, and goes on scheduling everything else.
@@ -369,12 +371,14 @@ def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations |
     A PodGroup with fewer pods than its ``minMember`` is valid (it stays pending). ``locations``
     (from the loader) lets messages name the document of each object.
     """
-    _Validator(snapshot, source, locations or {}, projects).run()
+    _Validator(snapshot, source, locations or {}, projects, flavors).run()
 
 
 class _Validator:
-    def __init__(self, snapshot: Snapshot, source: str, locations: Locations, projects: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, source: str, locations: Locations, projects: bool = True,
+                 flavors: bool = True) -> None:
         self.snapshot = snapshot
+        self.check_flavor_objects = flavors
         self.check_project_objects = projects
         self.source = source
         self.locations = locations
@@ -393,7 +397,8 @@ class _Validator:
     def run(self) -> None:
         self.check_duplicates()
         self.check_queue_tree()
-        self.check_flavors()
+        if self.check_flavor_objects:
+            self.check_flavors()
         if self.check_project_objects:
             self.check_projects()
         self.check_pod_queues()

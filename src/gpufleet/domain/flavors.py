@@ -8,12 +8,15 @@ caller words the place for its own output.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.domain.model import Node, Queue, ResourceFlavor
 
-__all__ = ["FLAVOR_SEP", "FlavorProblem", "flavor_problem", "flavored", "node_is_of", "overlapping_flavors"]
+__all__ = [
+    "FLAVOR_SEP", "FlavorProblem", "flavor_problem", "flavor_problems", "flavored", "node_is_of",
+    "overlapping_flavors",
+]
 
 # A (flavor, resource) quota dimension is named ``resource@flavor`` (no resource name has an "@").
 FLAVOR_SEP = "@"
@@ -59,25 +62,30 @@ def overlapping_flavors(flavors: Sequence[ResourceFlavor], nodes: Iterable[Node]
 
 def flavor_problem(flavors: Sequence[ResourceFlavor], queues: Iterable[Queue],
                    nodes: Iterable[Node]) -> FlavorProblem | None:
-    """The first problem of the flavor settings (None: none): a flavor without labels, a Queue's
-    flavor that is no ResourceFlavor or is listed twice, a node of two flavors."""
+    """The first of :func:`flavor_problems` (None: none)."""
+    return next(flavor_problems(flavors, queues, nodes), None)
+
+
+def flavor_problems(flavors: Sequence[ResourceFlavor], queues: Iterable[Queue],
+                    nodes: Iterable[Node]) -> Iterator[FlavorProblem]:
+    """The problems of the flavor settings: a flavor without labels, a Queue's flavor that is no
+    ResourceFlavor or is listed twice, a node of two flavors (one problem per node)."""
     for f in flavors:
         if not f.node_labels:
-            return FlavorProblem("ResourceFlavor", f.name, "spec.nodeLabels", "a flavor needs at least one label")
+            yield FlavorProblem("ResourceFlavor", f.name, "spec.nodeLabels", "must not be empty")
     names = {f.name for f in flavors}
     for q in queues:
         seen: set[str] = set()
         for i, qf in enumerate(q.flavors):
             if qf.name not in names:
-                return FlavorProblem("Queue", q.name, f"spec.flavors[{i}].name", f'unknown ResourceFlavor "{qf.name}"')
-            if qf.name in seen:
-                return FlavorProblem("Queue", q.name, f"spec.flavors[{i}].name", f'flavor "{qf.name}" listed twice')
+                yield FlavorProblem("Queue", q.name, f"spec.flavors[{i}].name", f'unknown ResourceFlavor "{qf.name}"')
+            elif qf.name in seen:
+                yield FlavorProblem("Queue", q.name, f"spec.flavors[{i}].name", f'flavor "{qf.name}" listed twice')
             seen.add(qf.name)
             for r in qf.resources:
                 if FLAVOR_SEP in r:
-                    return FlavorProblem("Queue", q.name, f"spec.flavors[{i}].resources",
+                    yield FlavorProblem("Queue", q.name, f"spec.flavors[{i}].resources",
                                          f'resource name "{r}" may not contain "{FLAVOR_SEP}"')
     for node, matched in _overlaps(flavors, nodes):
-        return FlavorProblem("ResourceFlavor", matched[1], "spec.nodeLabels",
-                             f"node {node.name} is of flavors {matched[0]} and {matched[1]} (overlapping flavors)")
-    return None
+        yield FlavorProblem("ResourceFlavor", matched[1], "spec.nodeLabels",
+                            f"node {node.name} is of flavors {matched[0]} and {matched[1]} (overlapping flavors)")

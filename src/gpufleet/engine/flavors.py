@@ -24,10 +24,18 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
 
 if TYPE_CHECKING:
-    from gpufleet.engine.placement import GangPlacement
     from gpufleet.engine.queues import QueueForest
 
 __all__ = ["FlavorBook", "FlavorHost", "Outcome"]
+
+
+class Placed(Protocol):
+    """A gang placement (engine/placement.py's GangPlacement, as this module reads it)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def why(self) -> str: ...
 
 
 class FlavorHost(Protocol):
@@ -37,9 +45,9 @@ class FlavorHost(Protocol):
 
     def gang_request(self, members: list[int]) -> list[int]: ...
 
-    def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement: ...
+    def try_place(self, gang: Gang, members: list[int], request: list[int]) -> Placed: ...
 
-    def record(self, gang: Gang, placed: GangPlacement) -> None: ...
+    def record_placed(self, gang: Gang, placed: Placed) -> None: ...
 
     def preempt_for(self, gang: Gang, members: list[int], request: list[int], failed: str) -> tuple[bool, str]: ...
 
@@ -59,22 +67,31 @@ class FlavorBook:
             self.warnings.append(f"ResourceFlavor {name}: node {node} is of another flavor too (overlapping "
                                  "flavors): the flavor is left out")
         usable = [f for f in flavors if f.name not in bad and f.node_labels]
-        self.names: list[str] = [f.name for f in usable]
-        self.labels: list[dict[str, str]] = [dict(f.node_labels) for f in usable]
+        # Flavors a queue names that cannot be used (overlapping, without labels, unknown: the
+        # controller's input; replay refuses them): they hold no node, and their pods wait.
+        known = {f.name for f in flavors}
+        self.unusable: dict[str, str] = {name: "overlapping flavors" for name in bad}
+        self.unusable.update({f.name: "no node labels" for f in flavors if not f.node_labels})
+        self.unusable.update({qf.name: "no such ResourceFlavor" for q in queues for qf in q.flavors
+                              if qf.name not in known})
+        self.names: list[str] = [f.name for f in usable] + sorted(self.unusable)
+        self.labels: list[dict[str, str]] = [dict(f.node_labels) for f in usable] + [{} for _ in self.unusable]
         self.of: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         # Node -> its flavor (-1: none); one vector test per label, once per call.
         self.node_flavor: IntArray = np.full(len(nodes), -1, dtype=np.int64)
         self.masks: list[BoolArray] = []
-        for i, f in enumerate(usable):
+        for i, rf in enumerate(usable):
             mask = np.ones(len(nodes), dtype=np.bool_)
-            for key, value in f.node_labels:
+            for key, value in rf.node_labels:
                 mask &= np.array([n.labels.get(key) == value for n in nodes], dtype=np.bool_)
             self.node_flavor[mask] = i
             self.masks.append(mask)
+        self.masks += [np.zeros(len(nodes), dtype=np.bool_) for _ in self.unusable]
         # The flavors each queue lists (usable ones, in its order) and the resources they name.
         self.queue_flavors: dict[str, list[tuple[int, Mapping[str, QueueResource]]]] = {}
         for q in queues:
-            listed = [(self.of[qf.name], qf.resources) for qf in q.flavors if qf.name in self.of]
+            firsts = {qf.name: qf for qf in reversed(q.flavors)}  # a flavor listed twice: its first entry
+            listed = [(self.of[qf.name], qf.resources) for qf in q.flavors if firsts[qf.name] is qf]
             if q.flavors:
                 self.queue_flavors[q.name] = listed
         self.flavored_resources: set[str] = {r for listed in self.queue_flavors.values()
@@ -83,15 +100,15 @@ class FlavorBook:
         self.capacity: dict[str, int] = {}
         sched = cluster.schedulable
         for listed in self.queue_flavors.values():
-            for f, res in listed:
-                rows = sched & self.masks[f]
+            for k, res in listed:
+                rows = sched & self.masks[k]
                 for r in res:
                     if r == GPU:
                         amount = int(cluster.gpu_count[rows].sum()) * MILLI
                     else:
                         j = cluster.res_index.get(r)
                         amount = 0 if j is None else sum(cluster.alloc[rows, j].tolist())
-                    self.capacity[flavored(r, self.names[f])] = amount
+                    self.capacity[flavored(r, self.names[k])] = amount
         # Set by :meth:`bind` once the forest is built.
         self.leaf_flavors: dict[int, list[int]] = {}
         self._moves: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
@@ -218,6 +235,9 @@ class FlavorBook:
         why: list[str] = []
         for f in listed:
             name = self.names[f]
+            if name in self.unusable:
+                why.append(f"{name}: unusable ({self.unusable[name]})")
+                continue
             if running is not None and f != running:
                 why.append(f"{name}: the gang runs on another flavor")
                 continue
@@ -267,7 +287,7 @@ class FlavorBook:
             with self.applied(members, pods, f):
                 placed = host.try_place(gang, members, requests[f])
                 if placed.ok:
-                    host.record(gang, placed)
+                    host.record_placed(gang, placed)
                     return True, ""
                 tried[f] = placed.why()
         for f in cands:

@@ -329,6 +329,11 @@ class Engine:
         self.record(gang, placed)
         return True, ""
 
+    def record_placed(self, gang: Gang, placed: object) -> None:
+        """:meth:`record` of a placement :meth:`try_place` returned (the flavor attempt's callback)."""
+        assert isinstance(placed, GangPlacement)
+        self.record(gang, placed)
+
     # -- changes of the live state -------------------------------------------------------------
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:

@@ -239,7 +239,8 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
         lines.append(claims)
     if binding is not None:
         flavor = f", on flavor {binding.flavor}" if binding.flavor else ""
-        lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}){flavor}.")
+        gpus = _gpus(binding.gpus, binding.gpu_blocks)
+        lines.append(f"gpufleet would bind it to node {binding.node} ({gpus}){flavor}.")
         if binding.volumes:
             lines.append("With its volumes: " + "; ".join(
                 f'persistentvolumeclaim "{v.claim}" ' + (f'gets persistentvolume "{v.volume}"' if v.volume is not None
