@@ -26,7 +26,17 @@ from gpufleet.engine.workload import Gang, PodInfo
 if TYPE_CHECKING:
     from gpufleet.engine.queues import QueueForest
 
-__all__ = ["FlavorBook", "FlavorHost", "Outcome"]
+__all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_flavor"]
+
+
+def with_flavor(pod: Pod, labels: Mapping[str, str]) -> Pod | None:
+    """``pod`` with a flavor's ``labels`` added to its node selector: its placement on the flavor's
+    nodes (None: its selector names one of them with another value, so it excludes the flavor)."""
+    selector = dict(pod.node_selector)
+    for k, v in labels.items():
+        if selector.setdefault(k, v) != v:
+            return None
+    return dataclasses.replace(pod, node_selector=selector)
 
 
 class Placed(Protocol):
@@ -217,12 +227,9 @@ class FlavorBook:
         key = (info.idx, f)
         got = self._pods.get(key)
         if got is None:
-            pod = self._original.get(info.idx, info.pod)
-            selector = dict(pod.node_selector)
-            for k, v in self.labels[f].items():
-                if selector.setdefault(k, v) != v:
-                    return None
-            got = dataclasses.replace(pod, node_selector=selector)
+            got = with_flavor(self._original.get(info.idx, info.pod), self.labels[f])
+            if got is None:
+                return None
             self._pods[key] = got
         return got
 
