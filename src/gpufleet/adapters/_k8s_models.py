@@ -32,6 +32,7 @@ from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
+    FlavorChoice,
     GpuFailurePolicy,
     IdlePolicy,
     ImagePolicy,
@@ -141,6 +142,11 @@ class QueueSpec(_Spec):
     flavors: list[QueueFlavorSpec] = Field(
         default_factory=list,
         description="Quota per ResourceFlavor (GPU model), in fallback order: a pod takes the first that fits.",
+    )
+    flavorChoice: FlavorChoice = Field(
+        FlavorChoice.IN_ORDER,
+        description="InOrder: a pod takes the first flavor that admits it; BestPlacement: a pod alone takes the "
+        "best node over all flavors that admit it in quota (else by borrowing).",
     )
 
 
@@ -292,6 +298,7 @@ def queue_from_dict(doc: dict[str, Any]) -> Queue:
         reclaim_borrowed=spec.preemption.reclaimBorrowed,
         within_queue=spec.preemption.withinQueue,
         flavors=tuple(QueueFlavor(f.name, _queue_resources(f.resources)) for f in spec.flavors),
+        flavor_choice=spec.flavorChoice,
     )
 
 

@@ -34,6 +34,7 @@ from gpufleet.domain import (
     DeviceClass,
     DeviceConfig,
     DeviceRequest,
+    FlavorChoice,
     LabelSelector,
     Namespace,
     Node,
@@ -551,6 +552,8 @@ def queue_document(queue: Queue) -> dict[str, Any]:
     }
     if queue.flavors:
         spec["flavors"] = [{"name": f.name, "resources": _queue_resources(f.resources)} for f in queue.flavors]
+    if queue.flavor_choice is not FlavorChoice.IN_ORDER:
+        spec["flavorChoice"] = queue.flavor_choice.value
     return {"apiVersion": GPUFLEET_API, "kind": "Queue", "metadata": {"name": queue.name}, "spec": spec}
 
 

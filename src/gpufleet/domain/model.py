@@ -51,6 +51,13 @@ class WithinQueue(str, Enum):
     NEVER = "Never"
 
 
+class FlavorChoice(str, Enum):
+    """How a gang of one pod picks among the flavors of a tier (docs/semantics.md, "GPU-model quotas")."""
+
+    IN_ORDER = "InOrder"  # the first flavor of the queue's order that admits it
+    BEST_PLACEMENT = "BestPlacement"  # the placement's best node over all flavors of the tier
+
+
 class EvictionReason(str, Enum):
     RECLAIM = "reclaim"
     PREEMPT = "preempt"
@@ -452,6 +459,7 @@ class Queue:
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
     # GPU-model quotas (docs/semantics.md, "GPU-model quotas"): the queue's flavors, in fallback order.
     flavors: tuple[QueueFlavor, ...] = ()
+    flavor_choice: FlavorChoice = FlavorChoice.IN_ORDER
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from gpufleet.domain import GPU, MILLI, Pod, Queue, QueueResource, ResourceFlavor
+from gpufleet.domain import (
+    GPU,
+    MILLI,
+    FlavorChoice,
+    Pod,
+    Queue,
+    QueueResource,
+    ResourceFlavor,
+    SelectorRequirement,
+    SelectorTerm,
+)
 from gpufleet.domain.flavors import flavored, overlapping_flavors
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
@@ -26,7 +36,7 @@ from gpufleet.engine.workload import Gang, PodInfo
 if TYPE_CHECKING:
     from gpufleet.engine.queues import QueueForest
 
-__all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_flavor"]
+__all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_any_flavor", "with_flavor"]
 
 
 def with_flavor(pod: Pod, labels: Mapping[str, str]) -> Pod | None:
@@ -37,6 +47,19 @@ def with_flavor(pod: Pod, labels: Mapping[str, str]) -> Pod | None:
         if selector.setdefault(k, v) != v:
             return None
     return dataclasses.replace(pod, node_selector=selector)
+
+
+def with_any_flavor(pod: Pod, flavors: Sequence[Mapping[str, str]]) -> Pod | None:
+    """``pod`` placed on the nodes of any of ``flavors`` (each a flavor's labels): its required
+    node affinity becomes each of its terms with each flavor's labels (None: it excludes them all)."""
+    usable = [labels for labels in flavors if all(pod.node_selector.get(k, v) == v for k, v in labels.items())]
+    if len(usable) <= 1:
+        return with_flavor(pod, usable[0]) if usable else None
+    terms = pod.affinity or (SelectorTerm(),)
+    return dataclasses.replace(pod, affinity=tuple(
+        SelectorTerm(t.expressions + tuple(SelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items())),
+                     t.fields)
+        for t in terms for labels in usable))
 
 
 class Placed(Protocol):
@@ -55,9 +78,13 @@ class FlavorHost(Protocol):
 
     def gang_request(self, members: list[int]) -> list[int]: ...
 
+    def quota_gate(self, gang: Gang, request: list[int]) -> str: ...
+
     def try_place(self, gang: Gang, members: list[int], request: list[int]) -> Placed: ...
 
     def record_placed(self, gang: Gang, placed: Placed) -> None: ...
+
+    def placed_node(self, placed: Placed) -> int: ...
 
     def preempt_for(self, gang: Gang, members: list[int], request: list[int], failed: str) -> tuple[bool, str]: ...
 
@@ -99,6 +126,7 @@ class FlavorBook:
         self.masks += [np.zeros(len(nodes), dtype=np.bool_) for _ in self.unusable]
         # The flavors each queue lists (usable ones, in its order) and the resources they name.
         self.queue_flavors: dict[str, list[tuple[int, Mapping[str, QueueResource]]]] = {}
+        self.best_named = {q.name for q in queues if q.flavor_choice is FlavorChoice.BEST_PLACEMENT}
         for q in queues:
             firsts = {qf.name: qf for qf in reversed(q.flavors)}  # a flavor listed twice: its first entry
             listed = [(self.of[qf.name], qf.resources) for qf in q.flavors if firsts[qf.name] is qf]
@@ -121,6 +149,7 @@ class FlavorBook:
                     self.capacity[flavored(r, self.names[k])] = amount
         # Set by :meth:`bind` once the forest is built.
         self.leaf_flavors: dict[int, list[int]] = {}
+        self.best_leaves: set[int] = set()  # leaves whose flavorChoice is BestPlacement
         self._moves: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
         self._pods: dict[tuple[int, int], Pod] = {}
         self._original: dict[int, Pod] = {}
@@ -157,6 +186,8 @@ class FlavorBook:
             if leaf is None or not forest.is_leaf(leaf) or not listed:
                 continue
             self.leaf_flavors[leaf] = [f for f, _ in listed]
+            if name in self.best_named:
+                self.best_leaves.add(leaf)
             self.leaf_resources[leaf] = tuple(sorted({r for _, res in listed for r in res}))
             for f, res in listed:
                 self._moves[(leaf, f)] = [(r, column.get(r, -1), column[flavored(r, self.names[f])])
@@ -290,6 +321,10 @@ class FlavorBook:
             with self.applied(members, pods, f):
                 requests[f] = host.gang_request(members)
             (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
+        if leaf in self.best_leaves and len(members) == 1 and gang.alive == 0:
+            for tier in (inside, outside):
+                if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
+                    return True, ""
         for f in inside + outside:
             with self.applied(members, pods, f):
                 placed = host.try_place(gang, members, requests[f])
@@ -307,6 +342,38 @@ class FlavorBook:
             pods[m].flavor = -1
         parts = [f"{self.names[f]}: {tried[f]}" for f in cands] + why
         return False, "tried " + "; ".join(parts)
+
+    def _best_placement(self, host: FlavorHost, gang: Gang, m: int, pods: Sequence[PodInfo], tier: list[int],
+                        requests: dict[int, list[int]], tried: dict[int, str]) -> bool:
+        """A pod alone of a BestPlacement queue: placed on the best node over the flavors of ``tier``
+        that its queue's gates admit, taking the flavor of that node (committed on success)."""
+        admitted = []
+        for f in tier:
+            with self.applied([m], pods, f):
+                reason = host.quota_gate(gang, requests[f])
+            if reason:
+                tried[f] = reason
+            else:
+                admitted.append(f)
+        if not admitted:
+            return False
+        info = pods[m]
+        original = self._original.setdefault(m, info.pod)
+        union = with_any_flavor(original, [self.labels[f] for f in admitted])
+        if union is None:
+            return False
+        info.pod = union
+        info.flavor = admitted[0]
+        try:
+            placed = host.try_place(gang, [m], requests[admitted[0]])
+            if placed.ok:
+                info.flavor = int(self.node_flavor[host.placed_node(placed)])
+                host.record_placed(gang, placed)
+                return True
+        finally:
+            info.pod = original
+        info.flavor = -1
+        return False
 
     def name_of(self, info: PodInfo) -> str | None:
         """The flavor a pod took (None: none)."""

@@ -334,6 +334,11 @@ class Engine:
         assert isinstance(placed, GangPlacement)
         self.record(gang, placed)
 
+    def placed_node(self, placed: object) -> int:
+        """The node of the first pod of a placement :meth:`try_place` returned."""
+        assert isinstance(placed, GangPlacement)
+        return placed.assignments[0].node
+
     # -- changes of the live state -------------------------------------------------------------
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:

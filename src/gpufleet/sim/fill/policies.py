@@ -27,6 +27,7 @@ from gpufleet.domain import (
     LABEL_GPU_PRODUCT,
     MILLI,
     MILLI_PER_BLOCK,
+    FlavorChoice,
     Node,
     Placement,
     Pod,
@@ -414,8 +415,10 @@ class EnginePolicy(FillPolicy):
     """The engine's own placement (``binpack``, ``spread`` or ``defrag``) through a PlacementSession."""
 
     def __init__(self, nodes: Sequence[Node], placement: Placement, target: TargetWorkload | None,
-                 name: str, flavors: Sequence[ResourceFlavor] = ()) -> None:
-        self.session = PlacementSession(nodes, SchedulerConfig(placement=placement), target=target, flavors=flavors)
+                 name: str, flavors: Sequence[ResourceFlavor] = (),
+                 choice: FlavorChoice = FlavorChoice.IN_ORDER) -> None:
+        self.session = PlacementSession(nodes, SchedulerConfig(placement=placement), target=target, flavors=flavors,
+                                        choice=choice)
         self.cluster = self.session.cluster
         self.feasibility = self.session.feasibility
         self.name = name
@@ -443,8 +446,10 @@ ENGINE_POLICIES: dict[str, Placement] = {
     "binpack": Placement.BINPACK,
     "spread": Placement.SPREAD,
     # GPU-model quotas (docs/semantics.md): one ResourceFlavor per GPU model, a queue listing them all
-    # (most GPUs first), each with a quota of its capacity: a task takes the first model it fits on.
+    # (most GPUs first), each with a quota of its capacity: a task takes the first model it fits on
+    # (flavorChoice InOrder), or the best node over all models (BestPlacement).
     "gpufleet-flavors": Placement.DEFRAG,
+    "gpufleet-flavors-best": Placement.DEFRAG,
 }
 POLICIES = (*BASELINES, *ENGINE_POLICIES)
 
@@ -469,8 +474,9 @@ def make_policy(name: str, nodes: Sequence[Node], rng: np.random.Generator, targ
     if name in ENGINE_POLICIES:
         placement = ENGINE_POLICIES[name]
         defrag_target = (engine_target or target) if placement == Placement.DEFRAG else None
-        return EnginePolicy(nodes, placement, defrag_target, name,
-                            model_flavors(nodes) if name == "gpufleet-flavors" else ())
+        flavored = name.startswith("gpufleet-flavors")
+        return EnginePolicy(nodes, placement, defrag_target, name, model_flavors(nodes) if flavored else (),
+                            FlavorChoice.BEST_PLACEMENT if name == "gpufleet-flavors-best" else FlavorChoice.IN_ORDER)
     raise ValueError(f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
 
 
