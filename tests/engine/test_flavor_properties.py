@@ -2,7 +2,7 @@
 
 Random snapshots (``strategies.snapshots``: nodes of GPU type ``a`` or ``b``) get two
 ResourceFlavors, one per type, and some leaf queues give their GPU quota per flavor, in a random
-order, with random limits. Then: a pod of such a queue that asks GPUs binds with the flavor of its
+order, with random limits and either flavorChoice. Then: a pod of such a queue that asks GPUs binds with the flavor of its
 node and others with none; a gang is on the nodes of one flavor; no new binding takes a flavor's
 usage above its limit; and the engine's invariants that do not read quota hold.
 """
@@ -15,7 +15,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.domain import GPU, MILLI, Queue, QueueFlavor, QueueResource, ResourceFlavor, Snapshot
+from gpufleet.domain import GPU, MILLI, FlavorChoice, Queue, QueueFlavor, QueueResource, ResourceFlavor, Snapshot
 from gpufleet.domain.queues import gang_key, resolve_queue
 from gpufleet.engine import schedule
 
@@ -41,7 +41,8 @@ def flavored_snapshots(draw: st.DrawFn) -> Snapshot:
             limit = draw(st.integers(0, 12)) * MILLI if draw(st.booleans()) else None
             entries.append(QueueFlavor(name, {GPU: QueueResource(draw(st.integers(0, 8)) * MILLI, limit)}))
         resources = {r: spec for r, spec in q.resources.items() if r != GPU}
-        queues.append(replace(q, resources=resources, flavors=tuple(entries)))
+        queues.append(replace(q, resources=resources, flavors=tuple(entries),
+                              flavor_choice=draw(st.sampled_from(list(FlavorChoice)))))
     return replace(snapshot, queues=tuple(queues), flavors=FLAVORS)
 
 
