@@ -152,6 +152,7 @@ class FlavorBook:
         self.best_leaves: set[int] = set()  # leaves whose flavorChoice is BestPlacement
         self._moves: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
         self._pods: dict[tuple[int, int], Pod] = {}
+        self._reach: dict[tuple[object, int], bool] = {}
         self._original: dict[int, Pod] = {}
 
     @staticmethod
@@ -265,8 +266,11 @@ class FlavorBook:
         return got
 
     def candidates(self, gang: Gang, members: Sequence[int], pods: Sequence[PodInfo],
-                   feasible: Callable[[Pod], BoolArray]) -> tuple[list[int], list[str]]:
-        """The gang's candidate flavors in its queue's order, and why each other one is out."""
+                   feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> tuple[list[int], list[str]]:
+        """The gang's candidate flavors in its queue's order, and why each other one is out (a
+        member's static mask meets no node of the flavor: the same as its selector with the
+        flavor's labels added; answered once per distinct constraints and flavor)."""
+        reach = self._reach
         listed = self.leaf_flavors[gang.queue]
         running = next((pods[m].flavor for m in gang.members if pods[m].node is not None), None)
         out: list[int] = []
@@ -280,8 +284,12 @@ class FlavorBook:
                 why.append(f"{name}: the gang runs on another flavor")
                 continue
             for m in members:
-                pod = self._flavored_pod(pods[m], f)
-                if pod is None or not feasible(pod).any():
+                pod = self._original.get(m, pods[m].pod)
+                k = (key(pod), f)
+                ok = reach.get(k)
+                if ok is None:
+                    ok = reach[k] = bool((feasible(pod) & self.masks[f]).any())
+                if not ok:
                     why.append(f"{name}: excluded by the node selection of pod {pods[m].key}")
                     break
             else:
@@ -306,10 +314,10 @@ class FlavorBook:
                 pods[m].pod = self._original[m]
 
     def attempt(self, host: FlavorHost, gang: Gang, members: list[int], pods: Sequence[PodInfo],
-                feasible: Callable[[Pod], BoolArray]) -> Outcome:
+                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> Outcome:
         """Try the gang on its candidate flavors: in quota, then borrowing, then with preemption
         (docs/semantics.md); commit on the first that admits it."""
-        cands, why = self.candidates(gang, members, pods, feasible)
+        cands, why = self.candidates(gang, members, pods, feasible, key)
         leaf = gang.queue
         if not cands:
             return False, f"no flavor of queue {host.forest.name(leaf)} fits: " + "; ".join(why)
@@ -318,8 +326,9 @@ class FlavorBook:
         inside: list[int] = []
         outside: list[int] = []
         for f in cands:
-            with self.applied(members, pods, f):
-                requests[f] = host.gang_request(members)
+            for m in members:  # what the members count on flavor f (no placement: the pods stay)
+                pods[m].flavor = f
+            requests[f] = host.gang_request(members)
             (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
         if leaf in self.best_leaves and len(members) == 1 and gang.alive == 0:
             for tier in (inside, outside):
@@ -349,8 +358,8 @@ class FlavorBook:
         that its queue's gates admit, taking the flavor of that node (committed on success)."""
         admitted = []
         for f in tier:
-            with self.applied([m], pods, f):
-                reason = host.quota_gate(gang, requests[f])
+            pods[m].flavor = f
+            reason = host.quota_gate(gang, requests[f])
             if reason:
                 tried[f] = reason
             else:

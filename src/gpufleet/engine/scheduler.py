@@ -299,7 +299,7 @@ class Engine:
             return Attempt(False, waiting)
         flavors = self.flavors
         if flavors is not None and flavors.takes_gang(gang, members, self.pods):
-            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask)
+            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
             return Attempt(ok, reason)
         placed = self.try_place(gang, members, request)
         if placed.ok:
