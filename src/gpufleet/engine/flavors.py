@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -86,7 +87,8 @@ class FlavorHost(Protocol):
 
     def placed_node(self, placed: Placed) -> int: ...
 
-    def preempt_for(self, gang: Gang, members: list[int], request: list[int], failed: str) -> tuple[bool, str]: ...
+    def preempt_for(self, gang: Gang, members: list[int], request: list[int],
+                    failed: Callable[[], str]) -> tuple[bool, str]: ...
 
 
 Outcome = tuple[bool, str]
@@ -343,7 +345,7 @@ class FlavorBook:
                 tried[f] = placed.why()
         for f in cands:
             with self.applied(members, pods, f):
-                ok, reason = host.preempt_for(gang, members, requests[f], tried[f])
+                ok, reason = host.preempt_for(gang, members, requests[f], partial(tried.__getitem__, f))
             if ok:
                 return True, ""
             tried[f] = reason

@@ -13,7 +13,7 @@ search (victims.py, preemption.py) and the output (decisions.py).
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
@@ -305,15 +305,16 @@ class Engine:
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
-        ok, reason = self.preempt_for(gang, members, request, placed.why())
+        ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
 
-    def preempt_for(self, gang: Gang, members: list[int], request: list[int], failed: str) -> tuple[bool, str]:
-        """Admit the gang by evicting victims (``failed``: why it did not fit without): committed
-        on success, else the reason."""
+    def preempt_for(self, gang: Gang, members: list[int], request: list[int],
+                    failed: Callable[[], str]) -> tuple[bool, str]:
+        """Admit the gang by evicting victims (``failed``: why it did not fit without, asked only
+        on failure: a reason costs a pass over the nodes): committed on success, else the reason."""
         victims, why, verified = find_victims(self.victims, self, gang, members, request)
         if victims is None:
-            return False, failed + (f"; {why}" if why else "")
+            return False, failed() + (f"; {why}" if why else "")
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
         if why:
             self.log.warnings.append(f"victims for {by}: {why}")
