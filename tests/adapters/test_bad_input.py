@@ -43,6 +43,15 @@ def queue(name: str, spec: str) -> str:
     return f"apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {{name: {name}}}\nspec: {spec}\n"
 
 
+def flavor(name: str, labels: str) -> str:
+    return f"apiVersion: gpufleet.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {{name: {name}}}\nspec: {{nodeLabels: {labels}}}\n"
+
+
+FLAVOR_H100 = flavor("h100", "{nvidia.com/gpu.product: H100}")
+NODE_H100 = ("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {nvidia.com/gpu.product: H100, "
+             "nvidia.com/gpu.count: '8'}}\nstatus: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n")
+
+
 def docs(*parts: str) -> str:
     return "---\n".join(parts)
 
@@ -63,7 +72,7 @@ CASES: list[tuple[str, str, str]] = [
     ("our-group-wrong-version", "apiVersion: gpufleet.dev/v1beta1\nkind: Queue\nmetadata: {name: q}\n",
      'document 1 (Queue q): apiVersion: unsupported version "gpufleet.dev/v1beta1" (expected gpufleet.dev/v1alpha1)'),
     ("our-group-unknown-kind", "apiVersion: gpufleet.dev/v1alpha1\nkind: Queues\nmetadata: {name: q}\n",
-     'document 1 (Queues q): kind: unknown kind "Queues" in gpufleet.dev (expected one of Queue, PodGroup, SchedulerConfig, Project)'),
+     'document 1 (Queues q): kind: unknown kind "Queues" in gpufleet.dev (expected one of Queue, PodGroup, SchedulerConfig, Project, ResourceFlavor)'),
     # --- missing required fields
     ("node-without-name", "apiVersion: v1\nkind: Node\nmetadata: {labels: {}}\n", "document 1 (Node): metadata.name: required field missing"),
     ("pod-without-metadata", "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n", "document 1 (Pod): metadata.name: required field missing"),
@@ -285,7 +294,20 @@ CASES: list[tuple[str, str, str]] = [
      'document 2 (PriorityClass b): globalDefault: only one PriorityClass may be the global default ("a" is too)'),
     ("priorityclass-value-float", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: a}\nvalue: 1.5\n",
      "document 1 (PriorityClass a): value: must be an integer, got 1.5"),
+    # --- ResourceFlavors and Queue flavors (docs/semantics.md, "GPU-model quotas")
+    ("flavor-unknown", docs(NODE, FLAVOR_H100, queue("team", "{flavors: [{name: h100}, {name: l40s}]}")),
+     'document 3 (Queue team): spec.flavors[1].name: unknown ResourceFlavor "l40s"'),
+    ("flavor-twice", docs(NODE, FLAVOR_H100, queue("team", "{flavors: [{name: h100}, {name: h100}]}")),
+     'document 3 (Queue team): spec.flavors[1].name: flavor "h100" listed twice'),
+    ("flavor-overlap", docs(NODE_H100, FLAVOR_H100, flavor("any-gpu", "{nvidia.com/gpu.count: '8'}")),
+     "document 3 (ResourceFlavor any-gpu): spec.nodeLabels: node n1 is of flavors h100 and any-gpu (overlapping flavors)"),
+    ("flavor-no-labels", docs(NODE, flavor("h100", "{}")), "document 2 (ResourceFlavor h100): spec.nodeLabels: must not be empty"),
+    ("flavor-no-spec", docs(NODE, "apiVersion: gpufleet.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: h100}\n"),
+     "document 2 (ResourceFlavor h100): spec: required field missing"),
+    ("flavor-bad-quota", docs(NODE, FLAVOR_H100, queue("team", "{flavors: [{name: h100, resources: {nvidia.com/gpu: {quota: -1}}}]}")),
+     "document 3 (Queue team): spec.flavors[0].resources.nvidia.com/gpu.quota: negative quantity \"-1\""),
 ]
+
 
 CASES += VOLUME_CASES  # PersistentVolumeClaim, PersistentVolume, StorageClass, pod volumes
 CASES += DRA_CASES  # ResourceSlice, DeviceClass, ResourceClaim(Template), pod resourceClaims

@@ -33,6 +33,7 @@ from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
+    FlavorChoice,
     GpuFailurePolicy,
     IdlePolicy,
     ImagePolicy,
@@ -42,8 +43,10 @@ from gpufleet.domain import (
     PodGroup,
     Project,
     Queue,
+    QueueFlavor,
     QueueName,
     QueueResource,
+    ResourceFlavor,
     SchedulerConfig,
     SelectorRequirement,
     VolumePolicy,
@@ -57,11 +60,13 @@ __all__ = [
     "PodGroupSpec",
     "ProjectModel",
     "QueueSpec",
+    "ResourceFlavorSpec",
     "SchedulerConfigSpec",
     "pod_group_from_dict",
     "project_from_dict",
     "project_namespace_names",
     "queue_from_dict",
+    "resource_flavor_from_dict",
     "scheduler_config_from_dict",
 ]
 
@@ -134,6 +139,21 @@ class QueuePreemptionSpec(_Spec):
     )
 
 
+class QueueFlavorSpec(_Spec):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=253)] = Field(
+        description="Name of a ResourceFlavor."
+    )
+    resources: dict[StrictStr, QueueResourceSpec] = Field(
+        default_factory=dict, description="Quota, limit and lending limit per resource on the flavor's nodes."
+    )
+
+
+class ResourceFlavorSpec(_Spec):
+    nodeLabels: Annotated[dict[StrictStr, StrictStr], Field(min_length=1)] = Field(
+        description="The labels (key: value) a node carries to be of this flavor (e.g. nvidia.com/gpu.product)."
+    )
+
+
 class QueueSpec(_Spec):
     parent: StrictStr | None = Field(None, description="Name of the parent Queue; none: a top-level queue.")
     weight: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = Field(
@@ -144,6 +164,15 @@ class QueueSpec(_Spec):
     )
     preemption: QueuePreemptionSpec = Field(
         default_factory=QueuePreemptionSpec, description="What work of this queue may evict."
+    )
+    flavors: list[QueueFlavorSpec] = Field(
+        default_factory=list,
+        description="Quota per ResourceFlavor (GPU model), in fallback order: a pod takes the first that fits.",
+    )
+    flavorChoice: FlavorChoice = Field(
+        FlavorChoice.IN_ORDER,
+        description="InOrder: a pod takes the first flavor that admits it; BestPlacement: a pod alone takes the "
+        "best node over all flavors that admit it in quota (else by borrowing).",
     )
 
 
@@ -279,7 +308,7 @@ def _message(error: ErrorDetails) -> str:
         return f"must be >= {_bound(ctx.get('ge'))}, got {got}"
     if kind == "less_than_equal":
         return f"must be <= {_bound(ctx.get('le'))}, got {got}"
-    if kind == "string_too_short":
+    if kind in ("string_too_short", "too_short"):
         return "must not be empty"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected', '?')}, got {got}"
@@ -309,15 +338,14 @@ def queue_from_dict(doc: dict[str, Any]) -> Queue:
         name=QueueName(name),
         parent=QueueName(spec.parent) if spec.parent else None,
         weight=float(spec.weight),
-        resources={
-            resource: QueueResource(quota=r.quota, limit=r.limit, lending_limit=r.lendingLimit)
-            for resource, r in spec.resources.items()
-        },
+        resources=_queue_resources(spec.resources),
         reclaim_borrowed=spec.preemption.reclaimBorrowed,
         within_queue=spec.preemption.withinQueue,
         min_runtime=spec.preemption.minRuntime or 0.0,
         preemption_delay=spec.preemption.preemptionDelay or 0.0,
         **_decayed_usage(doc.get("status")),
+        flavors=tuple(QueueFlavor(f.name, _queue_resources(f.resources)) for f in spec.flavors),
+        flavor_choice=spec.flavorChoice,
     )
 
 
@@ -335,6 +363,18 @@ def _decayed_usage(status: object) -> dict[str, Any]:
             raise FieldError(f"status.decayedUsage[{resource}]", str(err)) from None
     return {"decayed_usage": out,
             "decayed_at": timestamp(status.get("decayedUsageTime"), "status.decayedUsageTime")}
+
+
+def _queue_resources(specs: dict[str, QueueResourceSpec]) -> dict[str, QueueResource]:
+    return {resource: QueueResource(quota=r.quota, limit=r.limit, lending_limit=r.lendingLimit)
+            for resource, r in specs.items()}
+
+
+def resource_flavor_from_dict(doc: dict[str, Any]) -> ResourceFlavor:
+    meta = mapping(doc.get("metadata"), "metadata")
+    name = req_str(meta.get("name"), "metadata.name")
+    spec: ResourceFlavorSpec = _validate(ResourceFlavorSpec, doc, required=True)
+    return ResourceFlavor(name, tuple(sorted(spec.nodeLabels.items())))
 
 
 def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:

@@ -43,6 +43,7 @@ from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
     project_from_dict,
     queue_from_dict,
+    resource_flavor_from_dict,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.errors import InputError, describe
@@ -60,6 +61,7 @@ from gpufleet.domain import (
     Snapshot,
     VolumeClaim,
 )
+from gpufleet.domain.flavors import flavor_problem
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueCycle,
@@ -86,7 +88,7 @@ __all__ = [
     "validate_snapshot",
 ]
 
-_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig", "Project")
+_OUR_KINDS = ("Queue", "PodGroup", "SchedulerConfig", "Project", "ResourceFlavor")
 
 # (kind, name) -> where each object of that kind and name was read ("document 4",
 # "document 1, item 3"), in input order; names of namespaced objects are "namespace/name".
@@ -179,6 +181,7 @@ def reader_for(api_version: str, kind: str) -> Callable[[dict[str, Any]], Any] |
             "PodGroup": pod_group_from_dict,
             "SchedulerConfig": scheduler_config_from_dict,
             "Project": project_from_dict,
+            "ResourceFlavor": resource_flavor_from_dict,
         }[kind]
     return None
 
@@ -196,6 +199,7 @@ def _read_objects(docs: list[Any], source: str) -> tuple[dict[str, list[Any]], d
         "PersistentVolume": [],
         "StorageClass": [],
         "Project": [],
+        "ResourceFlavor": [],
         "Namespace": [],
         **{kind: [] for kind in _DRA_READERS},
     }
@@ -271,6 +275,7 @@ def _snapshot(docs: list[Any], source: str) -> tuple[Snapshot, dict[tuple[str, s
         device_classes=tuple(by_kind["DeviceClass"]),
         resource_claims=tuple(by_kind["ResourceClaim"]),
         claim_templates=tuple(by_kind["ResourceClaimTemplate"]),
+        flavors=tuple(by_kind["ResourceFlavor"]),
     )
     return snapshot, locations
 
@@ -347,7 +352,7 @@ def load_config_file(path: str | Path) -> SchedulerConfig:
 
 
 def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations | None = None,
-                      projects: bool = True) -> None:
+                      projects: bool = True, flavors: bool = True) -> None:
     """Checks that span objects; raises :class:`InputError` for the first problem found.
 
     - no two objects of one kind share a name (namespace/name for pods and pod groups);
@@ -357,6 +362,8 @@ def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations |
       SchedulerConfig's default queue may be missing (the engine then creates it), but when it
       exists and a pod falls back to it, it must be a leaf;
     - at most one PriorityClass is the global default;
+    - (``flavors``) every flavor a Queue lists is a ResourceFlavor, listed once, and no node is of two
+      flavors. The controller leaves this out: it reports them and the engine leaves them out;
     - (``projects``) every queue a Project lists exists and is a leaf, and no namespace is claimed
       by two Projects. The controller leaves these out: a live cluster reports such Projects on
       their status and keeps their pods pending, and goes on scheduling everything else.
@@ -364,12 +371,14 @@ def validate_snapshot(snapshot: Snapshot, source: str, *, locations: Locations |
     A PodGroup with fewer pods than its ``minMember`` is valid (it stays pending). ``locations``
     (from the loader) lets messages name the document of each object.
     """
-    _Validator(snapshot, source, locations or {}, projects).run()
+    _Validator(snapshot, source, locations or {}, projects, flavors).run()
 
 
 class _Validator:
-    def __init__(self, snapshot: Snapshot, source: str, locations: Locations, projects: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, source: str, locations: Locations, projects: bool = True,
+                 flavors: bool = True) -> None:
         self.snapshot = snapshot
+        self.check_flavor_objects = flavors
         self.check_project_objects = projects
         self.source = source
         self.locations = locations
@@ -388,6 +397,8 @@ class _Validator:
     def run(self) -> None:
         self.check_duplicates()
         self.check_queue_tree()
+        if self.check_flavor_objects:
+            self.check_flavors()
         if self.check_project_objects:
             self.check_projects()
         self.check_pod_queues()
@@ -406,6 +417,7 @@ class _Validator:
             ("StorageClass", [c.name for c in s.storage_classes]),
             ("Namespace", [ns.name for ns in s.namespaces]),
             ("Project", [p.name for p in s.projects]),
+            ("ResourceFlavor", [f.name for f in s.flavors]),
             ("ResourceSlice", [r.name for r in s.resource_slices]),
             ("DeviceClass", [c.name for c in s.device_classes]),
             ("ResourceClaim", [c.key for c in s.resource_claims]),
@@ -429,6 +441,13 @@ class _Validator:
             if isinstance(problem, QueueCycle):
                 loop = problem.loop
                 raise self.fail("Queue", loop[0], "spec.parent", "cycle in the queue tree: " + " -> ".join(loop))
+
+    def check_flavors(self) -> None:
+        """Queue flavors name ResourceFlavors, each once; no node is of two flavors."""
+        s = self.snapshot
+        problem = flavor_problem(s.flavors, s.queues, s.nodes)
+        if problem is not None:
+            raise self.fail(problem.kind, problem.name, problem.path, problem.message)
 
     def queue_problem(self, name: QueueName) -> str | None:
         """Why pods may not go to queue ``name`` (None: they may), in the loader's words."""

@@ -34,6 +34,7 @@ from gpufleet.domain import (
     DeviceClass,
     DeviceConfig,
     DeviceRequest,
+    FlavorChoice,
     LabelSelector,
     Namespace,
     Node,
@@ -43,7 +44,9 @@ from gpufleet.domain import (
     PodGroup,
     PriorityClass,
     Queue,
+    QueueResource,
     ResourceClaim,
+    ResourceFlavor,
     ResourceSlice,
     SchedulerConfig,
     SelectorRequirement,
@@ -516,13 +519,9 @@ def _weight(weight: float) -> int | float:
     return int(weight) if float(weight).is_integer() else weight
 
 
-def queue_document(queue: Queue) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if queue.parent is not None:
-        spec["parent"] = queue.parent
-    spec["weight"] = _weight(queue.weight)
+def _queue_resources(specs: Mapping[str, QueueResource]) -> dict[str, Any]:
     resources: dict[str, Any] = {}
-    for name, resource in queue.resources.items():
+    for name, resource in specs.items():
         entry: dict[str, str] = {}
         if resource.quota is not None:
             entry["quota"] = format_quantity(name, resource.quota)
@@ -531,12 +530,30 @@ def queue_document(queue: Queue) -> dict[str, Any]:
         if resource.lending_limit is not None:
             entry["lendingLimit"] = format_quantity(name, resource.lending_limit)
         resources[name] = entry
+    return resources
+
+
+def resource_flavor_document(flavor: ResourceFlavor) -> dict[str, Any]:
+    return {"apiVersion": GPUFLEET_API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name},
+            "spec": {"nodeLabels": dict(flavor.node_labels)}}
+
+
+def queue_document(queue: Queue) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if queue.parent is not None:
+        spec["parent"] = queue.parent
+    spec["weight"] = _weight(queue.weight)
+    resources = _queue_resources(queue.resources)
     if resources:
         spec["resources"] = resources
     spec["preemption"] = {
         "reclaimBorrowed": queue.reclaim_borrowed,
         "withinQueue": queue.within_queue.value,
     }
+    if queue.flavors:
+        spec["flavors"] = [{"name": f.name, "resources": _queue_resources(f.resources)} for f in queue.flavors]
+    if queue.flavor_choice is not FlavorChoice.IN_ORDER:
+        spec["flavorChoice"] = queue.flavor_choice.value
     return {"apiVersion": GPUFLEET_API, "kind": "Queue", "metadata": {"name": queue.name}, "spec": spec}
 
 
@@ -709,6 +726,7 @@ def snapshot_to_documents(snapshot: Snapshot) -> list[dict[str, Any]]:
     classes, resource claim templates, resource claims (the order of each kind in the snapshot is kept)."""
     documents: list[dict[str, Any]] = [config_document(snapshot.config)]
     documents.extend(priority_class_document(pc) for pc in snapshot.priority_classes)
+    documents.extend(resource_flavor_document(f) for f in snapshot.flavors)
     documents.extend(queue_document(q) for q in snapshot.queues)
     documents.extend(node_document(n) for n in snapshot.nodes)
     documents.extend(pod_group_document(g) for g in snapshot.pod_groups)

@@ -17,6 +17,8 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
         entry: dict[str, Any] = {"pod": b.pod, "node": b.node, "gpus": list(b.gpus)}
         if b.gpu_blocks is not None:
             entry["gpuBlocks"] = b.gpu_blocks
+        if b.flavor is not None:  # only when the pod took a ResourceFlavor (docs/semantics.md)
+            entry["flavor"] = b.flavor
         if b.volumes:
             entry["volumes"] = [
                 {"claim": v.claim, "volume": v.volume} if v.volume is not None else
@@ -62,6 +64,10 @@ def render_table(decisions: Decisions) -> str:
             for b in decisions.bindings
         ]
         headers = ["pod", "node", "gpus", "share"]
+        if any(b.flavor for b in decisions.bindings):  # a column only when some pod took a ResourceFlavor
+            headers.append("flavor")
+            for row, b in zip(rows, decisions.bindings, strict=True):
+                row.append(b.flavor or "-")
         if any(b.volumes for b in decisions.bindings):  # a column only when some binding chose volumes
             headers.append("volumes")
             for row, b in zip(rows, decisions.bindings, strict=True):

@@ -51,6 +51,13 @@ class WithinQueue(str, Enum):
     NEVER = "Never"
 
 
+class FlavorChoice(str, Enum):
+    """How a gang of one pod picks among the flavors of a tier (docs/semantics.md, "GPU-model quotas")."""
+
+    IN_ORDER = "InOrder"  # the first flavor of the queue's order that admits it
+    BEST_PLACEMENT = "BestPlacement"  # the placement's best node over all flavors of the tier
+
+
 class EvictionReason(str, Enum):
     RECLAIM = "reclaim"
     PREEMPT = "preempt"
@@ -456,6 +463,26 @@ class Queue:
     # status.decayedUsage (milli-units per resource) as of status.decayedUsageTime (None: unknown).
     decayed_usage: Mapping[str, int] = field(default_factory=dict)
     decayed_at: float | None = None
+    # GPU-model quotas (docs/semantics.md, "GPU-model quotas"): the queue's flavors, in fallback order.
+    flavors: tuple[QueueFlavor, ...] = ()
+    flavor_choice: FlavorChoice = FlavorChoice.IN_ORDER
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFlavor:
+    """One entry of a Queue's ``spec.flavors``: quota, limit and lending limit per resource on the
+    nodes of ResourceFlavor ``name``."""
+
+    name: str
+    resources: Mapping[str, QueueResource] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A cluster-scoped ResourceFlavor: the nodes carrying every one of ``node_labels``."""
+
+    name: str
+    node_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,6 +612,7 @@ class Snapshot:
     device_classes: tuple[DeviceClass, ...] = ()
     resource_claims: tuple[ResourceClaim, ...] = ()
     claim_templates: tuple[ClaimTemplate, ...] = ()
+    flavors: tuple[ResourceFlavor, ...] = ()  # ResourceFlavors (docs/semantics.md, "GPU-model quotas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,6 +623,7 @@ class Binding:
     gpu_blocks: int | None = None  # set for fractional pods
     volumes: tuple[VolumeBinding, ...] = ()  # volumes chosen with the node, sorted by claim
     devices: tuple[ClaimAllocation, ...] = ()  # DRA devices allocated to its claims, in spec order
+    flavor: str | None = None  # the ResourceFlavor it took (docs/semantics.md, "GPU-model quotas")
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,9 @@ ANNOTATION_QUEUED_AT = f"{LABEL_PREFIX}queued-at"
 # On a cordoned Node, the operator's: "true" drains it (docs/semantics-notes.md, "Draining nodes").
 ANNOTATION_DRAIN = f"{LABEL_PREFIX}drain"
 ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
+# The ResourceFlavor a bound pod took (docs/semantics.md, "GPU-model quotas"): written by the
+# controller for people, never read by the engine.
+ANNOTATION_FLAVOR = f"{LABEL_PREFIX}flavor"
 ANNOTATION_MPS_MEM_LIMIT = f"{LABEL_PREFIX}mps-mem-limit"
 ANNOTATION_UNHEALTHY_GPUS = f"{LABEL_PREFIX}unhealthy-gpus"
 ANNOTATION_NVLINK_DOMAINS = f"{LABEL_PREFIX}nvlink-domains"

@@ -37,14 +37,17 @@ class DecisionLog:
 
     def decisions(self, nodes: Sequence[Node], pods: Sequence[PodInfo], gangs: Sequence[Gang],
                   open_gangs: Sequence[int], cycles: int,
-                  volumes: Mapping[int, tuple[VolumeBinding, ...]] | None = None) -> Decisions:
+                  volumes: Mapping[int, tuple[VolumeBinding, ...]] | None = None,
+                  flavors: Sequence[str] = ()) -> Decisions:
         """The output: every binding and eviction, and every member of an open gang left pending
         with its gang's reason. ``volumes``: the volumes chosen with each pod's node, by pod index."""
         bindings = []
         volumes = volumes or {}
         for m, a in self.bindings.items():
             node = nodes[a.node].name
-            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ())))
+            f = pods[m].flavor
+            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ()),
+                                    flavor=flavors[f] if flavors and f >= 0 else None))
         pending = []
         for g in open_gangs:
             gang = gangs[g]

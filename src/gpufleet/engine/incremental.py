@@ -381,7 +381,10 @@ class KeptSteps(BuildSteps):
         for info, h in ours:
             if h.counted == epoch:
                 continue
-            if h.managed is not managed:
+            if info.flavor >= 0:  # counted on its flavor (engine/flavors.py): never kept
+                h.usage = tuple(quota.quota_vec(info))
+                h.managed = None
+            elif h.managed is not managed:
                 h.usage = tuple(quota.gpu_milli(info) if r == GPU else
                                 int(h.res[res_index[r]]) if r in res_index and r != PODS else 0 for r in managed)
                 h.managed = managed

@@ -15,6 +15,7 @@ import numpy as np
 
 from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK
 from gpufleet.engine.cluster import ClusterState
+from gpufleet.engine.flavors import FlavorBook
 from gpufleet.engine.queues import NONE, QueueForest, fmt_amount, unit
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -24,8 +25,10 @@ __all__ = ["QuotaGates", "overcommit_warnings"]
 class QuotaGates:
     """Quota requests of pods and gangs, and the queue rules' verdict on them, on the live state."""
 
-    def __init__(self, forest: QueueForest, cluster: ClusterState, pods: Sequence[PodInfo]) -> None:
+    def __init__(self, forest: QueueForest, cluster: ClusterState, pods: Sequence[PodInfo],
+                 flavors: FlavorBook | None = None) -> None:
         self.forest = forest
+        self.flavors = flavors  # GPU-model quotas (engine/flavors.py): None when no queue lists one
         self.cluster = cluster
         self.pods = pods
         self.managed = forest.managed
@@ -53,7 +56,11 @@ class QuotaGates:
     def quota_vec(self, info: PodInfo) -> list[int]:
         """What one pod counts against quota, over the managed resources."""
         requests = info.pod.requests
-        return [self.gpu_milli(info) if r == GPU else requests.get(r, 0) for r in self.managed]
+        vec = [self.gpu_milli(info) if r == GPU else requests.get(r, 0) for r in self.managed]
+        flavors = self.flavors
+        if flavors is not None and info.queue in flavors.leaf_flavors:
+            return flavors.move(info, vec, self.gpu_milli)
+        return vec
 
     def gang_request(self, members: list[int]) -> list[int]:
         """What ``members`` (pod indices) count against quota together."""

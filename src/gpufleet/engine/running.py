@@ -132,6 +132,10 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
                 usage[:, j] = [gpu_milli(i) for i in ours]
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
+        if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)
+            for k, info in enumerate(ours):
+                if info.flavor >= 0:
+                    usage[k] = quota.quota_vec(info)
         order = np.argsort(leaves, kind="stable")
         by_leaf, starts = np.unique(leaves[order], return_index=True)
         sums = np.add.reduceat(usage[order], starts, axis=0).tolist()

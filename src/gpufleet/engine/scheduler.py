@@ -13,7 +13,7 @@ search (victims.py, preemption.py) and the output (decisions.py).
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
@@ -23,6 +23,7 @@ from gpufleet.engine.batch import admit_run, batch_applies
 from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.flavors import FlavorBook
 from gpufleet.engine.intake import Screened, screen
 from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
@@ -105,6 +106,12 @@ class Engine:
             queues.append(Queue(name=QueueName(config.default_queue)))
         self.cluster = steps.cluster(snapshot)
         capacity = {r: self.cluster.capacity(r) for r in {GPU} | set(self.cluster.resources)}
+        # GPU-model quotas (engine/flavors.py): None when no queue lists a flavor.
+        self.flavors = FlavorBook.of_snapshot(snapshot.flavors, queues, self.cluster)
+        if self.flavors is not None:
+            queues = self.flavors.queues(queues)
+            capacity.update(self.flavors.capacity)
+            warnings = warnings + self.flavors.warnings
         self.forest = QueueForest(queues, capacity)
         # Projects (docs/semantics-notes.md, "Projects"): None when no rule can apply.
         tenancy = Tenancy.of(snapshot)
@@ -118,7 +125,9 @@ class Engine:
         self.placer = Placer(self.cluster, self.feasibility, self.pods, config.placement,
                              volumes=VolumeBook.build(snapshot, self.cluster.nodes, self.feasibility, self.pods),
                              namespaces=namespace_labels(snapshot.namespaces) if snapshot.namespaces else None)
-        self.quota = QuotaGates(self.forest, self.cluster, self.pods)
+        if self.flavors is not None:
+            self.flavors.bind(self.forest, self.pods, self.cluster)
+        self.quota = QuotaGates(self.forest, self.cluster, self.pods, self.flavors)
         self.cycles = 0
         self.batches = 0  # runs admitted by the batch path (engine/batch.py), and their pods
         self.batched = 0
@@ -168,7 +177,7 @@ class Engine:
             if not self.cycle():
                 break
         return self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
-                                  self.placer.volume_choices())
+                                  self.placer.volume_choices(), self.flavors.names if self.flavors else ())
 
     def cycle(self) -> bool:
         turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
@@ -184,6 +193,7 @@ class Engine:
         # so the signature is the same either way).
         memo_at = self.version if failed else -1
         batching = self.USE_BATCH and batch_applies(self, turn)
+        flavored = self.flavors.leaf_flavors if self.flavors is not None else {}  # never batched
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -196,7 +206,7 @@ class Engine:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
                     advance(leaf)
                     continue
-            if batching and (n := admit_run(self, turn, leaf)):
+            if batching and leaf not in flavored and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
                 self.batches += 1
                 self.batched += n
@@ -296,16 +306,27 @@ class Engine:
         waiting = self.placer.volume_wait(members)
         if waiting:  # a claim the pod waits for: neither placement nor victims can help
             return Attempt(False, waiting)
+        flavors = self.flavors
+        if flavors is not None and flavors.takes_gang(gang, members, self.pods):
+            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
+            return Attempt(ok, reason)
         placed = self.try_place(gang, members, request)
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
+        ok, reason = self.preempt_for(gang, members, request, placed.why)
+        return Attempt(ok, reason)
+
+    def preempt_for(self, gang: Gang, members: list[int], request: list[int],
+                    failed: Callable[[], str]) -> tuple[bool, str]:
+        """Admit the gang by evicting victims (``failed``: why it did not fit without, asked only
+        on failure: a reason costs a pass over the nodes): committed on success, else the reason."""
         held = self.forest.preemption_held(gang.queue, gang.creation)  # docs/semantics.md
         if held:
-            return Attempt(False, placed.why() + held)
+            return False, failed() + held
         victims, why, verified, elastic = find_victims(self.victims, self, gang, members, request)
         if victims is None:
-            return Attempt(False, placed.why() + (f"; {why}" if why else ""))
+            return False, failed() + (f"; {why}" if why else "")
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
         if why:
             self.log.warnings.append(f"victims for {by}: {why}")
@@ -322,7 +343,17 @@ class Engine:
             placed = self.try_place(gang, members, request)
         assert placed.ok, "victim set was checked to make the gang fit"
         self.record(gang, placed)
-        return Attempt(True)
+        return True, ""
+
+    def record_placed(self, gang: Gang, placed: object) -> None:
+        """:meth:`record` of a placement :meth:`try_place` returned (the flavor attempt's callback)."""
+        assert isinstance(placed, GangPlacement)
+        self.record(gang, placed)
+
+    def placed_node(self, placed: object) -> int:
+        """The node of the first pod of a placement :meth:`try_place` returned."""
+        assert isinstance(placed, GangPlacement)
+        return placed.assignments[0].node
 
     # -- changes of the live state -------------------------------------------------------------
 

@@ -16,11 +16,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpufleet.domain import GPU, Binding, Node, NodeName, Pod, PodKey, SchedulerConfig, Snapshot
+from gpufleet.domain import (
+    GPU,
+    Binding,
+    FlavorChoice,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    ResourceFlavor,
+    SchedulerConfig,
+    Snapshot,
+)
 from gpufleet.engine.cluster import ClusterState
 from gpufleet.engine.feasibility import StaticFeasibility
+from gpufleet.engine.flavors import with_any_flavor, with_flavor
 from gpufleet.engine.fragmentation import TargetWorkload
-from gpufleet.engine.placement import Placer
+from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.workload import PodInfo, build_pods
 
 __all__ = ["PlacementSession"]
@@ -36,8 +48,15 @@ class PlacementSession:
     """
 
     def __init__(self, nodes: Sequence[Node], config: SchedulerConfig | None = None,
-                 target: TargetWorkload | Sequence[Pod] | None = None) -> None:
+                 target: TargetWorkload | Sequence[Pod] | None = None,
+                 flavors: Sequence[ResourceFlavor] = (), choice: FlavorChoice = FlavorChoice.IN_ORDER) -> None:
+        """``flavors``: the ResourceFlavors of one queue that lists them all in this order, each
+        with a quota of its capacity: a pod that asks GPUs takes the first flavor it fits on
+        (``choice`` InOrder) or the best node over all of them (BestPlacement), as the engine does
+        (docs/semantics.md, "GPU-model quotas")."""
         self.config = config or SchedulerConfig()
+        self.flavors = [dict(f.node_labels) for f in flavors]
+        self.choice = choice
         self.cluster = ClusterState(nodes, ())
         self.feasibility = StaticFeasibility(self.cluster.nodes, self.cluster.schedulable)
         if target is not None and not isinstance(target, TargetWorkload):
@@ -79,7 +98,8 @@ class PlacementSession:
             return None
         self._pods.append(info)
         self._grow()
-        assignment = self.placer.best_node(info)
+        assignment = self._flavored(info) if self.flavors and (info.whole or info.fractional) else (
+            self.placer.best_node(info))
         if assignment is None:
             self._pods.pop()
             return None
@@ -87,6 +107,28 @@ class PlacementSession:
         self._by_key[pod.key] = info.idx
         node = NodeName(self.cluster.nodes[assignment.node].name)
         return Binding(pod.key, node, tuple(sorted(assignment.gpus)), assignment.blocks)
+
+    def _flavored(self, info: PodInfo) -> Assignment | None:
+        """The placement on the first flavor the pod fits on (its pod given back after)."""
+        pod = info.pod
+        try:
+            if self.choice is FlavorChoice.BEST_PLACEMENT:
+                union = with_any_flavor(pod, self.flavors)
+                if union is None:
+                    return None
+                info.pod = union
+                return self.placer.best_node(info)
+            for labels in self.flavors:
+                flavored = with_flavor(pod, labels)
+                if flavored is None:
+                    continue
+                info.pod = flavored
+                assignment = self.placer.best_node(info)
+                if assignment is not None:
+                    return assignment
+            return None
+        finally:
+            info.pod = pod
 
     def release(self, key: PodKey) -> None:
         """Give back what a placed pod holds (the pod leaves)."""

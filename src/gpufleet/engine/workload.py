@@ -45,6 +45,7 @@ class PodInfo:
     bound_blocks: int | None = None
     start: float = 0.0
     name_rank: int = 0
+    flavor: int = -1  # the ResourceFlavor it takes (engine/flavors.py); -1: none
 
     @property
     def fractional(self) -> bool:

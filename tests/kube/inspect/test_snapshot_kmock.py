@@ -149,6 +149,7 @@ def test_crds_not_installed_over_http(tmp_path: Path) -> None:
         "the API server does not serve gpufleet.dev/v1alpha1 Queue",
         "the API server does not serve gpufleet.dev/v1alpha1 PodGroup",
         "the API server does not serve gpufleet.dev/v1alpha1 Project",
+        "the API server does not serve gpufleet.dev/v1alpha1 ResourceFlavor",
     ]
 
 

@@ -30,6 +30,7 @@ from gpufleet.adapters._k8s_models import (
     pod_group_from_dict,
     project_from_dict,
     queue_from_dict,
+    resource_flavor_from_dict,
     scheduler_config_from_dict,
 )
 from gpufleet.adapters.quantity import QuantityError, to_milli
@@ -39,7 +40,7 @@ from gpufleet.kube.install.crds import CRD_KINDS, GROUP, VERSION, SchemaConversi
 SPEC = Path(__file__).resolve().parents[4] / "shared" / "spec"
 KUBE_VERSIONS = ("1.27.0", "1.37.0")  # the chart's kubeVersion floor and the newest schemas bundled
 LOADERS = {"Queue": queue_from_dict, "PodGroup": pod_group_from_dict, "SchedulerConfig": scheduler_config_from_dict,
-           "Project": project_from_dict}
+           "Project": project_from_dict, "ResourceFlavor": resource_flavor_from_dict}
 
 
 # --- the API server's validation, emulated ------------------------------------------------------
@@ -185,10 +186,11 @@ def test_a_misspelt_crd_field_is_caught_by_the_crd_validation() -> None:
 def test_names_scopes_subresources() -> None:
     crds = {c["spec"]["names"]["kind"]: c for c in all_crds()}
     assert {kind: c["spec"]["scope"] for kind, c in crds.items()} == {
-        "Queue": "Cluster", "PodGroup": "Namespaced", "SchedulerConfig": "Cluster", "Project": "Cluster"}  # fmt: skip
+        "Queue": "Cluster", "PodGroup": "Namespaced", "SchedulerConfig": "Cluster", "Project": "Cluster",
+        "ResourceFlavor": "Cluster"}  # fmt: skip
     assert {c["metadata"]["name"] for c in crds.values()} == {
         "queues.gpufleet.dev", "podgroups.gpufleet.dev", "schedulerconfigs.gpufleet.dev",
-        "projects.gpufleet.dev"}  # fmt: skip
+        "projects.gpufleet.dev", "resourceflavors.gpufleet.dev"}  # fmt: skip
     for c in crds.values():
         assert c["spec"]["group"] == "gpufleet.dev"
         [version] = c["spec"]["versions"]
@@ -198,7 +200,8 @@ def test_names_scopes_subresources() -> None:
     assert "subresources" not in crds["SchedulerConfig"]["spec"]["versions"][0]
     assert crds["Project"]["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert {kind: c["spec"]["names"]["shortNames"] for kind, c in crds.items()} == {
-        "Queue": ["gq"], "PodGroup": ["gpg"], "SchedulerConfig": ["gsc"], "Project": ["gproj"]}  # fmt: skip
+        "Queue": ["gq"], "PodGroup": ["gpg"], "SchedulerConfig": ["gsc"], "Project": ["gproj"],
+        "ResourceFlavor": ["grf"]}  # fmt: skip
     assert {kind: c["spec"]["names"]["categories"] for kind, c in crds.items()} == {
         kind: ["gpufleet"] for kind in crds}  # `kubectl get gpufleet` lists them all
 
@@ -220,7 +223,7 @@ PEER_NAMES = {
 def test_short_names_collide_with_no_peer() -> None:
     taken = set().union(*PEER_NAMES.values())
     ours = [name for kind in CRD_KINDS for name in kind.short_names]
-    assert len(ours) == len(set(ours)) and sorted(ours) == ["gpg", "gproj", "gq", "gsc"]
+    assert len(ours) == len(set(ours)) and sorted(ours) == ["gpg", "gproj", "gq", "grf", "gsc"]
     assert taken.isdisjoint(ours)
 
 
@@ -258,7 +261,7 @@ def test_printer_columns_point_at_fields_of_the_schema(kind: Any) -> None:
     names = [column["name"] for column in version["additionalPrinterColumns"]]
     expected = {"Queue": {"Parent", "GPU Quota", "GPU Usage", "Pending"},
                 "PodGroup": {"MinMember", "Phase", "Bound"}, "SchedulerConfig": {"Placement"},
-                "Project": {"Queues", "Namespaces", "Conflict"}}[kind.kind]  # fmt: skip
+                "Project": {"Queues", "Namespaces", "Conflict"}, "ResourceFlavor": {"Labels"}}[kind.kind]  # fmt: skip
     assert expected <= set(names)
 
 

@@ -173,7 +173,7 @@ def test_update_chart_writes_the_generated_files_and_is_idempotent(tmp_path: Pat
     files = sorted(p.relative_to(chart).as_posix() for p in chart.rglob("*.yaml") if p.name != "Chart.yaml")
     assert files == ["files/admission/pod-annotations-policy.yaml",
                      "files/crds/gpufleet.dev_podgroups.yaml", "files/crds/gpufleet.dev_projects.yaml",
-                     "files/crds/gpufleet.dev_queues.yaml",
+                     "files/crds/gpufleet.dev_queues.yaml", "files/crds/gpufleet.dev_resourceflavors.yaml",
                      "files/crds/gpufleet.dev_schedulerconfigs.yaml", "files/prometheus/rules.yaml",
                      "files/rbac/agent-rules.yaml", "files/rbac/cluster-rules.yaml",
                      "files/rbac/leader-election-rules.yaml", "files/rbac/tenancy-roles.yaml",

@@ -55,6 +55,8 @@ class Kind(Enum):
     NAMESPACE = ("", "v1", "Namespace", "namespaces", False)
     # Tenancy (docs/tenancy.md): Projects for the controller; the RBAC kinds for snapshots.
     PROJECT = (API_GROUP, API_VERSION, "Project", "projects", False)
+    # GPU-model quotas (docs/semantics.md): the flavors Queues give quota on.
+    RESOURCE_FLAVOR = (API_GROUP, API_VERSION, "ResourceFlavor", "resourceflavors", False)
     ROLE = ("rbac.authorization.k8s.io", "v1", "Role", "roles", True)
     CLUSTER_ROLE = ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
     ROLE_BINDING = ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)

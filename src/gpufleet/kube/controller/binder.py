@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpufleet.domain import (
+    ANNOTATION_FLAVOR,
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     ANNOTATION_GPU_MEMORY,
@@ -100,6 +101,8 @@ def desired_annotations(pod: Mapping[str, Any] | None, binding: Binding,
         wanted[ANNOTATION_GPU_BLOCKS] = None  # a leftover of an earlier fractional binding
     if binding.gpu_blocks is None and ANNOTATION_MPS_MEM_LIMIT in current:
         wanted[ANNOTATION_MPS_MEM_LIMIT] = None
+    if binding.flavor is not None or ANNOTATION_FLAVOR in current:  # ours: a tenant's is overwritten
+        wanted[ANNOTATION_FLAVOR] = binding.flavor
     return {k: v for k, v in wanted.items() if current.get(k) != v}
 
 

@@ -37,9 +37,11 @@ from gpufleet.domain import (
     Queue,
     QueueName,
     ResourceClaim,
+    ResourceFlavor,
     SchedulerConfig,
     Snapshot,
 )
+from gpufleet.domain.flavors import flavor_problems
 from gpufleet.domain.queues import (
     NotALeaf,
     QueueProblem,
@@ -75,7 +77,7 @@ __all__ = [
 CONVERTED_KINDS = (Kind.NODE, Kind.POD, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG,
                    Kind.PERSISTENT_VOLUME_CLAIM, Kind.PERSISTENT_VOLUME, Kind.STORAGE_CLASS, Kind.NAMESPACE,
                    Kind.PROJECT, Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM,
-                   Kind.RESOURCE_CLAIM_TEMPLATE)  # fmt: skip
+                   Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_FLAVOR)  # fmt: skip
 # Dynamic Resource Allocation (docs/semantics-notes.md): absent from a cluster without resource.k8s.io/v1.
 DRA_KINDS = (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE)
 NOT_OURS = "default-scheduler"
@@ -229,6 +231,10 @@ def build_snapshot(
     out_problems = list(problems)
     if broken:
         out_problems.extend(f"Queue {name}: {_queue_problem_text(why)}" for name, why in sorted(broken.items()))
+    flavors: list[ResourceFlavor] = sorted(objects.get(Kind.RESOURCE_FLAVOR, ()), key=lambda f: f.name)
+    if flavors or any(q.flavors for q in queues):  # the engine leaves such flavors out (docs/semantics.md)
+        out_problems.extend(f"{p.kind} {p.name}: {p.path}: {p.message}: unusable"
+                            for p in flavor_problems(flavors, queues, nodes))
 
     pods: dict[PodKey, Pod] = {}
     queue_of: dict[PodKey, str] = {}
@@ -274,6 +280,8 @@ def build_snapshot(
     snapshot = _with_allocated_claims(snapshot, [b for b in overlay.placed.values() if b.devices])
     if projects:  # a cluster without Projects: the snapshot it always had
         snapshot = dataclasses.replace(snapshot, projects=tuple(projects))
+    if flavors:
+        snapshot = dataclasses.replace(snapshot, flavors=tuple(flavors))
     return SnapshotView(snapshot, pods, groups, queue_of, rejected, tuple(out_problems))
 
 
@@ -351,7 +359,7 @@ def _with_allocated_claims(snapshot: Snapshot, placed: list[Binding]) -> Snapsho
 def check_snapshot(view: SnapshotView) -> str | None:
     """The replay loader's cross-object checks as a last safety net: None, or the problem."""
     try:
-        validate_snapshot(view.snapshot, "cluster", projects=False)
+        validate_snapshot(view.snapshot, "cluster", projects=False, flavors=False)
     except InputError as err:
         return str(err)
     return None
@@ -397,7 +405,7 @@ def _projection(kind: Kind, obj: Mapping[str, Any] | None) -> Any:
             meta.get("labels"), _ours(meta.get("annotations")), spec.get("unschedulable"), spec.get("taints"),
             status.get("allocatable"),
         )
-    if kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG, Kind.PROJECT):
+    if kind in (Kind.QUEUE, Kind.POD_GROUP, Kind.SCHEDULER_CONFIG, Kind.PROJECT, Kind.RESOURCE_FLAVOR):
         return (meta.get("labels"), spec)  # status is ours: writing it must not start a cycle
     if kind is Kind.NAMESPACE:
         return meta.get("labels")  # what Project namespace selectors and namespaceSelectors read

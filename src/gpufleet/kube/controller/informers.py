@@ -40,7 +40,7 @@ INFORMED_KINDS = (*CONVERTED_KINDS, Kind.PDB)
 # Kinds whose CRD may be missing (an install whose CRDs are managed apart and not yet upgraded): while
 # the API server does not serve one (404), its informer counts as synced with no objects, so that a
 # cluster without Projects is scheduled exactly as before; it keeps trying, and lists once served.
-OPTIONAL_KINDS = (Kind.PROJECT, *DRA_KINDS)  # DRA: a cluster without resource.k8s.io/v1 has none
+OPTIONAL_KINDS = (Kind.PROJECT, Kind.RESOURCE_FLAVOR, *DRA_KINDS)  # DRA: a cluster without resource.k8s.io/v1 has none
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -238,7 +238,9 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
     if claims is not None:
         lines.append(claims)
     if binding is not None:
-        lines.append(f"gpufleet would bind it to node {binding.node} ({_gpus(binding.gpus, binding.gpu_blocks)}).")
+        flavor = f", on flavor {binding.flavor}" if binding.flavor else ""
+        gpus = _gpus(binding.gpus, binding.gpu_blocks)
+        lines.append(f"gpufleet would bind it to node {binding.node} ({gpus}){flavor}.")
         if binding.volumes:
             lines.append("With its volumes: " + "; ".join(
                 f'persistentvolumeclaim "{v.claim}" ' + (f'gets persistentvolume "{v.volume}"' if v.volume is not None
@@ -313,7 +315,8 @@ def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
         "node": pod.node_name if pod is not None and pod.bound else None,
         "decision": decision,
         "binding": None if binding is None else {
-            "node": binding.node, "gpus": list(binding.gpus), "gpuBlocks": binding.gpu_blocks},
+            "node": binding.node, "gpus": list(binding.gpus), "gpuBlocks": binding.gpu_blocks,
+            **({"flavor": binding.flavor} if binding.flavor else {})},
         "pendingReason": pending.reason if pending is not None and binding is None else None,
         "evictedBy": None if eviction is None else {"pod": eviction.by, "reason": eviction.reason.value},
         "evicts": [{"pod": e.pod, "reason": e.reason.value} for e in evicts],

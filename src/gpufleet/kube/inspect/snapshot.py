@@ -48,7 +48,7 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 SNAPSHOT_KINDS = (Kind.SCHEDULER_CONFIG, Kind.PRIORITY_CLASS, Kind.QUEUE, Kind.NODE, Kind.POD_GROUP, Kind.POD,
                   Kind.STORAGE_CLASS, Kind.PERSISTENT_VOLUME, Kind.PERSISTENT_VOLUME_CLAIM, Kind.NAMESPACE,
                   Kind.PROJECT, Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM_TEMPLATE,
-                  Kind.RESOURCE_CLAIM)  # fmt: skip
+                  Kind.RESOURCE_CLAIM, Kind.RESOURCE_FLAVOR)  # fmt: skip
 # Dynamic Resource Allocation: a cluster that does not serve resource.k8s.io/v1 simply has none.
 _DRA_KINDS = (Kind.RESOURCE_SLICE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_CLAIM)
 # Read after them, where the API server lets the reader (see the module docstring), in this order.

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from gpufleet.adapters import PodGroupSpec, ProjectModel, QueueSpec, SchedulerConfigSpec
+from gpufleet.adapters import PodGroupSpec, ProjectModel, QueueSpec, ResourceFlavorSpec, SchedulerConfigSpec
 from gpufleet.domain import API_GROUP as GROUP
 from gpufleet.domain import API_VERSION as VERSION
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
@@ -268,6 +268,21 @@ CRD_KINDS: tuple[CrdKind, ...] = (
             _AGE,
         ),
         short_names=("gproj",),
+    ),
+    CrdKind(
+        kind="ResourceFlavor",
+        plural="resourceflavors",
+        namespaced=False,
+        description="A GPU model (or any node class): the nodes carrying all of its labels. Queues give "
+        "quota per flavor in spec.flavors (docs/semantics.md, \"GPU-model quotas\").",
+        spec_model=ResourceFlavorSpec,
+        spec_required=True,
+        status_model=None,
+        columns=(
+            PrinterColumn("Labels", "string", ".spec.nodeLabels", "Labels a node of the flavor carries."),
+            _AGE,
+        ),
+        short_names=("grf",),
     ),
 )
 

@@ -31,7 +31,7 @@ RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
      "verbs": ["list", "watch", "patch"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list", "watch"]},
-    {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs"],
+    {"apiGroups": [API_GROUP], "resources": ["queues", "podgroups", "schedulerconfigs", "resourceflavors"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues/status", "podgroups/status"], "verbs": ["patch"]},
     # A drained gang's age on its PodGroup (annotation gpufleet.dev/queued-at).

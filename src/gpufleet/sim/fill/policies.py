@@ -20,7 +20,20 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.domain import BLOCKS_PER_GPU, CPU, GPU, MILLI, MILLI_PER_BLOCK, Node, Placement, Pod, SchedulerConfig
+from gpufleet.domain import (
+    BLOCKS_PER_GPU,
+    CPU,
+    GPU,
+    LABEL_GPU_PRODUCT,
+    MILLI,
+    MILLI_PER_BLOCK,
+    FlavorChoice,
+    Node,
+    Placement,
+    Pod,
+    ResourceFlavor,
+    SchedulerConfig,
+)
 from gpufleet.engine import (  # node_fit, share_cells: the engine's fit test
     BoolArray,
     ChangedNodes,
@@ -402,8 +415,10 @@ class EnginePolicy(FillPolicy):
     """The engine's own placement (``binpack``, ``spread`` or ``defrag``) through a PlacementSession."""
 
     def __init__(self, nodes: Sequence[Node], placement: Placement, target: TargetWorkload | None,
-                 name: str) -> None:
-        self.session = PlacementSession(nodes, SchedulerConfig(placement=placement), target=target)
+                 name: str, flavors: Sequence[ResourceFlavor] = (),
+                 choice: FlavorChoice = FlavorChoice.IN_ORDER) -> None:
+        self.session = PlacementSession(nodes, SchedulerConfig(placement=placement), target=target, flavors=flavors,
+                                        choice=choice)
         self.cluster = self.session.cluster
         self.feasibility = self.session.feasibility
         self.name = name
@@ -430,8 +445,24 @@ ENGINE_POLICIES: dict[str, Placement] = {
     "gpufleet": Placement.DEFRAG,
     "binpack": Placement.BINPACK,
     "spread": Placement.SPREAD,
+    # GPU-model quotas (docs/semantics.md): one ResourceFlavor per GPU model, a queue listing them all
+    # (most GPUs first), each with a quota of its capacity: a task takes the first model it fits on
+    # (flavorChoice InOrder), or the best node over all models (BestPlacement).
+    "gpufleet-flavors": Placement.DEFRAG,
+    "gpufleet-flavors-best": Placement.DEFRAG,
 }
 POLICIES = (*BASELINES, *ENGINE_POLICIES)
+
+
+def model_flavors(nodes: Sequence[Node]) -> list[ResourceFlavor]:
+    """One ResourceFlavor per GPU model (label ``nvidia.com/gpu.product``) of ``nodes``, the model
+    with the most GPUs first (ties by name)."""
+    gpus: dict[str, int] = {}
+    for node in nodes:
+        model = node.labels.get(LABEL_GPU_PRODUCT)
+        if model is not None and node.allocatable.get(GPU, 0) > 0:
+            gpus[model] = gpus.get(model, 0) + node.allocatable[GPU]
+    return [ResourceFlavor(m.lower(), ((LABEL_GPU_PRODUCT, m),)) for m in sorted(gpus, key=lambda m: (-gpus[m], m))]
 
 
 def make_policy(name: str, nodes: Sequence[Node], rng: np.random.Generator, target: TargetWorkload,
@@ -443,7 +474,9 @@ def make_policy(name: str, nodes: Sequence[Node], rng: np.random.Generator, targ
     if name in ENGINE_POLICIES:
         placement = ENGINE_POLICIES[name]
         defrag_target = (engine_target or target) if placement == Placement.DEFRAG else None
-        return EnginePolicy(nodes, placement, defrag_target, name)
+        flavored = name.startswith("gpufleet-flavors")
+        return EnginePolicy(nodes, placement, defrag_target, name, model_flavors(nodes) if flavored else (),
+                            FlavorChoice.BEST_PLACEMENT if name == "gpufleet-flavors-best" else FlavorChoice.IN_ORDER)
     raise ValueError(f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
 
 

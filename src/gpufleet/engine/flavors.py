@@ -1,0 +1,391 @@
+"""GPU-model quotas: ResourceFlavors as quota dimensions of their own, and the flavor fallback of an
+attempt (docs/semantics.md, "GPU-model quotas (resource flavors)").
+
+The mapping is done at the edges, so that the queue machinery (fair order, borrowing, lending,
+reclaim, preemption) works per flavor unchanged: a Queue's ``spec.flavors`` entry (F, R) becomes the
+managed resource ``R@F`` of the forest, whose capacity is R on the nodes of F; a pod that takes
+flavor F counts R on ``R@F`` instead of R (:meth:`FlavorBook.move`); and a flavor's placement is the
+member's placement with F's labels added to its node selector (:meth:`FlavorBook.applied`). Nothing
+here runs for a snapshot whose queues list no flavor (the engine then holds no book).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from gpufleet.domain import (
+    GPU,
+    MILLI,
+    FlavorChoice,
+    Pod,
+    Queue,
+    QueueResource,
+    ResourceFlavor,
+    SelectorRequirement,
+    SelectorTerm,
+)
+from gpufleet.domain.flavors import flavored, overlapping_flavors
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+from gpufleet.engine.workload import Gang, PodInfo
+
+if TYPE_CHECKING:
+    from gpufleet.engine.queues import QueueForest
+
+__all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_any_flavor", "with_flavor"]
+
+
+def with_flavor(pod: Pod, labels: Mapping[str, str]) -> Pod | None:
+    """``pod`` with a flavor's ``labels`` added to its node selector: its placement on the flavor's
+    nodes (None: its selector names one of them with another value, so it excludes the flavor)."""
+    selector = dict(pod.node_selector)
+    for k, v in labels.items():
+        if selector.setdefault(k, v) != v:
+            return None
+    return dataclasses.replace(pod, node_selector=selector)
+
+
+def with_any_flavor(pod: Pod, flavors: Sequence[Mapping[str, str]]) -> Pod | None:
+    """``pod`` placed on the nodes of any of ``flavors`` (each a flavor's labels): its required
+    node affinity becomes each of its terms with each flavor's labels (None: it excludes them all)."""
+    usable = [labels for labels in flavors if all(pod.node_selector.get(k, v) == v for k, v in labels.items())]
+    if len(usable) <= 1:
+        return with_flavor(pod, usable[0]) if usable else None
+    terms = pod.affinity or (SelectorTerm(),)
+    return dataclasses.replace(pod, affinity=tuple(
+        SelectorTerm(t.expressions + tuple(SelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items())),
+                     t.fields)
+        for t in terms for labels in usable))
+
+
+class Placed(Protocol):
+    """A gang placement (engine/placement.py's GangPlacement, as this module reads it)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def why(self) -> str: ...
+
+
+class FlavorHost(Protocol):
+    """What an attempt over flavors calls back (the engine)."""
+
+    forest: QueueForest
+
+    def gang_request(self, members: list[int]) -> list[int]: ...
+
+    def quota_gate(self, gang: Gang, request: list[int]) -> str: ...
+
+    def try_place(self, gang: Gang, members: list[int], request: list[int]) -> Placed: ...
+
+    def record_placed(self, gang: Gang, placed: Placed) -> None: ...
+
+    def placed_node(self, placed: Placed) -> int: ...
+
+    def preempt_for(self, gang: Gang, members: list[int], request: list[int],
+                    failed: Callable[[], str]) -> tuple[bool, str]: ...
+
+
+Outcome = tuple[bool, str]
+
+
+class FlavorBook:
+    """The flavors of one engine call: which node is of which flavor, each leaf's flavors in order,
+    and the pods' flavored copies."""
+
+    def __init__(self, flavors: Sequence[ResourceFlavor], queues: Sequence[Queue], cluster: ClusterState) -> None:
+        nodes = cluster.nodes
+        self.warnings: list[str] = []
+        bad = overlapping_flavors(flavors, nodes)
+        for name, node in sorted(bad.items()):
+            self.warnings.append(f"ResourceFlavor {name}: node {node} is of another flavor too (overlapping "
+                                 "flavors): the flavor is left out")
+        usable = [f for f in flavors if f.name not in bad and f.node_labels]
+        # Flavors a queue names that cannot be used (overlapping, without labels, unknown: the
+        # controller's input; replay refuses them): they hold no node, and their pods wait.
+        known = {f.name for f in flavors}
+        self.unusable: dict[str, str] = {name: "overlapping flavors" for name in bad}
+        self.unusable.update({f.name: "no node labels" for f in flavors if not f.node_labels})
+        self.unusable.update({qf.name: "no such ResourceFlavor" for q in queues for qf in q.flavors
+                              if qf.name not in known})
+        self.names: list[str] = [f.name for f in usable] + sorted(self.unusable)
+        self.labels: list[dict[str, str]] = [dict(f.node_labels) for f in usable] + [{} for _ in self.unusable]
+        self.of: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        # Node -> its flavor (-1: none); one vector test per label, once per call.
+        self.node_flavor: IntArray = np.full(len(nodes), -1, dtype=np.int64)
+        self.masks: list[BoolArray] = []
+        for i, rf in enumerate(usable):
+            mask = np.ones(len(nodes), dtype=np.bool_)
+            for key, value in rf.node_labels:
+                mask &= np.array([n.labels.get(key) == value for n in nodes], dtype=np.bool_)
+            self.node_flavor[mask] = i
+            self.masks.append(mask)
+        self.masks += [np.zeros(len(nodes), dtype=np.bool_) for _ in self.unusable]
+        # The flavors each queue lists (usable ones, in its order) and the resources they name.
+        self.queue_flavors: dict[str, list[tuple[int, Mapping[str, QueueResource]]]] = {}
+        self.best_named = {q.name for q in queues if q.flavor_choice is FlavorChoice.BEST_PLACEMENT}
+        for q in queues:
+            firsts = {qf.name: qf for qf in reversed(q.flavors)}  # a flavor listed twice: its first entry
+            listed = [(self.of[qf.name], qf.resources) for qf in q.flavors if firsts[qf.name] is qf]
+            if q.flavors:
+                self.queue_flavors[q.name] = listed
+        self.flavored_resources: set[str] = {r for listed in self.queue_flavors.values()
+                                             for _, res in listed for r in res}
+        self.leaf_resources: dict[int, tuple[str, ...]] = {}
+        self.capacity: dict[str, int] = {}
+        sched = cluster.schedulable
+        for listed in self.queue_flavors.values():
+            for k, res in listed:
+                rows = sched & self.masks[k]
+                for r in res:
+                    if r == GPU:
+                        amount = int(cluster.gpu_count[rows].sum()) * MILLI
+                    else:
+                        j = cluster.res_index.get(r)
+                        amount = 0 if j is None else sum(cluster.alloc[rows, j].tolist())
+                    self.capacity[flavored(r, self.names[k])] = amount
+        # Set by :meth:`bind` once the forest is built.
+        self.leaf_flavors: dict[int, list[int]] = {}
+        self.best_leaves: set[int] = set()  # leaves whose flavorChoice is BestPlacement
+        self._moves: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
+        self._pods: dict[tuple[int, int], Pod] = {}
+        self._reach: dict[tuple[object, int], bool] = {}
+        self._original: dict[int, Pod] = {}
+
+    @staticmethod
+    def of_snapshot(flavors: Sequence[ResourceFlavor], queues: Sequence[Queue],
+                    cluster: ClusterState) -> FlavorBook | None:
+        """The book, or None when no queue lists a flavor (then nothing of this module runs)."""
+        if not any(q.flavors for q in queues):
+            return None
+        return FlavorBook(flavors, queues, cluster)
+
+    def queues(self, queues: Sequence[Queue]) -> list[Queue]:
+        """``queues`` with each flavor entry (F, R) as the resource ``R@F`` of the queue."""
+        out = []
+        for q in queues:
+            listed = self.queue_flavors.get(q.name)
+            if not listed:
+                out.append(q)
+                continue
+            resources = dict(q.resources)
+            for f, res in listed:
+                for r, spec in res.items():
+                    resources[flavored(r, self.names[f])] = spec
+            out.append(dataclasses.replace(q, resources=resources))
+        return out
+
+    def bind(self, forest: QueueForest, pods: Sequence[PodInfo], cluster: ClusterState) -> None:
+        """Learn the forest's numbering; set each pod's flavor: its node's for a running pod that
+        takes one, else none."""
+        column = {r: j for j, r in enumerate(forest.managed)}
+        for name, listed in self.queue_flavors.items():
+            leaf = forest.index.get(name)  # type: ignore[call-overload]
+            if leaf is None or not forest.is_leaf(leaf) or not listed:
+                continue
+            self.leaf_flavors[leaf] = [f for f, _ in listed]
+            if name in self.best_named:
+                self.best_leaves.add(leaf)
+            self.leaf_resources[leaf] = tuple(sorted({r for _, res in listed for r in res}))
+            for f, res in listed:
+                self._moves[(leaf, f)] = [(r, column.get(r, -1), column[flavored(r, self.names[f])])
+                                          for r in sorted(res) if flavored(r, self.names[f]) in column]
+        # Every flavored dimension of every flavor a running pod's node can be of, for its leaf.
+        for leaf in self.leaf_flavors:
+            for f in range(len(self.names)):
+                if (leaf, f) not in self._moves:
+                    self._moves[(leaf, f)] = [(r, column.get(r, -1), column[flavored(r, self.names[f])])
+                                              for r in sorted(self.flavored_resources)
+                                              if flavored(r, self.names[f]) in column]
+        index = cluster.index
+        leaves = self.leaf_flavors
+        for info in pods:
+            info.flavor = -1
+            if info.queue in leaves and info.pod.node_name is not None and self.takes(info):
+                node = index.get(info.pod.node_name)
+                if node is not None:
+                    info.flavor = int(self.node_flavor[node])
+
+    # -- what a pod counts ---------------------------------------------------------------------
+
+    def takes(self, info: PodInfo) -> bool:
+        """Whether the pod takes a flavor: its leaf lists flavors and it asks a resource they name."""
+        names = self.leaf_resources.get(info.queue)
+        if names is None:
+            return False
+        requests = info.pod.requests
+        for r in names:
+            if r == GPU:
+                if info.whole or info.fractional:
+                    return True
+            elif requests.get(r, 0) > 0:
+                return True
+        return False
+
+    def takes_gang(self, gang: Gang, members: Sequence[int], pods: Sequence[PodInfo]) -> bool:
+        """Whether the gang is tried over flavors: a member takes one, and no member runs outside
+        every flavor (such a gang is placed as without flavors)."""
+        if gang.queue not in self.leaf_flavors or not any(self.takes(pods[m]) for m in members):
+            return False
+        return all(pods[m].flavor >= 0 for m in gang.members if pods[m].node is not None and self.takes(pods[m]))
+
+    def move(self, info: PodInfo, vec: list[int], gpu_milli: Callable[[PodInfo], int]) -> list[int]:
+        """``vec`` (the pod's quota vector over the managed resources) with what it asks of each
+        flavored resource moved to its flavor's dimension (its flavor, else its leaf's first)."""
+        f = info.flavor
+        if f < 0:
+            if info.pod.node_name is not None or not self.takes(info):
+                return vec
+            f = self.leaf_flavors[info.queue][0]
+        moves = self._moves.get((info.queue, f))
+        if not moves:
+            return vec
+        requests = info.pod.requests
+        for r, plain, dim in moves:
+            amount = gpu_milli(info) if r == GPU else requests.get(r, 0)
+            if plain >= 0:
+                vec[plain] -= amount
+            vec[dim] += amount
+        return vec
+
+    # -- placement on a flavor -------------------------------------------------------------------
+
+    def _flavored_pod(self, info: PodInfo, f: int) -> Pod | None:
+        """The pod with flavor ``f``'s labels added to its node selector (None: its selector names
+        one of them with another value). Kept per (pod, flavor): the static masks are cached by it."""
+        key = (info.idx, f)
+        got = self._pods.get(key)
+        if got is None:
+            got = with_flavor(self._original.get(info.idx, info.pod), self.labels[f])
+            if got is None:
+                return None
+            self._pods[key] = got
+        return got
+
+    def candidates(self, gang: Gang, members: Sequence[int], pods: Sequence[PodInfo],
+                   feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> tuple[list[int], list[str]]:
+        """The gang's candidate flavors in its queue's order, and why each other one is out (a
+        member's static mask meets no node of the flavor: the same as its selector with the
+        flavor's labels added; answered once per distinct constraints and flavor)."""
+        reach = self._reach
+        listed = self.leaf_flavors[gang.queue]
+        running = next((pods[m].flavor for m in gang.members if pods[m].node is not None), None)
+        out: list[int] = []
+        why: list[str] = []
+        for f in listed:
+            name = self.names[f]
+            if name in self.unusable:
+                why.append(f"{name}: unusable ({self.unusable[name]})")
+                continue
+            if running is not None and f != running:
+                why.append(f"{name}: the gang runs on another flavor")
+                continue
+            for m in members:
+                pod = self._original.get(m, pods[m].pod)
+                k = (key(pod), f)
+                ok = reach.get(k)
+                if ok is None:
+                    ok = reach[k] = bool((feasible(pod) & self.masks[f]).any())
+                if not ok:
+                    why.append(f"{name}: excluded by the node selection of pod {pods[m].key}")
+                    break
+            else:
+                out.append(f)
+        return out, why
+
+    @contextmanager
+    def applied(self, members: Sequence[int], pods: Sequence[PodInfo], f: int) -> Iterator[None]:
+        """Members as placed on flavor ``f``: flavored pods and flavor set. The pods are given back
+        after; the flavor stays set (the caller clears it when the attempt fails)."""
+        for m in members:
+            info = pods[m]
+            self._original.setdefault(m, info.pod)
+            flavored_pod = self._flavored_pod(info, f)
+            assert flavored_pod is not None
+            info.pod = flavored_pod
+            info.flavor = f
+        try:
+            yield
+        finally:
+            for m in members:
+                pods[m].pod = self._original[m]
+
+    def attempt(self, host: FlavorHost, gang: Gang, members: list[int], pods: Sequence[PodInfo],
+                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> Outcome:
+        """Try the gang on its candidate flavors: in quota, then borrowing, then with preemption
+        (docs/semantics.md); commit on the first that admits it."""
+        cands, why = self.candidates(gang, members, pods, feasible, key)
+        leaf = gang.queue
+        if not cands:
+            return False, f"no flavor of queue {host.forest.name(leaf)} fits: " + "; ".join(why)
+        requests: dict[int, list[int]] = {}
+        tried: dict[int, str] = {}
+        inside: list[int] = []
+        outside: list[int] = []
+        for f in cands:
+            for m in members:  # what the members count on flavor f (no placement: the pods stay)
+                pods[m].flavor = f
+            requests[f] = host.gang_request(members)
+            (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
+        if leaf in self.best_leaves and len(members) == 1 and gang.alive == 0:
+            for tier in (inside, outside):
+                if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
+                    return True, ""
+        for f in inside + outside:
+            with self.applied(members, pods, f):
+                placed = host.try_place(gang, members, requests[f])
+                if placed.ok:
+                    host.record_placed(gang, placed)
+                    return True, ""
+                tried[f] = placed.why()
+        for f in cands:
+            with self.applied(members, pods, f):
+                ok, reason = host.preempt_for(gang, members, requests[f], partial(tried.__getitem__, f))
+            if ok:
+                return True, ""
+            tried[f] = reason
+        for m in members:
+            pods[m].flavor = -1
+        parts = [f"{self.names[f]}: {tried[f]}" for f in cands] + why
+        return False, "tried " + "; ".join(parts)
+
+    def _best_placement(self, host: FlavorHost, gang: Gang, m: int, pods: Sequence[PodInfo], tier: list[int],
+                        requests: dict[int, list[int]], tried: dict[int, str]) -> bool:
+        """A pod alone of a BestPlacement queue: placed on the best node over the flavors of ``tier``
+        that its queue's gates admit, taking the flavor of that node (committed on success)."""
+        admitted = []
+        for f in tier:
+            pods[m].flavor = f
+            reason = host.quota_gate(gang, requests[f])
+            if reason:
+                tried[f] = reason
+            else:
+                admitted.append(f)
+        if not admitted:
+            return False
+        info = pods[m]
+        original = self._original.setdefault(m, info.pod)
+        union = with_any_flavor(original, [self.labels[f] for f in admitted])
+        if union is None:
+            return False
+        info.pod = union
+        info.flavor = admitted[0]
+        try:
+            placed = host.try_place(gang, [m], requests[admitted[0]])
+            if placed.ok:
+                info.flavor = int(self.node_flavor[host.placed_node(placed)])
+                host.record_placed(gang, placed)
+                return True
+        finally:
+            info.pod = original
+        info.flavor = -1
+        return False
+
+    def name_of(self, info: PodInfo) -> str | None:
+        """The flavor a pod took (None: none)."""
+        return self.names[info.flavor] if info.flavor >= 0 else None
