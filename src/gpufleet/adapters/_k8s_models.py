@@ -32,6 +32,7 @@ from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
+    Consolidation,
     GpuFailurePolicy,
     IdlePolicy,
     ImagePolicy,
@@ -152,6 +153,18 @@ class DrainSpec(_Spec):
     )
 
 
+class ConsolidationSpec(_Spec):
+    enabled: StrictBool = Field(
+        False, description="Move checkpointed preemptible gangs to make room for a gang that fragmentation blocks."
+    )
+    maxMovesPerCycle: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        8, description="Most pods moved in one scheduling cycle."
+    )
+    maxMovesPerPodPerHour: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        1, description="Most moves of one pod within an hour (its gpufleet.dev/moved-at history)."
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -181,6 +194,9 @@ class SchedulerConfigSpec(_Spec):
     now: StrictStr | None = Field(
         None, description="The snapshot's time (RFC 3339), for replay of a saved state; the controller and "
         "the simulator use their own clock.",
+    )
+    consolidation: ConsolidationSpec | None = Field(
+        None, description="Consolidation (docs/semantics.md): absent or disabled, nothing moves.",
     )
 
 
@@ -324,7 +340,14 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         drain_cordoned=spec.drain.drainCordoned,
         admission=spec.admission,
         now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
+        consolidation=_consolidation(spec.consolidation),
     )
+
+
+def _consolidation(spec: ConsolidationSpec | None) -> Consolidation | None:
+    if spec is None or not spec.enabled:
+        return None
+    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour)
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------

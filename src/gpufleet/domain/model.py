@@ -471,6 +471,16 @@ class PodGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class Consolidation:
+    """Consolidation (docs/semantics.md, "Consolidation"): moves of checkpointed preemptible gangs that
+    make room for a gang free capacity holds in total but not in shape."""
+
+    enabled: bool = False
+    max_moves_per_cycle: int = 8  # moved pods per schedule() call
+    max_moves_per_pod_per_hour: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     default_queue: QueueName = QueueName("default")
     topology_levels: tuple[str, ...] = ()
@@ -486,6 +496,7 @@ class SchedulerConfig:
     # controller and the simulator set it every cycle, replay reads it from the file or --now. None:
     # unknown, and every rule that needs a time (ages, runtimes, decay) is off.
     now: float | None = None
+    consolidation: Consolidation | None = None  # None: off (docs/semantics.md, "Consolidation")
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").
@@ -595,6 +606,19 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Move:
+    """A running pod moved to make room for a pending gang (docs/semantics.md, "Consolidation")."""
+
+    pod: PodKey
+    from_node: NodeName
+    from_gpus: tuple[int, ...]
+    to_node: NodeName
+    to_gpus: tuple[int, ...]
+    for_gang: str  # the key of the gang it made room for
+    to_blocks: int | None = None  # fractional pods: their blocks on the target GPU
+
+
+@dataclass(frozen=True, slots=True)
 class PendingPod:
     pod: PodKey
     reason: str
@@ -609,3 +633,4 @@ class Decisions:
     pending: tuple[PendingPod, ...] = ()
     warnings: tuple[str, ...] = ()
     cycles: int = 0
+    moves: tuple[Move, ...] | None = None  # None: consolidation off; else sorted by pod
