@@ -85,9 +85,12 @@ class Consolidator:
         self.moved_gangs: set[int] = set()
         self.g_movable: BoolArray = self._movable(now)
         self.g_gpus = np.zeros(len(gangs), dtype=np.int64)
+        self.g_big = np.zeros(len(gangs), dtype=np.int64)  # whole GPUs of the gang's largest pod
         self.g_pods = np.array([len(g.members) for g in gangs], dtype=np.int64)
         for g in np.flatnonzero(self.g_movable).tolist():
-            self.g_gpus[g] = sum(pods[m].whole for m in gangs[g].members)
+            wholes = [pods[m].whole for m in gangs[g].members]
+            self.g_gpus[g] = sum(wholes)
+            self.g_big[g] = max(wholes)
         self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
 
     def _movable(self, now: float) -> BoolArray:
@@ -118,8 +121,12 @@ class Consolidator:
 
     # -- the search ----------------------------------------------------------------------------
 
-    def _live_movable(self, g: int, w: int) -> bool:
+    def _live_movable(self, g: int, w: int, want: int, room: int) -> bool:
+        """Whether gang ``g`` may move for W now and could help: its largest pod is smaller than W's
+        (a pod as large needs the room W lacks) and fits the most free GPUs of a node (``room``)."""
         if g == w or not self.g_movable[g] or g in self.moved_gangs:
+            return False
+        if self.g_big[g] >= want or self.g_big[g] > room:
             return False
         gang = self.gangs[g]
         return not gang.evicted and all(self.pods[m].node is not None for m in gang.members)
@@ -152,6 +159,7 @@ class Consolidator:
         if not len(short):
             return None
         self.plans_left -= 1
+        room = int(free.max())
         deficit = want - free[short]
         short = short[np.argsort(deficit, kind="stable")]
         w = gang.idx
@@ -163,7 +171,7 @@ class Consolidator:
             gpus_here = np.bincount(self.p_gang[on], weights=whole[np.searchsorted(idx, on)],
                                     minlength=len(self.gangs)).astype(np.int64)
             for g in np.flatnonzero(gpus_here).tolist():
-                if int(free[n]) + int(gpus_here[g]) >= want and self._live_movable(g, w):
+                if int(free[n]) + int(gpus_here[g]) >= want and self._live_movable(g, w, want, room):
                     singles.add(g)
         order = sorted(singles, key=lambda g: (int(self.g_pods[g]), int(self.g_gpus[g]), self.gangs[g].key))
         for g in order[:SINGLES]:
@@ -173,26 +181,35 @@ class Consolidator:
             placed = self._check(gang, members, required, [g], keep=True)
             if placed is not None:
                 return placed
-        # Greedy: fill the short nodes one after the other with the smallest movers there.
+        # Greedy: fill the short nodes one after the other with the smallest movers there, until as
+        # many more copies of W's largest pod fit as its pods of that size lack room for now.
+        big = sum(1 for m in members[:required] if pods[m].whole >= want)
+        lacking = max(1, big - int((free[mask] // want).sum()))
         chosen: list[int] = []
-        for n in short[:GREEDY_NODES].tolist():
+        filled = 0
+        for n in short[:lacking + GREEDY_NODES].tolist():
             if tests >= MAX_TESTS:
                 break
             on = idx[node_of[idx] == n]
             here = sorted({int(self.p_gang[p]) for p in on.tolist()} - set(chosen),
                           key=lambda g: (int(self.g_pods[g]), -int(self.g_gpus[g]), self.gangs[g].key))
             gap = want - int(free[n])
+            took: list[int] = []
             for g in here:
                 if gap <= 0:
                     break
-                if not self._live_movable(g, w):
+                if not self._live_movable(g, w, want, room):
                     continue
-                chosen.append(g)
+                took.append(g)
                 gap -= sum(pods[m].whole for m in self.gangs[g].members if pods[m].node == n)
-            if not chosen:
-                continue
-            if sum(int(self.g_pods[g]) for g in chosen) > self.budget:
+            if gap > 0 or not took:
+                continue  # this node cannot be filled by movers alone
+            if sum(int(self.g_pods[g]) for g in chosen + took) > self.budget:
                 break
+            chosen += took
+            filled += 1
+            if filled < lacking:
+                continue
             tests += 1
             if self._check(gang, members, required, chosen, keep=False) is None:
                 continue

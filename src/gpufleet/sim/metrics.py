@@ -197,8 +197,10 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
             "mean_stranded_share": _r(frag_share, 4),
             "mean_stranded_gpus": _r(float(s.stranded_milli.mean()) / MILLI, 3) if s.stranded_milli.size else 0.0,
             "typical_pod": {"gpus": typical.whole, "blocks": typical.blocks},
-            # GPU-hours of whole-GPU jobs queued while the free GPUs in total could hold them
+            # GPU-hours of whole-GPU jobs queued while the free GPUs in total of the nodes large
+            # enough for their largest pod could hold them (and counting every node's free GPUs)
             "delay_gpu_hours": _r(_gpu_hours(result.fragmentation_delay_ms), 3),
+            "delay_any_node_gpu_hours": _r(_gpu_hours(result.free_delay_ms), 3),
         },
         "moves": {
             "pods": result.moved_pods,

@@ -207,8 +207,10 @@ class SimResult:
     open_cost: tuple[float, ...]  # per job: cost of the run still open at the end
     allocations: tuple[Allocation, ...] = ()  # every start of a job's pods, in start order
     # Fragmentation delay (docs/semantics.md, "Consolidation"): milli-GPU-seconds of whole-GPU jobs
-    # queued while the free GPUs of the nodes up could hold them in total; and the pods moved.
+    # queued while the free GPUs of the nodes up that are large enough for their largest pod could
+    # hold them in total; ``free_delay_ms`` the same counting the free GPUs of every node up.
     fragmentation_delay_ms: float = 0.0
+    free_delay_ms: float = 0.0
     moved_pods: int = 0
 
 
@@ -306,9 +308,11 @@ class Timeline:
         self.consolidating = cons is not None and cons.enabled
         self.moved_at: dict[int, list[float]] = {}
         self.moved_pods = 0
-        # Queued whole-GPU jobs by GPU milli -> how many, for the fragmentation delay.
-        self.queued_sizes: dict[int, int] = {}
+        # Queued whole-GPU jobs by (GPU milli, largest pod's) -> how many, for the fragmentation delay.
+        self.queued_sizes: dict[tuple[int, int], int] = {}
+        self.node_gpu_milli = self.occupancy.gpus_per_node * MILLI
         self.frag_ms = 0.0
+        self.free_ms = 0.0
         self.frag_at = 0.0
 
     # -- setup ------------------------------------------------------------------------------
@@ -378,9 +382,17 @@ class Timeline:
         """Add the fragmentation delay from the last instant to ``t`` (the state constant between)."""
         dt = t - self.frag_at
         if dt > 0 and self.queued_sizes:
-            free = self.occupancy.capacity_milli() - int(self.queue_usage.sum())
-            rate = sum(m * c for m, c in self.queued_sizes.items() if m <= free)
-            self.frag_ms += rate * dt
+            free = self.occupancy.free_milli()
+            total = int(free.sum())
+            large: dict[int, int] = {}  # free GPUs on the nodes at least this large
+            for (m, pod), c in self.queued_sizes.items():
+                if m > total:
+                    continue
+                self.free_ms += m * c * dt
+                if pod not in large:
+                    large[pod] = int(free[self.node_gpu_milli >= pod].sum())
+                if m <= large[pod]:
+                    self.frag_ms += m * c * dt
         self.frag_at = max(self.frag_at, t)
 
     def _handle(self, t: float) -> None:
@@ -453,7 +465,8 @@ class Timeline:
         self.queued.add(j)
         self.queued_milli += job.gpu_milli
         if job.gpu_milli >= MILLI:
-            self.queued_sizes[job.gpu_milli] = self.queued_sizes.get(job.gpu_milli, 0) + 1
+            size = (job.gpu_milli, max(p.gpu_milli for p in job.pods))
+            self.queued_sizes[size] = self.queued_sizes.get(size, 0) + 1
         self.dirty = True
 
     def _start(self, j: int, t: float, placement: list[tuple[int, tuple[int, ...], int | None]]) -> None:
@@ -461,11 +474,12 @@ class Timeline:
         self.queued.discard(j)
         self.queued_milli -= job.gpu_milli
         if job.gpu_milli >= MILLI:
-            left = self.queued_sizes[job.gpu_milli] - 1
+            size = (job.gpu_milli, max(p.gpu_milli for p in job.pods))
+            left = self.queued_sizes[size] - 1
             if left:
-                self.queued_sizes[job.gpu_milli] = left
+                self.queued_sizes[size] = left
             else:
-                del self.queued_sizes[job.gpu_milli]
+                del self.queued_sizes[size]
         run.queued_s += t - run.queued_since
         run.status, run.run_start, run.placement = JobStatus.RUNNING, t, placement
         run.epoch += 1
@@ -782,6 +796,7 @@ class Timeline:
             open_cost=tuple(open_cost),
             allocations=tuple(self.allocations),
             fragmentation_delay_ms=self.frag_ms,
+            free_delay_ms=self.free_ms,
             moved_pods=self.moved_pods,
         )
 
