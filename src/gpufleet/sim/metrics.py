@@ -284,6 +284,7 @@ def summary_rows(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
         ("allocation (mean)", lambda m: m["allocation"]["mean"]),
         ("stranded share of free GPUs", lambda m: m["fragmentation"]["mean_stranded_share"]),
         ("fragmentation delay (GPU-hours)", lambda m: m["fragmentation"]["delay_gpu_hours"]),
+        ("  counting free GPUs of any node", lambda m: m["fragmentation"]["delay_any_node_gpu_hours"]),
         ("moved pods (share of pods)", lambda m: f"{m['moves']['pods']:,} ({m['moves']['share_of_pods']:.3%})"),
         ("GPU-hours", lambda m: m["gpu_hours"]),
         ("cost", lambda m: m["cost"]),
