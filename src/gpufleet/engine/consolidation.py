@@ -31,7 +31,8 @@ __all__ = ["Consolidator", "PlannedMove", "moves_within_hour"]
 MAX_TESTS = 32  # plans checked per gang W
 MAX_PLANS = 64  # gangs W one call looks for a plan for
 SINGLES = 12  # single movers tried
-GREEDY_NODES = 6  # short nodes a greedy fill may visit
+GREEDY_NODES = 6  # short nodes a greedy fill may visit beyond those it must fill
+MAX_GREEDY_NODES = 32
 HOUR = 3600.0
 
 
@@ -92,6 +93,9 @@ class Consolidator:
             self.g_gpus[g] = sum(wholes)
             self.g_big[g] = max(wholes)
         self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        self.p_gang_clipped = np.maximum(self.p_gang, 0)
+        self.p_ours = self.p_gang >= 0
+        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
 
     def _movable(self, now: float) -> BoolArray:
         limit = self.config.max_moves_per_pod_per_hour
@@ -148,34 +152,41 @@ class Consolidator:
         if int(free[mask].sum()) < need:
             return None  # not fragmentation: the GPUs are not there in total
         node_of = placer.node_of
-        movable_pod = self.g_movable[np.maximum(self.p_gang, 0)] & (self.p_gang >= 0) & (node_of >= 0)
-        if not movable_pod.any():
+        room = int(free.max())
+        # Pods of the gangs that may move for W and could help (vectorised over all pods).
+        g_ok = self.g_movable & (self.g_big < want) & (self.g_big <= room)
+        g_ok[gang.idx] = False
+        helpful = g_ok[self.p_gang_clipped] & self.p_ours & (node_of >= 0)
+        if not helpful.any():
             return None
-        idx = np.flatnonzero(movable_pod)
-        whole = np.fromiter((pods[i].whole for i in idx.tolist()), dtype=np.int64, count=len(idx))
-        mov = np.bincount(node_of[idx], weights=whole, minlength=len(free)).astype(np.int64)
+        idx = np.flatnonzero(helpful)
+        nodes_of = node_of[idx]
+        whole = self.p_whole[idx]
+        mov = np.bincount(nodes_of, weights=whole, minlength=len(free)).astype(np.int64)
         short_mask = mask & (free < want) & (free + mov >= want)
-        short = np.flatnonzero(short_mask)
-        if not len(short):
+        if not short_mask.any():
             return None
         self.plans_left -= 1
-        room = int(free.max())
+        # The helpful pods on short nodes, by node: ``at[n]`` .. ``at[n + 1]`` in ``by_node``.
+        on = short_mask[nodes_of]
+        idx, nodes_of, whole = idx[on], nodes_of[on], whole[on]
+        order = np.argsort(nodes_of, kind="stable")
+        idx, nodes_of, whole = idx[order], nodes_of[order], whole[order]
+        short = np.flatnonzero(short_mask)
         deficit = want - free[short]
         short = short[np.argsort(deficit, kind="stable")]
         w = gang.idx
         tests = 0
         # Single movers: a gang with GPUs on a short node that its leaving would fill.
-        singles: set[int] = set()
-        for n in short.tolist():
-            on = idx[node_of[idx] == n]
-            gpus_here = np.bincount(self.p_gang[on], weights=whole[np.searchsorted(idx, on)],
-                                    minlength=len(self.gangs)).astype(np.int64)
-            for g in np.flatnonzero(gpus_here).tolist():
-                if int(free[n]) + int(gpus_here[g]) >= want and self._live_movable(g, w, want, room):
-                    singles.add(g)
-        order = sorted(singles, key=lambda g: (int(self.g_pods[g]), int(self.g_gpus[g]), self.gangs[g].key))
-        for g in order[:SINGLES]:
-            if self.g_pods[g] > self.budget:
+        gangs_of = self.p_gang[idx]
+        pair = gangs_of * len(free) + nodes_of
+        pairs, inverse = np.unique(pair, return_inverse=True)
+        sums = np.bincount(inverse, weights=whole).astype(np.int64)
+        fills = free[pairs % len(free)] + sums >= want
+        singles = np.unique(pairs[fills] // len(free)).tolist()
+        ranked = sorted(singles, key=lambda g: (int(self.g_pods[g]), int(self.g_gpus[g]), self.gangs[g].key))
+        for g in ranked[:SINGLES]:
+            if self.g_pods[g] > self.budget or not self._live_movable(g, w, want, room):
                 continue
             tests += 1
             placed = self._check(gang, members, required, [g], keep=True)
@@ -187,11 +198,11 @@ class Consolidator:
         lacking = max(1, big - int((free[mask] // want).sum()))
         chosen: list[int] = []
         filled = 0
-        for n in short[:lacking + GREEDY_NODES].tolist():
+        for n in short[:min(lacking + GREEDY_NODES, MAX_GREEDY_NODES)].tolist():
             if tests >= MAX_TESTS:
                 break
-            on = idx[node_of[idx] == n]
-            here = sorted({int(self.p_gang[p]) for p in on.tolist()} - set(chosen),
+            lo, hi = np.searchsorted(nodes_of, [n, n + 1])
+            here = sorted(set(gangs_of[lo:hi].tolist()) - set(chosen),
                           key=lambda g: (int(self.g_pods[g]), -int(self.g_gpus[g]), self.gangs[g].key))
             gap = want - int(free[n])
             took: list[int] = []
@@ -259,5 +270,6 @@ class Consolidator:
         for a in saved:
             self.moves[a.pod] = PlannedMove(a.pod, a, dst[a.pod], gang.key)
         self.moved_gangs.update(movers)
+        self.g_movable[movers] = False
         self.budget -= len(saved)
         return GangPlacement(True, placed.assignments)
