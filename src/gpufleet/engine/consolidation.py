@@ -154,7 +154,7 @@ class Consolidator:
         node_of = placer.node_of
         room = int(free.max())
         # Pods of the gangs that may move for W and could help (vectorised over all pods).
-        g_ok = self.g_movable & (self.g_big < want) & (self.g_big <= room)
+        g_ok = self.g_movable & (self.g_big < want) & (self.g_big <= room) & (self.g_gpus < need)
         g_ok[gang.idx] = False
         helpful = g_ok[self.p_gang_clipped] & self.p_ours & (node_of >= 0)
         if not helpful.any():
@@ -215,7 +215,8 @@ class Consolidator:
                 gap -= sum(pods[m].whole for m in self.gangs[g].members if pods[m].node == n)
             if gap > 0 or not took:
                 continue  # this node cannot be filled by movers alone
-            if sum(int(self.g_pods[g]) for g in chosen + took) > self.budget:
+            if (sum(int(self.g_pods[g]) for g in chosen + took) > self.budget
+                    or sum(int(self.g_gpus[g]) for g in chosen + took) >= need):
                 break
             chosen += took
             filled += 1
