@@ -41,8 +41,18 @@ def test_disabled_is_off(tmp_path: Path) -> None:
     assert "moves" not in got
 
 
+def test_min_wait(tmp_path: Path) -> None:
+    """w was created at 00:00:00 and now is 02:00:00: it has waited 7,200 s."""
+    for wait, moved in ((7200, ["ml/a"]), (7201, [])):
+        config = tmp_path / "c.yaml"
+        config.write_text(CONFIG.read_text().replace("enabled: true", f"enabled: true, minWaitSeconds: {wait}"))
+        got = json.loads(_replay("--config", str(config), "--format", "json").stdout)
+        assert [m["pod"] for m in got["moves"]] == moved
+
+
 @pytest.mark.parametrize(("field", "value"), [("maxMovesPerCycle", "-1"), ("maxMovesPerPodPerHour", "'x'"),
-                                              ("enabled", "'yes'"), ("nope", "1")])
+                                              ("enabled", "'yes'"), ("nope", "1"),
+                                              ("minWaitSeconds", "-5")])
 def test_bad_consolidation_field_is_one_line(tmp_path: Path, field: str, value: str) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(CONFIG.read_text().replace("enabled: true", f"enabled: true, {field}: {value}")

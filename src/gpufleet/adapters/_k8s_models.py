@@ -163,6 +163,10 @@ class ConsolidationSpec(_Spec):
     maxMovesPerPodPerHour: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
         1, description="Most moves of one pod within an hour (its gpufleet.dev/moved-at history)."
     )
+    minWaitSeconds: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        0, description="A gang waits this long (since its queued-at or oldest pod's creation) before moves are "
+        "planned for it."
+    )
 
 
 class SchedulerConfigSpec(_Spec):
@@ -347,7 +351,7 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
 def _consolidation(spec: ConsolidationSpec | None) -> Consolidation | None:
     if spec is None or not spec.enabled:
         return None
-    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour)
+    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds))
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------

@@ -478,6 +478,7 @@ class Consolidation:
     enabled: bool = False
     max_moves_per_cycle: int = 8  # moved pods per schedule() call
     max_moves_per_pod_per_hour: int = 1
+    min_wait_s: float = 0.0  # a gang waits this long (its age) before moves are planned for it
 
 
 @dataclass(frozen=True, slots=True)

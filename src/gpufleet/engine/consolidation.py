@@ -77,6 +77,7 @@ class Consolidator:
     def __init__(self, config: Consolidation, now: float, gangs: Sequence[Gang], pods: Sequence[PodInfo],
                  placer: Placer) -> None:
         self.config = config
+        self.now = now
         self.gangs = gangs
         self.pods = pods
         self.placer = placer
@@ -140,6 +141,8 @@ class Consolidator:
         with the moves that make room for it, or None (nothing changed)."""
         if self.budget <= 0 or self.plans_left <= 0 or not self.g_movable.any():
             return None
+        if self.now - gang.creation < self.config.min_wait_s:
+            return None  # it has not waited long enough
         placer, pods = self.placer, self.pods
         cluster = placer.cluster
         first = pods[members[0]]
