@@ -155,7 +155,8 @@ class DrainSpec(_Spec):
 
 class ConsolidationSpec(_Spec):
     enabled: StrictBool = Field(
-        False, description="Move checkpointed preemptible gangs to make room for a gang that fragmentation blocks."
+        False,
+        description="Move checkpointed preemptible gangs to make room for a gang that fragmentation keeps waiting.",
     )
     maxMovesPerCycle: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
         8, description="Most pods moved in one scheduling cycle."
