@@ -33,6 +33,7 @@ from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
+    Consolidation,
     FlavorChoice,
     GpuFailurePolicy,
     IdlePolicy,
@@ -222,6 +223,23 @@ class FairShareSpec(_Spec):
     )
 
 
+class ConsolidationSpec(_Spec):
+    enabled: StrictBool = Field(
+        False,
+        description="Move checkpointed preemptible gangs to make room for a gang that fragmentation keeps waiting.",
+    )
+    maxMovesPerCycle: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        8, description="Most pods moved in one scheduling cycle."
+    )
+    maxMovesPerPodPerHour: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        1, description="Most moves of one pod within an hour (its gpufleet.dev/moved-at history)."
+    )
+    minWaitSeconds: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        0, description="A gang waits this long (since its queued-at or oldest pod's creation) before moves are "
+        "planned for it."
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -254,6 +272,9 @@ class SchedulerConfigSpec(_Spec):
     )
     fairShare: FairShareSpec = Field(
         default_factory=lambda: FairShareSpec(), description="Fair order between queues over time."
+    )
+    consolidation: ConsolidationSpec | None = Field(
+        None, description="Consolidation (docs/semantics.md): absent or disabled, nothing moves.",
     )
 
 
@@ -429,7 +450,14 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         admission=spec.admission,
         now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
         usage_half_life=spec.fairShare.usageHalfLife or 0.0,
+        consolidation=_consolidation(spec.consolidation),
     )
+
+
+def _consolidation(spec: ConsolidationSpec | None) -> Consolidation | None:
+    if spec is None or not spec.enabled:
+        return None
+    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds))
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from gpufleet.adapters.text import text_table
-from gpufleet.domain import Decisions
+from gpufleet.domain import Decisions, Move
 
 
 def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
@@ -31,11 +31,23 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
                 for c in b.devices for r in c.results
             ]
         bindings.append(entry)
-    return {
+    out: dict[str, list[dict[str, Any]]] = {
         "bindings": bindings,
         "evictions": [{"pod": e.pod, "reason": e.reason.value, "by": e.by} for e in decisions.evictions],
         "pending": [{"pod": p.pod, "reason": p.reason} for p in decisions.pending],
     }
+    if decisions.moves is not None:  # consolidation on (docs/semantics.md): absent otherwise
+        out["moves"] = [_move(m) for m in decisions.moves]
+    return out
+
+
+def _move(m: Move) -> dict[str, Any]:
+    entry: dict[str, Any] = {"pod": m.pod, "fromNode": m.from_node, "fromGpus": list(m.from_gpus),
+                             "toNode": m.to_node, "toGpus": list(m.to_gpus)}
+    if m.to_blocks is not None:
+        entry["gpuBlocks"] = m.to_blocks
+    entry["for"] = m.for_gang
+    return entry
 
 
 def render_json(decisions: Decisions) -> str:
@@ -85,6 +97,12 @@ def render_table(decisions: Decisions) -> str:
         rows = [[e.pod, e.by, why[e.reason.value]] for e in decisions.evictions]
         lines += ["  " + r for r in text_table(["pod", "evicted by", "why"], rows)]
     lines.append("")
+    if decisions.moves:
+        rows = [[m.pod, f"{m.from_node}:{','.join(map(str, m.from_gpus)) or '-'}",
+                 f"{m.to_node}:{','.join(map(str, m.to_gpus)) or '-'}", m.for_gang] for m in decisions.moves]
+        lines.append(f"MOVED ({len(decisions.moves)})")
+        lines += ["  " + r for r in text_table(["pod", "from", "to", "to make room for"], rows)]
+        lines.append("")
     lines.append(f"PENDING ({len(decisions.pending)})")
     if decisions.pending:
         rows = [[p.pod, p.reason] for p in decisions.pending]

@@ -506,6 +506,17 @@ class PodGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class Consolidation:
+    """Consolidation (docs/semantics.md, "Consolidation"): moves of checkpointed preemptible gangs that
+    make room for a gang free capacity holds in total but not in shape."""
+
+    enabled: bool = False
+    max_moves_per_cycle: int = 8  # moved pods per schedule() call
+    max_moves_per_pod_per_hour: int = 1
+    min_wait_s: float = 0.0  # a gang waits this long (its age) before moves are planned for it
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     default_queue: QueueName = QueueName("default")
     topology_levels: tuple[str, ...] = ()
@@ -523,6 +534,7 @@ class SchedulerConfig:
     now: float | None = None
     # spec.fairShare.usageHalfLife in seconds (docs/semantics.md, "Fairness over time"); 0: off.
     usage_half_life: float = 0.0
+    consolidation: Consolidation | None = None  # None: off (docs/semantics.md, "Consolidation")
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").
@@ -634,6 +646,19 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Move:
+    """A running pod moved to make room for a pending gang (docs/semantics.md, "Consolidation")."""
+
+    pod: PodKey
+    from_node: NodeName
+    from_gpus: tuple[int, ...]
+    to_node: NodeName
+    to_gpus: tuple[int, ...]
+    for_gang: str  # the key of the gang it made room for
+    to_blocks: int | None = None  # fractional pods: their blocks on the target GPU
+
+
+@dataclass(frozen=True, slots=True)
 class PendingPod:
     pod: PodKey
     reason: str
@@ -648,3 +673,4 @@ class Decisions:
     pending: tuple[PendingPod, ...] = ()
     warnings: tuple[str, ...] = ()
     cycles: int = 0
+    moves: tuple[Move, ...] | None = None  # None: consolidation off; else sorted by pod

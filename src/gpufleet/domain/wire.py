@@ -14,12 +14,14 @@ from __future__ import annotations
 __all__ = [
     "ANNOTATION_BOUND_AT",
     "ANNOTATION_BOUND_BY_CONTROLLER",
+    "ANNOTATION_CHECKPOINTED",
     "ANNOTATION_DEFAULT_CLASS",
     "ANNOTATION_DEVICES_ALLOCATED",
     "ANNOTATION_DRAIN",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
+    "ANNOTATION_MOVED_AT",
     "ANNOTATION_MPS_MEM_LIMIT",
     "ANNOTATION_NVLINK_DOMAINS",
     "ANNOTATION_QUEUED_AT",
@@ -75,6 +77,10 @@ ANNOTATION_GPU_MEMORY = f"{LABEL_PREFIX}gpu-memory"
 ANNOTATION_QUEUED_AT = f"{LABEL_PREFIX}queued-at"
 # On a cordoned Node, the operator's: "true" drains it (docs/semantics-notes.md, "Draining nodes").
 ANNOTATION_DRAIN = f"{LABEL_PREFIX}drain"
+# Consolidation (docs/semantics.md): "true" on a pod makes it movable (tenant-writable: it only costs
+# its own pods); the controller's history of a pod's moves (times, comma-separated).
+ANNOTATION_CHECKPOINTED = f"{LABEL_PREFIX}checkpointed"
+ANNOTATION_MOVED_AT = f"{LABEL_PREFIX}moved-at"
 ANNOTATION_GPU_INDEX = f"{LABEL_PREFIX}gpu-index"
 # The ResourceFlavor a bound pod took (docs/semantics.md, "GPU-model quotas"): written by the
 # controller for people, never read by the engine.

@@ -14,13 +14,26 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
+from gpufleet.domain import (
+    GPU,
+    Decisions,
+    Eviction,
+    EvictionReason,
+    Move,
+    NodeName,
+    PodKey,
+    Project,
+    Queue,
+    QueueName,
+    Snapshot,
+)
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.batch import admit_run, batch_applies
 from gpufleet.engine.cluster import ClusterState, IntArray
+from gpufleet.engine.consolidation import Consolidator
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.flavors import FlavorBook
@@ -151,6 +164,11 @@ class Engine:
         )
         self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs,
                                    PendingLimits.of(tenancy, self.gangs, self.pods))
+        # Consolidation (docs/semantics.md): off unless configured; built on the first gang it may help.
+        self.consolidation = config.consolidation if config.consolidation and config.consolidation.enabled else None
+        self.consolidating = self.consolidation is not None
+        self._consolidator: Consolidator | None = None
+        self._consolidation_now = config.now
 
     # -- gang facts --------------------------------------------------------------------------
 
@@ -176,8 +194,29 @@ class Engine:
             self.cycles += 1
             if not self.cycle():
                 break
-        return self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
-                                  self.placer.volume_choices(), self.flavors.names if self.flavors else ())
+        decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
+                                       self.placer.volume_choices(), self.flavors.names if self.flavors else ())
+        if self.consolidating:
+            decisions = replace(decisions, moves=self.moves())
+        return decisions
+
+    def consolidator(self) -> Consolidator | None:
+        """The call's consolidation (None: off, or no ``now`` to read move histories against)."""
+        if self._consolidator is None and self.consolidation is not None and self._consolidation_now is not None:
+            self._consolidator = Consolidator(self.consolidation, self._consolidation_now, self.gangs, self.pods,
+                                              self.placer)
+        return self._consolidator
+
+    def moves(self) -> tuple[Move, ...]:
+        """The moves this call committed, by pod key."""
+        c = self._consolidator
+        if c is None:
+            return ()
+        nodes, pods = self.cluster.nodes, self.pods
+        out = [Move(pods[m].key, NodeName(nodes[mv.src.node].name), tuple(sorted(mv.src.gpus)),
+                    NodeName(nodes[mv.dst.node].name), tuple(sorted(mv.dst.gpus)), mv.for_gang, mv.dst.blocks)
+               for m, mv in c.moves.items()]
+        return tuple(sorted(out, key=lambda mv: mv.pod))
 
     def cycle(self) -> bool:
         turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
@@ -314,6 +353,9 @@ class Engine:
         if placed.ok:
             self.record(gang, placed)
             return Attempt(True)
+        if self.consolidating and (planned := self.consolidate(gang, members, request)) is not None:
+            self.record(gang, planned)
+            return Attempt(True)
         ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
 
@@ -354,6 +396,17 @@ class Engine:
         """The node of the first pod of a placement :meth:`try_place` returned."""
         assert isinstance(placed, GangPlacement)
         return placed.assignments[0].node
+
+    def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement | None:
+        """Moves that make room for ``gang`` (docs/semantics.md, "Consolidation"), committed with its
+        placement; None when there are none (nothing changed)."""
+        c = self.consolidator()
+        if c is None or self.quota_gate(gang, request):
+            return None
+        placed = c.plan(gang, members, self.required(gang))
+        if placed is not None:
+            self.version += 1
+        return placed
 
     # -- changes of the live state -------------------------------------------------------------
 
@@ -426,6 +479,8 @@ class Engine:
                 else:
                     self.log.withdraw(m)
         victim.evicted = running
+        if self._consolidator is not None:
+            self._consolidator.forget(victim)
         if not running:
             victim.taken_back_by = by
         self.committed += 1

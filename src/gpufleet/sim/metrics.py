@@ -163,6 +163,8 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
     with_free = s.free_milli > 0
     frag_share = float((s.stranded_milli[with_free] / s.free_milli[with_free]).mean()) if with_free.any() else 0.0
     typical = result.typical
+    moves = [i for i in result.interruptions if i.kind is InterruptKind.MOVE]
+    pods = sum(len(j.pods) for j in jobs if not j.rejected)
     return {
         "label": label,
         "end_s": _r(end, 2),
@@ -195,6 +197,15 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
             "mean_stranded_share": _r(frag_share, 4),
             "mean_stranded_gpus": _r(float(s.stranded_milli.mean()) / MILLI, 3) if s.stranded_milli.size else 0.0,
             "typical_pod": {"gpus": typical.whole, "blocks": typical.blocks},
+            # GPU-hours of whole-GPU jobs queued while the free GPUs in total of the nodes large
+            # enough for their largest pod could hold them (and counting every node's free GPUs)
+            "delay_gpu_hours": _r(_gpu_hours(result.fragmentation_delay_ms), 3),
+            "delay_any_node_gpu_hours": _r(_gpu_hours(result.free_delay_ms), 3),
+        },
+        "moves": {
+            "pods": result.moved_pods,
+            "share_of_pods": _r(result.moved_pods / pods, 5) if pods else 0.0,
+            "gpu_hours_lost": _r(_gpu_hours(sum(i.gpu_milli * i.lost_s for i in moves)), 3),
         },
         "gpu_hours": _r(_gpu_hours(job_ms), 2),
         "cost": _r(sum(costs), 2),
@@ -314,6 +325,9 @@ def summary_rows(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
         ("allocation (mean)", lambda m: m["allocation"]["mean"]),
         ("stranded share of free GPUs", lambda m: m["fragmentation"]["mean_stranded_share"]),
         ("fair-share gap (mean monthly max)", lambda m: m["fairness"]["mean_max_deviation"]),
+        ("fragmentation delay (GPU-hours)", lambda m: m["fragmentation"]["delay_gpu_hours"]),
+        ("  counting free GPUs of any node", lambda m: m["fragmentation"]["delay_any_node_gpu_hours"]),
+        ("moved pods (share of pods)", lambda m: f"{m['moves']['pods']:,} ({m['moves']['share_of_pods']:.3%})"),
         ("GPU-hours", lambda m: m["gpu_hours"]),
         ("cost", lambda m: m["cost"]),
         ("scheduling cycles", lambda m: m["cycles"]["run"]),

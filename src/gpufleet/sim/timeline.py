@@ -38,8 +38,10 @@ from enum import Enum
 import numpy as np
 
 from gpufleet.domain import (
+    ANNOTATION_CHECKPOINTED,
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
+    ANNOTATION_MOVED_AT,
     GPU,
     MILLI,
     MILLI_PER_BLOCK,
@@ -100,6 +102,7 @@ class InterruptKind(str, Enum):
     PREEMPT = "preempt"
     FAILURE = "failure"
     SPOT = "spot"
+    MOVE = "move"  # consolidation (docs/semantics.md): stopped and started at once elsewhere
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +208,12 @@ class SimResult:
     engine_seconds: float  # wall time inside schedule(); not deterministic, kept out of the JSON
     open_cost: tuple[float, ...]  # per job: cost of the run still open at the end
     allocations: tuple[Allocation, ...] = ()  # every start of a job's pods, in start order
+    # Fragmentation delay (docs/semantics.md, "Consolidation"): milli-GPU-seconds of whole-GPU jobs
+    # queued while the free GPUs of the nodes up that are large enough for their largest pod could
+    # hold them in total; ``free_delay_ms`` the same counting the free GPUs of every node up.
+    fragmentation_delay_ms: float = 0.0
+    free_delay_ms: float = 0.0
+    moved_pods: int = 0
 
 
 def _typical_pod(jobs: Sequence[SimJob]) -> Typical:
@@ -304,6 +313,17 @@ class Timeline:
         self._sample_queued: list[np.ndarray] = []
         self.sample_step = self._sample_step()
         self.next_sample = 0.0
+        # Consolidation: its jobs' pods say they checkpoint, and carry their moves' times.
+        cons = setup.config.consolidation
+        self.consolidating = cons is not None and cons.enabled
+        self.moved_at: dict[int, list[float]] = {}
+        self.moved_pods = 0
+        # Queued whole-GPU jobs by (GPU milli, largest pod's) -> how many, for the fragmentation delay.
+        self.queued_sizes: dict[tuple[int, int], int] = {}
+        self.node_gpu_milli = self.occupancy.gpus_per_node * MILLI
+        self.frag_ms = 0.0
+        self.free_ms = 0.0
+        self.frag_at = 0.0
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -355,6 +375,7 @@ class Timeline:
                 stopped_at_until = True
                 break
             self._sample_until(t)
+            self._accrue(t)
             self.clock.advance_to(t)
             self.instants += 1
             while self.events.peek_time() == t:
@@ -364,7 +385,25 @@ class Timeline:
                 self.progress(t, self.finished)
         end = until if stopped_at_until and until is not None else self.clock.now
         self._sample_until(end, inclusive=True)
+        self._accrue(end)
         return self._result(end)
+
+    def _accrue(self, t: float) -> None:
+        """Add the fragmentation delay from the last instant to ``t`` (the state constant between)."""
+        dt = t - self.frag_at
+        if dt > 0 and self.queued_sizes:
+            free = self.occupancy.free_milli()
+            total = int(free.sum())
+            large: dict[int, int] = {}  # free GPUs on the nodes at least this large
+            for (m, pod), c in self.queued_sizes.items():
+                if m > total:
+                    continue
+                self.free_ms += m * c * dt
+                if pod not in large:
+                    large[pod] = int(free[self.node_gpu_milli >= pod].sum())
+                if m <= large[pod]:
+                    self.frag_ms += m * c * dt
+        self.frag_at = max(self.frag_at, t)
 
     def _handle(self, t: float) -> None:
         ev = self.events.pop()
@@ -436,6 +475,9 @@ class Timeline:
         self.queued.add(j)
         self.queued_milli += job.gpu_milli
         self.queue_queued[self.queue_index[job.queue]] += job.gpu_milli
+        if job.gpu_milli >= MILLI:
+            size = (job.gpu_milli, max(p.gpu_milli for p in job.pods))
+            self.queued_sizes[size] = self.queued_sizes.get(size, 0) + 1
         self.dirty = True
 
     def _start(self, j: int, t: float, placement: list[tuple[int, tuple[int, ...], int | None]]) -> None:
@@ -443,6 +485,13 @@ class Timeline:
         self.queued.discard(j)
         self.queued_milli -= job.gpu_milli
         self.queue_queued[self.queue_index[job.queue]] -= job.gpu_milli
+        if job.gpu_milli >= MILLI:
+            size = (job.gpu_milli, max(p.gpu_milli for p in job.pods))
+            left = self.queued_sizes[size] - 1
+            if left:
+                self.queued_sizes[size] = left
+            else:
+                del self.queued_sizes[size]
         run.queued_s += t - run.queued_since
         run.status, run.run_start, run.placement = JobStatus.RUNNING, t, placement
         run.epoch += 1
@@ -457,6 +506,11 @@ class Timeline:
             annotations = {ANNOTATION_GPU_INDEX: ",".join(map(str, gpus))}
             if blocks is not None:
                 annotations[ANNOTATION_GPU_BLOCKS] = str(blocks)
+            if self.consolidating:
+                if job.checkpoint_s > 0:
+                    annotations[ANNOTATION_CHECKPOINTED] = "true"
+                if j in self.moved_at:
+                    annotations[ANNOTATION_MOVED_AT] = ",".join(map(repr, self.moved_at[j]))
             pod = Pod(
                 namespace=NAMESPACE,
                 name=name,
@@ -682,6 +736,8 @@ class Timeline:
             if self.runs[j].status is not JobStatus.RUNNING:
                 raise RuntimeError(f"engine evicted {self.jobs[j].name}, which is not running")
             self._interrupt(j, t, *evicted[j])
+        if decisions.moves:
+            self._move(t, decisions)
         bound: dict[int, dict[int, tuple[int, tuple[int, ...], int | None]]] = {}
         for b in decisions.bindings:
             j, m = self.owner[b.pod]
@@ -692,6 +748,23 @@ class Timeline:
             if len(members) != len(job.pods) or self.runs[j].status is not JobStatus.QUEUED:
                 raise RuntimeError(f"engine bound {len(members)} of the {len(job.pods)} pods of {job.name}")
             self._start(j, t, [members[m] for m in range(len(job.pods))])
+
+    def _move(self, t: float, decisions: Decisions) -> None:
+        """Carry out the engine's moves: each moved job stops (keeping its work up to its last
+        checkpoint, as any interruption) and starts at once on its planned place; all stop first."""
+        moved: dict[int, dict[int, tuple[int, tuple[int, ...], int | None]]] = {}
+        for mv in decisions.moves or ():
+            j, m = self.owner[mv.pod]
+            moved.setdefault(j, {})[m] = (self.node_index[mv.to_node], mv.to_gpus, mv.to_blocks)
+        for j in sorted(moved):
+            job = self.jobs[j]
+            if len(moved[j]) != len(job.pods) or self.runs[j].status is not JobStatus.RUNNING:
+                raise RuntimeError(f"engine moved {len(moved[j])} of the {len(job.pods)} pods of {job.name}")
+            self._interrupt(j, t, InterruptKind.MOVE)
+            self.moved_at.setdefault(j, []).append(t)
+            self.moved_pods += len(job.pods)
+        for j in sorted(moved):
+            self._start(j, t, [moved[j][m] for m in range(len(self.jobs[j].pods))])
 
     # -- samples and result -----------------------------------------------------------------
 
@@ -757,6 +830,9 @@ class Timeline:
             engine_seconds=self.engine_seconds,
             open_cost=tuple(open_cost),
             allocations=tuple(self.allocations),
+            fragmentation_delay_ms=self.frag_ms,
+            free_delay_ms=self.free_ms,
+            moved_pods=self.moved_pods,
         )
 
 

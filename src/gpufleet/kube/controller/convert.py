@@ -223,12 +223,17 @@ def build_snapshot(
     config = configs[0] if configs else SchedulerConfig()
     if now is not None:  # the controller's clock is the snapshot's time (docs/semantics.md)
         config = dataclasses.replace(config, now=now)
+    extra_problems: list[str] = []
+    if config.consolidation is not None:  # moves are not carried out here yet (docs/semantics.md)
+        config = dataclasses.replace(config, consolidation=None)
+        extra_problems.append("SchedulerConfig consolidation: moves are decided by replay and the simulator only; "
+                              "the controller schedules without it")
     projects: list[Project] = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
     default_queue = _default_queues(projects, namespaces, config.default_queue)
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}
     tree = QueueTree.of(queues)
     broken = tree.broken
-    out_problems = list(problems)
+    out_problems = list(problems) + extra_problems
     if broken:
         out_problems.extend(f"Queue {name}: {_queue_problem_text(why)}" for name, why in sorted(broken.items()))
     flavors: list[ResourceFlavor] = sorted(objects.get(Kind.RESOURCE_FLAVOR, ()), key=lambda f: f.name)

@@ -84,7 +84,7 @@ OPERATOR_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["resource.k8s.io"],
      "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"],
      "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [API_GROUP], "resources": ["queues", "projects", "schedulerconfigs"],
+    {"apiGroups": [API_GROUP], "resources": ["queues", "projects", "schedulerconfigs", "resourceflavors"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [API_GROUP], "resources": ["queues"], "verbs": ["operate"]},
@@ -105,7 +105,8 @@ TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...
     # SchedulerConfig. Grants of `use` are Kubernetes RoleBindings, which `admin` already manages.
     (PROJECT_ADMIN, {f"{_AGGREGATE}admin": "true"}, (
         {"apiGroups": [API_GROUP], "resources": ["podgroups"], "verbs": list(_WRITE)},
-        {"apiGroups": [API_GROUP], "resources": ["projects", "queues", "schedulerconfigs"], "verbs": list(_READ)},
+        {"apiGroups": [API_GROUP], "resources": ["projects", "queues", "schedulerconfigs", "resourceflavors"],
+         "verbs": list(_READ)},
     )),
     # A member (aggregated into `edit`): submits PodGroups (and pods, by Kubernetes' own roles),
     # sees the queues. `use` of a queue its Project does not list is granted per queue.
@@ -115,7 +116,8 @@ TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...
     )),
     # Read-only (aggregated into `view`).
     (VIEWER, {f"{_AGGREGATE}view": "true"}, (
-        {"apiGroups": [API_GROUP], "resources": ["podgroups", "projects", "queues", "schedulerconfigs"],
+        {"apiGroups": [API_GROUP],
+         "resources": ["podgroups", "projects", "queues", "resourceflavors", "schedulerconfigs"],
          "verbs": list(_READ)},
     )),
 )  # fmt: skip

@@ -1,0 +1,279 @@
+"""Consolidation: moves of running gangs that make room for a gang fragmentation blocks.
+
+docs/semantics.md, "Consolidation". When a head gang W passes its queue gates but does not fit the
+free capacity, while the nodes it may use hold enough free whole GPUs in total, :class:`Consolidator`
+looks for a set of movable gangs (preemptible, every pod checkpointed, under its move limit) whose
+pods, taken off their nodes, let W place and then every one of them place again elsewhere, whole and
+by the ordinary placement (topology rules included). A plan commits all or nothing: on any failure
+the state is put back exactly as it was.
+
+The search is bounded: candidate nodes are W's *short* nodes (where free GPUs plus movable GPUs reach
+W's largest pod); single movers first, then a greedy fill of the short nodes, pruned. Every candidate
+is checked on the live state by the real placement. Moves never change queue usage (the same pods
+keep running), so only the placement state is touched: ``Placer.release`` and ``Placer.commit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from gpufleet.domain import ANNOTATION_CHECKPOINTED, ANNOTATION_MOVED_AT, Consolidation
+from gpufleet.engine.cluster import BoolArray
+from gpufleet.engine.placement import Assignment, GangPlacement, Placer
+from gpufleet.engine.workload import Gang, PodInfo
+
+__all__ = ["Consolidator", "PlannedMove", "moves_within_hour"]
+
+MAX_TESTS = 32  # plans checked per gang W
+MAX_PLANS = 64  # gangs W one call looks for a plan for
+SINGLES = 12  # single movers tried
+GREEDY_NODES = 6  # short nodes a greedy fill may visit beyond those it must fill
+MAX_GREEDY_NODES = 32
+HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedMove:
+    pod: int
+    src: Assignment  # where it was
+    dst: Assignment  # where it goes
+    for_gang: str
+
+
+def _moment(text: str) -> float | None:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def moves_within_hour(annotation: str | None, now: float) -> int:
+    """Entries of a ``gpufleet.dev/moved-at`` history that count against the hourly limit: those in
+    ``(now - 3600, now]``, and every unreadable or future one (a forged history only lowers moves)."""
+    if not annotation:
+        return 0
+    count = 0
+    for part in annotation.split(","):
+        if not part.strip():
+            continue
+        at = _moment(part)
+        if at is None or at > now or at > now - HOUR:
+            count += 1
+    return count
+
+
+class Consolidator:
+    """One ``schedule`` call's consolidation: the movable gangs, the moves made, the budget left."""
+
+    def __init__(self, config: Consolidation, now: float, gangs: Sequence[Gang], pods: Sequence[PodInfo],
+                 placer: Placer) -> None:
+        self.config = config
+        self.now = now
+        self.gangs = gangs
+        self.pods = pods
+        self.placer = placer
+        self.budget = config.max_moves_per_cycle
+        self.plans_left = MAX_PLANS
+        self.moves: dict[int, PlannedMove] = {}  # by pod
+        self.moved_gangs: set[int] = set()
+        self.g_movable: BoolArray = self._movable(now)
+        self.g_gpus = np.zeros(len(gangs), dtype=np.int64)
+        self.g_big = np.zeros(len(gangs), dtype=np.int64)  # whole GPUs of the gang's largest pod
+        self.g_pods = np.array([len(g.members) for g in gangs], dtype=np.int64)
+        for g in np.flatnonzero(self.g_movable).tolist():
+            wholes = [pods[m].whole for m in gangs[g].members]
+            self.g_gpus[g] = sum(wholes)
+            self.g_big[g] = max(wholes)
+        self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        self.p_gang_clipped = np.maximum(self.p_gang, 0)
+        self.p_ours = self.p_gang >= 0
+        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+
+    def _movable(self, now: float) -> BoolArray:
+        limit = self.config.max_moves_per_pod_per_hour
+        out = np.zeros(len(self.gangs), dtype=np.bool_)
+        if limit <= 0 or self.config.max_moves_per_cycle <= 0:
+            return out
+        pods = self.pods
+        for gang in self.gangs:
+            if not gang.ours or gang.queue < 0 or not gang.preemptible or not gang.members:
+                continue
+            ok = True
+            history = 0
+            for m in gang.members:
+                pod = pods[m].pod
+                if not pod.bound or pods[m].node is None or pod.annotations.get(ANNOTATION_CHECKPOINTED) != "true":
+                    ok = False
+                    break
+                history = max(history, moves_within_hour(pod.annotations.get(ANNOTATION_MOVED_AT), now))
+            out[gang.idx] = ok and history < limit
+        return out
+
+    def forget(self, gang: Gang) -> None:
+        """``gang`` was evicted (or changed) later in the call: its pods' moves are void."""
+        self.g_movable[gang.idx] = False
+        for m in gang.members:
+            self.moves.pop(m, None)
+
+    # -- the search ----------------------------------------------------------------------------
+
+    def _live_movable(self, g: int, w: int, want: int, room: int) -> bool:
+        """Whether gang ``g`` may move for W now and could help: its largest pod is smaller than W's
+        (a pod as large needs the room W lacks) and fits the most free GPUs of a node (``room``)."""
+        if g == w or not self.g_movable[g] or g in self.moved_gangs:
+            return False
+        if self.g_big[g] >= want or self.g_big[g] > room:
+            return False
+        gang = self.gangs[g]
+        return not gang.evicted and all(self.pods[m].node is not None for m in gang.members)
+
+    def plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
+        """A committed placement of ``gang`` (``members`` pending, ``required`` of them at least)
+        with the moves that make room for it, or None (nothing changed)."""
+        if self.budget <= 0 or self.plans_left <= 0 or not self.g_movable.any():
+            return None
+        if self.now - gang.creation < self.config.min_wait_s:
+            return None  # it has not waited long enough
+        placer, pods = self.placer, self.pods
+        cluster = placer.cluster
+        first = pods[members[0]]
+        want = first.whole
+        if want <= 0:
+            return None
+        mask = placer.feasibility.mask(first.pod)
+        free = cluster.free_whole
+        need = placer.gang_need(members[:required])
+        if int(free[mask].sum()) < need:
+            return None  # not fragmentation: the GPUs are not there in total
+        node_of = placer.node_of
+        room = int(free.max())
+        # Pods of the gangs that may move for W and could help (vectorised over all pods).
+        g_ok = self.g_movable & (self.g_big < want) & (self.g_big <= room) & (self.g_gpus < need)
+        g_ok[gang.idx] = False
+        helpful = g_ok[self.p_gang_clipped] & self.p_ours & (node_of >= 0)
+        if not helpful.any():
+            return None
+        idx = np.flatnonzero(helpful)
+        nodes_of = node_of[idx]
+        whole = self.p_whole[idx]
+        mov = np.bincount(nodes_of, weights=whole, minlength=len(free)).astype(np.int64)
+        short_mask = mask & (free < want) & (free + mov >= want)
+        if not short_mask.any():
+            return None
+        self.plans_left -= 1
+        # The helpful pods on short nodes, by node: ``at[n]`` .. ``at[n + 1]`` in ``by_node``.
+        on = short_mask[nodes_of]
+        idx, nodes_of, whole = idx[on], nodes_of[on], whole[on]
+        order = np.argsort(nodes_of, kind="stable")
+        idx, nodes_of, whole = idx[order], nodes_of[order], whole[order]
+        short = np.flatnonzero(short_mask)
+        deficit = want - free[short]
+        short = short[np.argsort(deficit, kind="stable")]
+        w = gang.idx
+        tests = 0
+        # Single movers: a gang with GPUs on a short node that its leaving would fill.
+        gangs_of = self.p_gang[idx]
+        pair = gangs_of * len(free) + nodes_of
+        pairs, inverse = np.unique(pair, return_inverse=True)
+        sums = np.bincount(inverse, weights=whole).astype(np.int64)
+        fills = free[pairs % len(free)] + sums >= want
+        singles = np.unique(pairs[fills] // len(free)).tolist()
+        ranked = sorted(singles, key=lambda g: (int(self.g_pods[g]), int(self.g_gpus[g]), self.gangs[g].key))
+        for g in ranked[:SINGLES]:
+            if self.g_pods[g] > self.budget or not self._live_movable(g, w, want, room):
+                continue
+            tests += 1
+            placed = self._check(gang, members, required, [g], keep=True)
+            if placed is not None:
+                return placed
+        # Greedy: fill the short nodes one after the other with the smallest movers there, until as
+        # many more copies of W's largest pod fit as its pods of that size lack room for now.
+        big = sum(1 for m in members[:required] if pods[m].whole >= want)
+        lacking = max(1, big - int((free[mask] // want).sum()))
+        chosen: list[int] = []
+        filled = 0
+        for n in short[:min(lacking + GREEDY_NODES, MAX_GREEDY_NODES)].tolist():
+            if tests >= MAX_TESTS:
+                break
+            lo, hi = np.searchsorted(nodes_of, [n, n + 1])
+            here = sorted(set(gangs_of[lo:hi].tolist()) - set(chosen),
+                          key=lambda g: (int(self.g_pods[g]), -int(self.g_gpus[g]), self.gangs[g].key))
+            gap = want - int(free[n])
+            took: list[int] = []
+            for g in here:
+                if gap <= 0:
+                    break
+                if not self._live_movable(g, w, want, room):
+                    continue
+                took.append(g)
+                gap -= sum(pods[m].whole for m in self.gangs[g].members if pods[m].node == n)
+            if gap > 0 or not took:
+                continue  # this node cannot be filled by movers alone
+            if (sum(int(self.g_pods[g]) for g in chosen + took) > self.budget
+                    or sum(int(self.g_gpus[g]) for g in chosen + took) >= need):
+                break
+            chosen += took
+            filled += 1
+            if filled < lacking:
+                continue
+            tests += 1
+            if self._check(gang, members, required, chosen, keep=False) is None:
+                continue
+            # Drop every mover found unneeded: the largest first.
+            for g in sorted(chosen, key=lambda g: (-int(self.g_pods[g]), -int(self.g_gpus[g]), self.gangs[g].key)):
+                if len(chosen) == 1 or tests >= MAX_TESTS:
+                    break
+                rest = [c for c in chosen if c != g]
+                tests += 1
+                if self._check(gang, members, required, rest, keep=False) is not None:
+                    chosen = rest
+            return self._check(gang, members, required, chosen, keep=True)
+        return None
+
+    def _check(self, gang: Gang, members: list[int], required: int, movers: list[int],
+               keep: bool) -> GangPlacement | None:
+        """Take ``movers`` off their nodes, place ``gang``, then every mover whole (largest first).
+        All placed: kept when ``keep`` (the moves recorded), else rolled back; a placement of
+        ``gang`` is returned. Anything not placed: everything as it was, None."""
+        placer, pods, gangs = self.placer, self.pods, self.gangs
+        saved: list[Assignment] = []
+        for g in movers:
+            for m in gangs[g].members:
+                info = pods[m]
+                assert info.node is not None
+                saved.append(Assignment(m, info.node, info.gpus, info.bound_blocks))
+                placer.release(m)
+        done: list[Assignment] = []
+        placed = placer.place_gang(gang, members, required)
+        ok = placed.ok
+        if ok:
+            done += placed.assignments
+            for g in sorted(movers, key=lambda g: (-int(self.g_gpus[g]), -int(self.g_pods[g]), gangs[g].key)):
+                mover = gangs[g]
+                got = placer.place_gang(mover, mover.members_by_size, len(mover.members))
+                if not got.ok:
+                    ok = False
+                    break
+                done += got.assignments
+        if not ok or not keep:
+            for a in reversed(done):
+                placer.release(a.pod)
+            for a in saved:
+                placer.commit(a)
+            return placed if ok else None
+        dst = {a.pod: a for a in done}
+        for a in saved:
+            self.moves[a.pod] = PlannedMove(a.pod, a, dst[a.pod], gang.key)
+        self.moved_gangs.update(movers)
+        self.g_movable[movers] = False
+        self.budget -= len(saved)
+        return GangPlacement(True, placed.assignments)
