@@ -43,11 +43,13 @@ from gpufleet.domain import (
     Queue,
     QueueName,
     QueueResource,
+    ReservationConfig,
     SchedulerConfig,
     SelectorRequirement,
     VolumePolicy,
     WithinQueue,
 )
+from gpufleet.domain.units import duration_seconds
 from gpufleet.policy.images import pattern_problem
 
 __all__ = [
@@ -152,6 +154,34 @@ class DrainSpec(_Spec):
     )
 
 
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected a duration (seconds, or a number with s, m, h or d), got {describe(value)}")
+    return duration_seconds(str(value))  # its ValueError names the problem
+
+
+# A duration on the wire: int-or-string, seconds or a number with s, m, h or d (docs/semantics.md).
+Duration = Annotated[float, BeforeValidator(_seconds), WithJsonSchema({
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": r"^[0-9]+(\.[0-9]*)?[smhd]?$",
+})]
+
+
+class ReservationSpec(_Spec):
+    after: Duration = Field(
+        description="How long a gang waits (since gpufleet.dev/queued-at, else creation) before it may hold a "
+        "reservation: seconds, or a number with s, m, h or d."
+    )
+    max: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = Field(4, description="Reservations held at once.")
+    percentile: Annotated[StrictInt, Field(ge=1, le=100)] = Field(
+        90, description="Percentile of a queue's completed runtimes written into observedRuntime."
+    )
+    observedRuntime: dict[StrictStr, Duration] = Field(
+        default_factory=dict, description="Leaf queue -> its observed runtime (the simulator fills it)."
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -181,6 +211,9 @@ class SchedulerConfigSpec(_Spec):
     now: StrictStr | None = Field(
         None, description="The snapshot's time (RFC 3339), for replay of a saved state; the controller and "
         "the simulator use their own clock.",
+    )
+    reservation: ReservationSpec | None = Field(
+        None, description="Reservation and backfill for gangs that waited too long; absent: off.",
     )
 
 
@@ -324,6 +357,16 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         drain_cordoned=spec.drain.drainCordoned,
         admission=spec.admission,
         now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
+        reservation=_reservation(spec.reservation) if spec.reservation is not None else None,
+    )
+
+
+def _reservation(spec: ReservationSpec) -> ReservationConfig:
+    return ReservationConfig(
+        after=spec.after,
+        max=spec.max,
+        percentile=spec.percentile,
+        observed_runtime=dict(sorted(spec.observedRuntime.items())),
     )
 
 

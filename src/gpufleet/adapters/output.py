@@ -9,6 +9,7 @@ import msgspec
 
 from gpufleet.adapters.text import text_table
 from gpufleet.domain import Decisions
+from gpufleet.domain.units import rfc3339
 
 
 def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
@@ -33,7 +34,9 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
         "bindings": bindings,
         "evictions": [{"pod": e.pod, "reason": e.reason.value, "by": e.by} for e in decisions.evictions],
         "pending": [{"pod": p.pod, "reason": p.reason} for p in decisions.pending],
-    }
+    } | ({"reservations": [  # only when some gang holds one (docs/semantics.md, "Reservation and backfill")
+        {"gang": r.gang, "nodes": list(r.nodes), "start": rfc3339(r.start), "gpus": r.gpus}
+        for r in decisions.reservations]} if decisions.reservations else {})
 
 
 def render_json(decisions: Decisions) -> str:
@@ -75,7 +78,8 @@ def render_table(decisions: Decisions) -> str:
     lines.append(f"EVICTED ({len(decisions.evictions)})")
     if decisions.evictions:
         why = {"reclaim": "reclaim: its queue borrows beyond quota; the evictor's queue is within quota",
-               "preempt": "preempt: lower priority in the evictor's own queue"}
+               "preempt": "preempt: lower priority in the evictor's own queue",
+               "reservation": "reservation: preemptible or past its declared runtime, on a due reservation's nodes"}
         rows = [[e.pod, e.by, why[e.reason.value]] for e in decisions.evictions]
         lines += ["  " + r for r in text_table(["pod", "evicted by", "why"], rows)]
     lines.append("")
@@ -83,6 +87,11 @@ def render_table(decisions: Decisions) -> str:
     if decisions.pending:
         rows = [[p.pod, p.reason] for p in decisions.pending]
         lines += ["  " + r for r in text_table(["pod", "why"], rows)]
+    if decisions.reservations:
+        lines.append("")
+        lines.append(f"RESERVATIONS ({len(decisions.reservations)})")
+        rows = [[r.gang, str(r.gpus), rfc3339(r.start), ",".join(r.nodes)] for r in decisions.reservations]
+        lines += ["  " + r for r in text_table(["gang", "gpus", "start", "nodes"], rows)]
     if decisions.warnings:
         lines.append("")
         lines.append(f"WARNINGS ({len(decisions.warnings)})")

@@ -60,6 +60,7 @@ class EvictionReason(str, Enum):
     SPOT = "spot"  # its spot node got an interruption notice
     MAINTENANCE = "maintenance"  # its node is going for maintenance (a notice, or a marked cordon)
     GPU_FAILURE = "gpu-failure"  # a pod of its gang holds a GPU listed unhealthy (onGPUFailure: evict)
+    RESERVATION = "reservation"  # evicted for a due reservation (docs/semantics.md, "Reservation and backfill")
 
 
 class GpuFailurePolicy(str, Enum):
@@ -471,6 +472,16 @@ class PodGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationConfig:
+    """Reservation and backfill (docs/semantics.md, "Reservation and backfill")."""
+
+    after: float  # seconds a gang waits before it may hold a reservation
+    max: int = 4  # reservations held at once
+    percentile: int = 90  # of completed runtimes, for whoever fills observed_runtime
+    observed_runtime: Mapping[str, float] = field(default_factory=dict)  # leaf queue -> seconds
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     default_queue: QueueName = QueueName("default")
     topology_levels: tuple[str, ...] = ()
@@ -486,6 +497,7 @@ class SchedulerConfig:
     # controller and the simulator set it every cycle, replay reads it from the file or --now. None:
     # unknown, and every rule that needs a time (ages, runtimes, decay) is off.
     now: float | None = None
+    reservation: ReservationConfig | None = None  # None: off
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").
@@ -609,3 +621,14 @@ class Decisions:
     pending: tuple[PendingPod, ...] = ()
     warnings: tuple[str, ...] = ()
     cycles: int = 0
+    reservations: tuple[Reservation, ...] = ()  # sorted by gang
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held for a gang that waited too long (docs/semantics.md, "Reservation and backfill")."""
+
+    gang: str  # PodGroup key, or the pod key of a gang of one
+    nodes: tuple[NodeName, ...]  # in name order
+    start: float  # when it is expected to fit there (seconds since the epoch)
+    gpus: int  # whole GPUs it needs

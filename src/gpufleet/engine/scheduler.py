@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from gpufleet.domain import GPU, Decisions, Eviction, EvictionReason, PodKey, Project, Queue, QueueName, Snapshot
 from gpufleet.domain.selectors import namespace_labels
+from gpufleet.domain.units import rfc3339
 from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.batch import admit_run, batch_applies
 from gpufleet.engine.cluster import ClusterState, IntArray
@@ -28,6 +31,7 @@ from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates, overcommit_warnings
+from gpufleet.engine.reservations import Reservations
 from gpufleet.engine.running import bind_running, preset_node_warnings
 from gpufleet.engine.tenancy import PendingLimits, Tenancy, UserCaps
 from gpufleet.engine.victims import VictimIndex
@@ -141,6 +145,12 @@ class Engine:
         )
         self.admission = FairOrder(self.forest, self.gangs, self.pods, self.log.evictions, self.open_gangs,
                                    PendingLimits.of(tenancy, self.gangs, self.pods))
+        # Reservation and backfill (docs/semantics.md): None when off (no option, or no time).
+        self.reserve: Reservations | None = None
+        if config.reservation is not None and config.now is not None:
+            self.reserve = Reservations(config.reservation, config.now, self.cluster, self.pods, self.gangs,
+                                        [self.forest.name(i) for i in range(len(self.forest.index))],
+                                        self.log.warnings)
 
     # -- gang facts --------------------------------------------------------------------------
 
@@ -162,10 +172,14 @@ class Engine:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        if self.reserve is not None:
+            self.make_reservations(self.reserve)
         while True:
             self.cycles += 1
             if not self.cycle():
                 break
+        if self.reserve is not None:
+            return self.reserved_decisions(self.reserve)
         return self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
                                   self.placer.volume_choices())
 
@@ -200,6 +214,10 @@ class Engine:
                 changed = True
                 continue
             result = attempt(gang, request)
+            if not result.ok and self.reserve is not None and self.reserve.held:
+                batching, memo_at = False, -1  # held GPUs make each gang's outcome its own
+                if self.evict_for_reservation(self.reserve, gang, request):
+                    result = Attempt(True)
             if result.ok:
                 changed = True
                 gang.pending_reason = ""
@@ -222,7 +240,7 @@ class Engine:
         reuse its reason instead of repeating the placement and victim search. Gangs alike
         (member by member, in the order they are placed) likewise: see :meth:`gang_signature`.
         """
-        if not self.MEMO_FAILURES or gang.alive:
+        if not self.MEMO_FAILURES or gang.alive or (self.reserve is not None and self.reserve.held):
             return None
         if gang.group is not None or len(gang.members) != 1:
             return self.gang_signature(gang, request)
@@ -275,6 +293,8 @@ class Engine:
 
     def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
         """Quota gates, then placement on what is free now (committed on success)."""
+        if self.reserve is not None and self.reserve.held:
+            self.reserve.hold_for(gang, members)  # before the gates: lending limits count free GPUs
         reason = self.quota.gate(gang, request)
         if not reason and self.caps is not None:
             reason = self.caps.gate(members)
@@ -309,6 +329,86 @@ class Engine:
         self.record(gang, placed)
         return Attempt(True)
 
+    # -- reservations (docs/semantics.md, "Reservation and backfill") ---------------------------
+
+    def make_reservations(self, reserve: Reservations) -> None:
+        """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
+        its queue gates) may reserve, oldest wait first, up to the configured number."""
+        wanted: list[Gang] = []
+        for gangs in self.admission.candidates().values():
+            for g in gangs:
+                gang = self.gangs[g]
+                if not reserve.overdue(gang):
+                    continue
+                members = self.admission.pending_members(gang)
+                if all(self.pods[m].whole and not self.pods[m].fractional for m in members) \
+                        and not self.quota_gate(gang, self.gang_request(members)):
+                    wanted.append(gang)
+                    break
+        wanted.sort(key=lambda gang: (gang.creation, gang.key))
+        for gang in wanted:
+            if len(reserve.held) >= reserve.config.max:
+                break
+            members = self.admission.pending_members(gang)
+            feasible = self.cluster.schedulable.copy()
+            for key in {self.feasibility.key(self.pods[m].pod): m for m in members}.values():
+                feasible &= self.feasibility.mask(self.pods[key].pod)
+            label = gang.topology_required
+            reserve.reserve(gang, members, self.required(gang), feasible,
+                            self.placer.domains(label) if label else None)
+
+    def evict_for_reservation(self, reserve: Reservations, gang: Gang, request: list[int]) -> bool:
+        """A gang whose reservation is due and that failed its attempt: evict the gangs evictable for
+        it on its nodes, one by one (lower priority, later start, key first), until it is placed;
+        none when it cannot be placed after all of them. Whether it was placed."""
+        held = reserve.held.get(gang.idx)
+        if held is None or held.start > reserve.now:
+            return False
+        on = np.flatnonzero(np.isin(self.placer.node_of, held.nodes))
+        found = {self.pods[p].gang for p in on.tolist() if self.pods[p].gang >= 0}
+        victims = sorted((self.gangs[g] for g in found if reserve.evictable(self.gangs[g], gang)),
+                         key=lambda v: (v.priority, -reserve.gang_start(v), v.key))
+        members = self.admission.pending_members(gang)
+        trial: list[Assignment] = []
+        chosen: list[Gang] = []
+        for v in victims:
+            for m in v.members:
+                info = self.pods[m]
+                if info.node is not None:
+                    trial.append(Assignment(m, info.node, info.gpus, info.bound_blocks))
+                    self.unbind(m)
+            chosen.append(v)
+            placed = self.try_place(gang, members, request)
+            if placed.ok:
+                self.release_trial(placed)
+                break
+        else:
+            chosen = []
+        for a in reversed(trial):
+            self.rebind(a.pod, a.node, a.gpus, a.blocks)
+        if not chosen:
+            return False
+        by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
+        for v in chosen:
+            self.evict_gang(v, gang, by, EvictionReason.RESERVATION)
+        placed = self.try_place(gang, members, request)
+        assert placed.ok, "the evictions were checked to make the gang fit"
+        self.record(gang, placed)
+        return True
+
+    def reserved_decisions(self, reserve: Reservations) -> Decisions:
+        """The decisions with the reservations still held (their gangs' pending reasons say so)."""
+        reserve.release_all()
+        names = [n.name for n in self.cluster.nodes]
+        for g, held in reserve.held.items():
+            gang = self.gangs[g]
+            gang.pending_reason = (gang.pending_reason or "not tried") + \
+                f"; reserved {len(held.nodes)} nodes from {rfc3339(held.start)}"
+        decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
+                                       self.placer.volume_choices())
+        out = reserve.output(names)
+        return replace(decisions, reservations=out) if out else decisions
+
     # -- changes of the live state -------------------------------------------------------------
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:
@@ -317,6 +417,8 @@ class Engine:
         # see VictimIndex.admit for the limits that make the call end.
         self.victims.admit(gang)
         self.version += 1
+        if self.reserve is not None:
+            self.reserve.drop(gang.idx)
         self.committed += 1
         pods, bindings, add, quota_vec, caps = (self.pods, self.log.bindings, self.forest.add,
                                                 self.quota.quota_vec, self.caps)
@@ -343,6 +445,8 @@ class Engine:
 
     def rebind(self, pod: int, node: int, gpus: tuple[int, ...], blocks: int | None) -> None:
         self.version += 1
+        if self.reserve is not None:
+            self.reserve.release_all()  # its GPUs may be held now; the next attempt holds again
         self.placer.commit(Assignment(pod, node, gpus, blocks))
         info = self.pods[pod]
         self.gangs[info.gang].alive += 1
@@ -350,10 +454,11 @@ class Engine:
         if self.caps is not None:
             self.caps.add(info, 1)
 
-    def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
+    def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey, reason: EvictionReason | None = None) -> None:
         """Evict a running gang (done: not re-queued), or withdraw the bindings of a gang this call
         admitted (never carried out: its pods are pending again and compete in later cycles)."""
-        reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
+        if reason is None:
+            reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
         running = False
         for m in victim.members:
             info = self.pods[m]
