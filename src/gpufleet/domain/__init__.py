@@ -72,6 +72,7 @@ from gpufleet.domain.model import (
 from gpufleet.domain.wire import (
     ANNOTATION_BOUND_AT,
     ANNOTATION_DRAIN,
+    ANNOTATION_EXPECTED_RUNTIME,
     ANNOTATION_GPU_BLOCKS,
     ANNOTATION_GPU_INDEX,
     ANNOTATION_GPU_MEMORY,
@@ -98,6 +99,7 @@ from gpufleet.domain.wire import (
 __all__ = [
     "ANNOTATION_BOUND_AT",
     "ANNOTATION_DRAIN",
+    "ANNOTATION_EXPECTED_RUNTIME",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
