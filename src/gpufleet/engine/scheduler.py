@@ -404,6 +404,18 @@ class Engine:
             gang = self.gangs[g]
             gang.pending_reason = (gang.pending_reason or "not tried") + \
                 f"; reserved {len(held.nodes)} nodes from {rfc3339(held.start)}"
+        for g in self.open_gangs:  # the others left pending: which reservations they could not use
+            gang = self.gangs[g]
+            if g in reserve.held or not gang.pending_reason:
+                continue
+            members = self.admission.pending_members(gang)
+            if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
+                continue
+            for held in reserve.held.values():
+                if not reserve.may_use(gang, held, members):
+                    gang.pending_reason += (f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} "
+                                            f"from {rfc3339(held.start)} (only preemptible gangs, or gangs whose "
+                                            f"declared runtime ends by then, may use them)")
         decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
                                        self.placer.volume_choices())
         out = reserve.output(names)
