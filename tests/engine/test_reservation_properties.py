@@ -152,3 +152,15 @@ def test_some_examples_reserve() -> None:
 
     probe()
     assert len(found) >= 5
+
+
+@PROPERTY
+@given(reserved_snapshots())
+def test_the_failure_memo_and_the_batch_do_not_change_decisions_with_reservations_on(snapshot: Snapshot) -> None:
+    """Held GPUs differ by gang: the memo keys failures by which reservations a gang may use."""
+    from gpufleet.engine.scheduler import Engine
+
+    plain = Engine(snapshot)
+    plain.MEMO_FAILURES = False
+    plain.USE_BATCH = False
+    assert schedule(snapshot) == plain.run()

@@ -194,7 +194,8 @@ class Engine:
         # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
         # so the signature is the same either way).
         memo_at = self.version if failed else -1
-        batching = self.USE_BATCH and batch_applies(self, turn)
+        # Held GPUs differ by gang (reservations, docs/semantics.md): no batch while one is held.
+        batching = self.USE_BATCH and batch_applies(self, turn) and not (self.reserve and self.reserve.held)
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -214,10 +215,9 @@ class Engine:
                 changed = True
                 continue
             result = attempt(gang, request)
-            if not result.ok and self.reserve is not None and self.reserve.held:
-                batching, memo_at = False, -1  # held GPUs make each gang's outcome its own
-                if self.evict_for_reservation(self.reserve, gang, request):
-                    result = Attempt(True)
+            if not result.ok and self.reserve is not None and self.reserve.held \
+                    and self.evict_for_reservation(self.reserve, gang, request):
+                result = Attempt(True)
             if result.ok:
                 changed = True
                 gang.pending_reason = ""
@@ -240,8 +240,18 @@ class Engine:
         reuse its reason instead of repeating the placement and victim search. Gangs alike
         (member by member, in the order they are placed) likewise: see :meth:`gang_signature`.
         """
-        if not self.MEMO_FAILURES or gang.alive or (self.reserve is not None and self.reserve.held):
+        if not self.MEMO_FAILURES or gang.alive:
             return None
+        if self.reserve is not None and self.reserve.held:
+            # What the holds are for this gang: which reservations it may use (docs/semantics.md).
+            base = self.failure_signature_now(gang, request)
+            members = self.admission.pending_members(gang)
+            return None if base is None else (base, tuple((g, self.reserve.may_use(gang, h, members))
+                                                          for g, h in self.reserve.held.items()))
+        return self.failure_signature_now(gang, request)
+
+    def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
+        """:meth:`failure_signature` of a gang with no member running, holds aside."""
         if gang.group is not None or len(gang.members) != 1:
             return self.gang_signature(gang, request)
         info = self.pods[gang.members[0]]
