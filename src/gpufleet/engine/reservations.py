@@ -6,8 +6,8 @@ of those nodes that are free are taken by the reservation (``ClusterState.take``
 resource), except while a gang that may use them is tried: the gang itself, a preemptible gang, or one
 whose every pending member declared a runtime that ends before the reservation starts.
 
-Pure: the time is the snapshot's ``now``. Node-wide work is NumPy over the GPU cells; the Python loops
-run over the pods that hold GPUs (once per reservation made) and over a reservation's own nodes.
+Pure: the time is the snapshot's ``now``. Node-wide work is NumPy over the GPU cells; the running pods'
+cells and expected ends are gathered once per decision, and each reservation is NumPy over them.
 """
 
 from __future__ import annotations
@@ -100,6 +100,20 @@ class Held:
     holding: dict[int, list[int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """The running pods' GPU cells (node, GPU, expected end, gang slot) and per-gang facts (the last
+    slot stands for pods of no gang of ours)."""
+
+    cell_node: IntArray
+    cell_gpu: IntArray
+    cell_end: FloatArray
+    cell_gang: IntArray
+    gang_start: FloatArray
+    gang_preemptible: BoolArray
+    gang_overran: BoolArray
+
+
 class Reservations:
     """The reservations of one ``schedule()`` call and the holds on their free GPUs."""
 
@@ -116,6 +130,7 @@ class Reservations:
         self.held: dict[int, Held] = {}  # gang index -> its reservation
         self.reserved = np.zeros(len(cluster.nodes), dtype=np.bool_)
         self._none = np.zeros(len(cluster.resources), dtype=np.int64)
+        self._cells: _Table | None = None
 
     # -- facts --------------------------------------------------------------------------------
 
@@ -147,10 +162,14 @@ class Reservations:
                 return True
         return False
 
+    def reserved_at(self, gang: Gang) -> float:
+        """The gang's reservation time: its wait start plus ``after``."""
+        return gang.creation + self.config.after
+
     def evictable(self, gang: Gang, by: Gang) -> bool:
-        """Whether ``gang`` may be evicted for the reservation of ``by``."""
-        return (gang.idx != by.idx and gang.ours and gang.alive > 0 and self.gang_start(gang) >= by.creation
-                and (gang.preemptible or self.overran(gang)))
+        """Whether ``gang`` is backfill of ``by`` (may be evicted for its reservation)."""
+        return (gang.idx != by.idx and gang.ours and gang.alive > 0
+                and self.gang_start(gang) >= self.reserved_at(by) and (gang.preemptible or self.overran(gang)))
 
     def may_use(self, gang: Gang, held: Held, members: Sequence[int]) -> bool:
         """Backfill: whether ``gang`` (pending ``members``) may take ``held``'s GPUs."""
@@ -176,27 +195,14 @@ class Reservations:
         if g <= 0:
             return None
         c = self.cluster
-        cell_end = np.where(c.gpu_free == BLOCKS_PER_GPU, self.now, np.inf)
-        cell_end[~c.healthy] = np.inf
-        by_gang: dict[int, bool] = {}
-        cells_n: list[int] = []
-        cells_g: list[int] = []
-        cells_t: list[float] = []
-        for info in self.pods:
-            if info.node is None or not info.gpus:
-                continue
-            ev = by_gang.get(info.gang)
-            if ev is None:
-                ev = by_gang[info.gang] = info.gang >= 0 and self.evictable(self.gangs[info.gang], gang)
-            end = self.now if ev else self.expected_end(info)
-            for gpu in info.gpus:
-                cells_n.append(info.node)
-                cells_g.append(gpu)
-                cells_t.append(end)
-        used = np.full(cell_end.shape, -np.inf)
-        if cells_n:
-            np.maximum.at(used, (np.array(cells_n), np.array(cells_g)), np.array(cells_t))
-        cell_end = np.where(used > -np.inf, used, cell_end)  # a used GPU frees when its last pod ends
+        table = self._table()
+        # Backfill of this gang counts as ending by the start (it is evicted for it then): as now.
+        backfill = (table.gang_start >= self.reserved_at(gang)) & (table.gang_preemptible | table.gang_overran)
+        backfill[gang.idx] = False
+        ends = np.where(backfill[table.cell_gang], self.now, table.cell_end)
+        used = np.full(c.gpu_free.shape, -np.inf)
+        np.maximum.at(used, (table.cell_node, table.cell_gpu), ends)  # a used GPU frees when its last pod ends
+        cell_end = np.where(used > -np.inf, used, np.where(c.gpu_free == BLOCKS_PER_GPU, self.now, np.inf))
         cell_end[~c.healthy] = np.inf
         candidates = feasible & c.schedulable & ~self.reserved
         if domains is None:
@@ -212,6 +218,36 @@ class Reservations:
         self.held[gang.idx] = held
         self.reserved[nodes] = True
         return held
+
+    def _table(self) -> _Table:
+        """The running pods' GPU cells and their expected ends, by gang: built once per decision, from
+        the state when the first reservation is made (the start of the call)."""
+        if self._cells is not None:
+            return self._cells
+        bound = [info for info in self.pods if info.node is not None and info.gpus]
+        n_gangs = len(self.gangs)
+        counts = np.array([len(i.gpus) for i in bound], dtype=np.int64)
+        start = np.array([self.start_of(i) for i in bound], dtype=np.float64)
+        declared = np.array([self.declared.get(i.idx, math.nan) for i in bound], dtype=np.float64)
+        observed = np.array([math.nan if i.queue < 0 or self.observed[i.queue] is None else self.observed[i.queue]
+                             for i in bound], dtype=np.float64)
+        gang = np.array([i.gang for i in bound], dtype=np.int64)
+        runtime = np.where(np.isnan(declared), observed, declared)
+        pod_end = np.maximum(np.where(np.isnan(runtime), np.inf, start + np.nan_to_num(runtime)), self.now)
+        ours = gang >= 0
+        gang_start = np.full(n_gangs + 1, np.inf)  # the last slot: pods of no gang (never backfill)
+        slot = np.where(ours, gang, n_gangs)
+        np.minimum.at(gang_start, slot, start)
+        gang_overran = np.zeros(n_gangs + 1, dtype=np.bool_)
+        np.logical_or.at(gang_overran, slot, ~np.isnan(declared) & (start + np.nan_to_num(declared) < self.now))
+        gang_preemptible = np.array([g.preemptible and g.ours for g in self.gangs] + [False], dtype=np.bool_)
+        gang_overran[:n_gangs] &= np.array([g.ours for g in self.gangs], dtype=np.bool_)
+        gang_overran[n_gangs] = False
+        self._cells = _Table(
+            np.repeat(np.array([i.node for i in bound], dtype=np.int64), counts),
+            np.array([g for i in bound for g in i.gpus], dtype=np.int64),
+            np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran)
+        return self._cells
 
     # -- holds --------------------------------------------------------------------------------
 

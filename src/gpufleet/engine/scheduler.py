@@ -368,9 +368,10 @@ class Engine:
                             self.placer.domains(label) if label else None)
 
     def evict_for_reservation(self, reserve: Reservations, gang: Gang, request: list[int]) -> bool:
-        """A gang whose reservation is due and that failed its attempt: evict the gangs evictable for
-        it on its nodes, one by one (lower priority, later start, key first), until it is placed;
-        none when it cannot be placed after all of them. Whether it was placed."""
+        """A gang whose reservation is due and that failed its attempt: evict a minimal set of its
+        backfill on its nodes (taken lower priority, later start, key first until it fits, then each
+        given back, last taken first, when it still fits without it) and place it; none when it cannot
+        be placed with all of them. Whether it was placed."""
         held = reserve.held.get(gang.idx)
         if held is None or held.start > reserve.now:
             return False
@@ -379,32 +380,52 @@ class Engine:
         victims = sorted((self.gangs[g] for g in found if reserve.evictable(self.gangs[g], gang)),
                          key=lambda v: (v.priority, -reserve.gang_start(v), v.key))
         members = self.admission.pending_members(gang)
-        trial: list[Assignment] = []
-        chosen: list[Gang] = []
+        taken: list[tuple[Gang, list[Assignment]]] = []
+        fits = False
         for v in victims:
-            for m in v.members:
-                info = self.pods[m]
-                if info.node is not None:
-                    trial.append(Assignment(m, info.node, info.gpus, info.bound_blocks))
-                    self.unbind(m)
-            chosen.append(v)
+            taken.append((v, self.lift(v)))
             placed = self.try_place(gang, members, request)
             if placed.ok:
                 self.release_trial(placed)
+                fits = True
                 break
-        else:
-            chosen = []
-        for a in reversed(trial):
-            self.rebind(a.pod, a.node, a.gpus, a.blocks)
+        chosen: list[Gang] = []
+        if fits:
+            chosen.append(taken[-1][0])
+            for v, trial in reversed(taken[:-1]):  # give back each one not needed
+                self.put_back(trial)
+                placed = self.try_place(gang, members, request)
+                if placed.ok:
+                    self.release_trial(placed)
+                    trial.clear()
+                else:
+                    self.lift(v)
+                    chosen.append(v)
+        for _, trial in reversed(taken):
+            self.put_back(trial)
         if not chosen:
             return False
         by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
-        for v in chosen:
+        for v in sorted(chosen, key=lambda v: (v.priority, -reserve.gang_start(v), v.key)):
             self.evict_gang(v, gang, by, EvictionReason.RESERVATION)
         placed = self.try_place(gang, members, request)
         assert placed.ok, "the evictions were checked to make the gang fit"
         self.record(gang, placed)
         return True
+
+    def lift(self, gang: Gang) -> list[Assignment]:
+        """Unbind a running gang for a trial; its assignments, to put back."""
+        out: list[Assignment] = []
+        for m in gang.members:
+            info = self.pods[m]
+            if info.node is not None:
+                out.append(Assignment(m, info.node, info.gpus, info.bound_blocks))
+                self.unbind(m)
+        return out
+
+    def put_back(self, trial: list[Assignment]) -> None:
+        for a in reversed(trial):
+            self.rebind(a.pod, a.node, a.gpus, a.blocks)
 
     def reserved_decisions(self, reserve: Reservations) -> Decisions:
         """The decisions with the reservations still held (their gangs' pending reasons say so)."""
