@@ -6,15 +6,21 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gpufleet.adapters.k8s_yaml import load_snapshot_file
-from gpufleet.domain import ANNOTATION_EXPECTED_RUNTIME, ReservationConfig
+from gpufleet.domain import ANNOTATION_EXPECTED_RUNTIME, NodeName, ReservationConfig
 from gpufleet.engine import schedule
 from gpufleet.engine.reservations import earliest_fit
+
+
+def _at(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
 
 SCENARIO = Path(__file__).parents[1] / "scenarios" / "reservation" / "blocks-small-admits-backfill.yaml"
 
@@ -99,3 +105,34 @@ def test_earliest_fit_takes_the_soonest_domain_and_fewest_nodes() -> None:
     assert (start, code, nodes.tolist()) == (10.0, 1, [2])
     # 3 pods of 2 GPUs: never
     assert earliest_fit(cell_end, candidates, domain, 2, 3) is None
+
+
+def test_a_preemptible_pod_running_before_the_reservation_time_does_not_make_it_due() -> None:
+    """r2 (n2, declared 50m) made preemptible and started 00:05, before big's reservation time
+    (00:10), declaring 75m: it is no backfill and counts by its expected end (01:20), preemptible or
+    not. The reservation starts at 01:20, not now, and nothing is evicted."""
+    snapshot = load_snapshot_file(SCENARIO)
+    pods = tuple(replace(p, preemptible_label=True,
+                         annotations={**p.annotations, ANNOTATION_EXPECTED_RUNTIME: "75m"},
+                         start_time=_at("2026-01-01T00:05:00Z"),
+                         creation_time=_at("2026-01-01T00:05:00Z"))
+                 if p.name == "r2" else p for p in snapshot.pods)
+    decisions = schedule(replace(snapshot, pods=pods))
+    assert not decisions.evictions
+    (r,) = decisions.reservations
+    assert r.start == _at("2026-01-01T01:20:00Z")
+
+
+def test_backfill_never_delays_the_start() -> None:
+    """pre, admitted onto n2 at 00:56 (after big's reservation time) as preemptible backfill with a
+    declared 3h, counts as ending by the start: the reservation still starts at 01:20 and nothing is
+    evicted before then."""
+    snapshot = load_snapshot_file(SCENARIO)
+    pods = tuple(replace(p, node_name=NodeName("n2"), phase="Running", start_time=_at("2026-01-01T00:56:00Z"),
+                         annotations={**p.annotations, "gpufleet.dev/gpu-index": "2",
+                                      ANNOTATION_EXPECTED_RUNTIME: "3h"})
+                 if p.name == "pre" else p for p in snapshot.pods)
+    decisions = schedule(replace(snapshot, pods=pods))
+    assert not decisions.evictions
+    (r,) = decisions.reservations
+    assert r.start == _at("2026-01-01T01:20:00Z") and r.nodes == ("n2",)
