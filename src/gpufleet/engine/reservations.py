@@ -112,6 +112,7 @@ class _Table:
     gang_start: FloatArray
     gang_preemptible: BoolArray
     gang_overran: BoolArray
+    wait_rank: IntArray  # by gang: its place in (wait start, key) order
 
 
 class Reservations:
@@ -168,8 +169,13 @@ class Reservations:
 
     def evictable(self, gang: Gang, by: Gang) -> bool:
         """Whether ``gang`` is backfill of ``by`` (may be evicted for its reservation)."""
-        return (gang.idx != by.idx and gang.ours and gang.alive > 0
+        return (gang.idx != by.idx and gang.ours and gang.alive > 0 and self.waits_less(gang, by)
                 and self.gang_start(gang) >= self.reserved_at(by) and (gang.preemptible or self.overran(gang)))
+
+    @staticmethod
+    def waits_less(gang: Gang, than: Gang) -> bool:
+        """A later wait start (then a later key): a gang that waited longer is never backfill."""
+        return (gang.creation, gang.key) > (than.creation, than.key)
 
     def may_use(self, gang: Gang, held: Held, members: Sequence[int]) -> bool:
         """Backfill: whether ``gang`` (pending ``members``) may take ``held``'s GPUs."""
@@ -198,7 +204,7 @@ class Reservations:
         table = self._table()
         # Backfill of this gang counts as ending by the start (it is evicted for it then): as now.
         backfill = (table.gang_start >= self.reserved_at(gang)) & (table.gang_preemptible | table.gang_overran)
-        backfill[gang.idx] = False
+        backfill[:-1] &= table.wait_rank > table.wait_rank[gang.idx]  # it waited less than this gang
         ends = np.where(backfill[table.cell_gang], self.now, table.cell_end)
         used = np.full(c.gpu_free.shape, -np.inf)
         np.maximum.at(used, (table.cell_node, table.cell_gpu), ends)  # a used GPU frees when its last pod ends
@@ -243,10 +249,14 @@ class Reservations:
         gang_preemptible = np.array([g.preemptible and g.ours for g in self.gangs] + [False], dtype=np.bool_)
         gang_overran[:n_gangs] &= np.array([g.ours for g in self.gangs], dtype=np.bool_)
         gang_overran[n_gangs] = False
+        wait_rank = np.empty(n_gangs, dtype=np.int64)
+        wait_rank[sorted(range(n_gangs), key=lambda g: (self.gangs[g].creation, self.gangs[g].key))] = \
+            np.arange(n_gangs)
         self._cells = _Table(
             np.repeat(np.array([i.node for i in bound], dtype=np.int64), counts),
             np.array([g for i in bound for g in i.gpus], dtype=np.int64),
-            np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran)
+            np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
+            wait_rank)
         return self._cells
 
     # -- holds --------------------------------------------------------------------------------
