@@ -371,7 +371,7 @@ class Engine:
         """A gang whose reservation is due and that failed its attempt: evict a minimal set of its
         backfill on its nodes (taken lower priority, later start, key first until it fits, then each
         given back, last taken first, when it still fits without it) and place it; none when it cannot
-        be placed with all of them. Whether it was placed."""
+        be placed with all of them, or would not be in quota then. Whether it was placed."""
         held = reserve.held.get(gang.idx)
         if held is None or held.start > reserve.now:
             return False
@@ -401,6 +401,8 @@ class Engine:
                 else:
                     self.lift(v)
                     chosen.append(v)
+        if chosen and not self.forest.in_quota(gang.queue, request):
+            chosen = []  # it would borrow: reclaimable at once, so nothing is evicted for it
         for _, trial in reversed(taken):
             self.put_back(trial)
         if not chosen:
