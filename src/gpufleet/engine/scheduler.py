@@ -371,7 +371,8 @@ class Engine:
         """A gang whose reservation is due and that failed its attempt: evict a minimal set of its
         backfill on its nodes (taken lower priority, later start, key first until it fits, then each
         given back, last taken first, when it still fits without it) and place it; none when it cannot
-        be placed with all of them, or would not be in quota then. Whether it was placed."""
+        be placed with all of them. A gang not in quota takes only victims that would not be in quota
+        once evicted. Whether it was placed."""
         held = reserve.held.get(gang.idx)
         if held is None or held.start > reserve.now:
             return False
@@ -379,6 +380,8 @@ class Engine:
         found = {self.pods[p].gang for p in on.tolist() if self.pods[p].gang >= 0}
         victims = sorted((self.gangs[g] for g in found if reserve.evictable(self.gangs[g], gang)),
                          key=lambda v: (v.priority, -reserve.gang_start(v), v.key))
+        if not self.forest.in_quota(gang.queue, request):  # it borrows: only victims that could not reclaim it
+            victims = [v for v in victims if not self.in_quota_if_evicted(v)]
         members = self.admission.pending_members(gang)
         taken: list[tuple[Gang, list[Assignment]]] = []
         fits = False
@@ -401,8 +404,6 @@ class Engine:
                 else:
                     self.lift(v)
                     chosen.append(v)
-        if chosen and not self.forest.in_quota(gang.queue, request):
-            chosen = []  # it would borrow: reclaimable at once, so nothing is evicted for it
         for _, trial in reversed(taken):
             self.put_back(trial)
         if not chosen:
@@ -414,6 +415,15 @@ class Engine:
         assert placed.ok, "the evictions were checked to make the gang fit"
         self.record(gang, placed)
         return True
+
+    def in_quota_if_evicted(self, gang: Gang) -> bool:
+        """Whether a running gang, evicted and pending again, would be in quota (could reclaim)."""
+        bound = [m for m in gang.members if self.pods[m].node is not None]
+        request = self.gang_request(bound)
+        trial = self.lift(gang)
+        inside = self.forest.in_quota(gang.queue, request)
+        self.put_back(trial)
+        return inside
 
     def lift(self, gang: Gang) -> list[Assignment]:
         """Unbind a running gang for a trial; its assignments, to put back."""
