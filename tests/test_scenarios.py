@@ -89,7 +89,7 @@ def test_scenario_is_well_formed(snapshot: Path) -> None:
     """Each scenario says what it shows on its first line and has its expected decisions."""
     assert snapshot.read_text().startswith("# "), "first line must be a '# comment' saying what it shows"
     expected = json.loads(_companion(snapshot, ".expected.json").read_text())
-    assert set(expected) - {"moves"} == set(KEYS)
+    assert set(expected) - {"moves", "reservations"} == set(KEYS)
     ours, bound = _our_pods(snapshot)
     decided = [e["pod"] for e in expected["bindings"]] + [e["pod"] for e in expected["pending"]]
     assert sorted(decided) == sorted(ours), "expected file must decide every pending pod exactly once"
@@ -103,9 +103,12 @@ def test_scenario(snapshot: Path) -> None:
     assert result.exit_code == 0, f"exit {result.exit_code}\nstderr: {result.stderr}\n{result.exception!r}"
     got = json.loads(result.stdout)
 
-    # the three keys of api.md, and "moves" with consolidation on (docs/semantics.md)
-    assert set(got) == set(KEYS) | ({"moves"} & set(expected)), "the JSON holds exactly the keys expected"
+    # the three keys of api.md, "moves" with consolidation on and "reservations" when one is held
+    # (docs/semantics.md)
+    optional = {"moves", "reservations"}
+    assert set(got) == set(KEYS) | (optional & set(expected)), "the JSON holds exactly the keys expected"
     assert got.get("moves") == expected.get("moves")
+    assert got.get("reservations") == expected.get("reservations")
     for k in KEYS:
         pods = [e["pod"] for e in got[k]]
         assert pods == sorted(pods), f"{k} must be sorted by pod name"

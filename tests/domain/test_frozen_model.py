@@ -105,8 +105,10 @@ def test_defaults_of_a_bare_snapshot() -> None:
 def test_enums_are_their_api_spelling() -> None:
     # The loaders build them from YAML strings and the JSON output writes .value: both must match api.md.
     assert [p.value for p in Placement] == ["binpack", "spread", "defrag"]
-    # "idle" and the drains' reasons are the controller's own, never in the engine's Decisions
-    assert [r.value for r in EvictionReason] == ["reclaim", "preempt", "idle", "spot", "maintenance", "gpu-failure"]
+    # "idle" and the drains' reasons are the controller's own, never in the engine's Decisions;
+    # "reservation" is the engine's with reservations on (docs/semantics.md, "Reservation and backfill")
+    assert [r.value for r in EvictionReason] == ["reclaim", "preempt", "idle", "spot", "maintenance", "gpu-failure",
+                                                 "reservation"]
     assert [w.value for w in WithinQueue] == ["LowerPriority", "Never"]
     assert TaintEffect("NoExecute") is TaintEffect.NO_EXECUTE and TaintEffect.NO_SCHEDULE == "NoSchedule"
 

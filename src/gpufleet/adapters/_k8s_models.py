@@ -47,6 +47,7 @@ from gpufleet.domain import (
     QueueFlavor,
     QueueName,
     QueueResource,
+    ReservationConfig,
     ResourceFlavor,
     SchedulerConfig,
     SelectorRequirement,
@@ -240,6 +241,20 @@ class ConsolidationSpec(_Spec):
     )
 
 
+class ReservationSpec(_Spec):
+    after: Duration = Field(
+        description="How long a gang waits (since gpufleet.dev/queued-at, else creation) before it may hold a "
+        "reservation: a duration like 15m or 1h30m."
+    )
+    max: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = Field(4, description="Reservations held at once.")
+    percentile: Annotated[StrictInt, Field(ge=1, le=100)] = Field(
+        90, description="Percentile of a queue's completed runtimes written into observedRuntime."
+    )
+    observedRuntime: dict[StrictStr, Duration] = Field(
+        default_factory=dict, description="Leaf queue -> its observed runtime (the simulator fills it)."
+    )
+
+
 class SchedulerConfigSpec(_Spec):
     defaultQueue: Annotated[StrictStr, Field(min_length=1)] = Field(
         "default", description="Queue of pods that name none, directly or through their PodGroup."
@@ -275,6 +290,9 @@ class SchedulerConfigSpec(_Spec):
     )
     consolidation: ConsolidationSpec | None = Field(
         None, description="Consolidation (docs/semantics.md): absent or disabled, nothing moves.",
+    )
+    reservation: ReservationSpec | None = Field(
+        None, description="Reservation and backfill for gangs that waited too long; absent: off.",
     )
 
 
@@ -451,6 +469,16 @@ def scheduler_config_from_dict(doc: dict[str, Any]) -> SchedulerConfig:
         now=timestamp(spec.now, "spec.now") if spec.now is not None else None,
         usage_half_life=spec.fairShare.usageHalfLife or 0.0,
         consolidation=_consolidation(spec.consolidation),
+        reservation=_reservation(spec.reservation) if spec.reservation is not None else None,
+    )
+
+
+def _reservation(spec: ReservationSpec) -> ReservationConfig:
+    return ReservationConfig(
+        after=spec.after,
+        max=spec.max,
+        percentile=spec.percentile,
+        observed_runtime=dict(sorted(spec.observedRuntime.items())),
     )
 
 

@@ -9,6 +9,7 @@ import msgspec
 
 from gpufleet.adapters.text import text_table
 from gpufleet.domain import Decisions, Move
+from gpufleet.domain.units import rfc3339
 
 
 def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
@@ -38,6 +39,9 @@ def decisions_to_dict(decisions: Decisions) -> dict[str, list[dict[str, Any]]]:
     }
     if decisions.moves is not None:  # consolidation on (docs/semantics.md): absent otherwise
         out["moves"] = [_move(m) for m in decisions.moves]
+    if decisions.reservations:  # only when some gang holds one (docs/semantics.md, "Reservation and backfill")
+        out["reservations"] = [{"gang": r.gang, "nodes": list(r.nodes), "start": rfc3339(r.start), "gpus": r.gpus}
+                               for r in decisions.reservations]
     return out
 
 
@@ -93,7 +97,8 @@ def render_table(decisions: Decisions) -> str:
     lines.append(f"EVICTED ({len(decisions.evictions)})")
     if decisions.evictions:
         why = {"reclaim": "reclaim: its queue borrows beyond quota; the evictor's queue is within quota",
-               "preempt": "preempt: lower priority in the evictor's own queue"}
+               "preempt": "preempt: lower priority in the evictor's own queue",
+               "reservation": "reservation: preemptible or past its declared runtime, on a due reservation's nodes"}
         rows = [[e.pod, e.by, why[e.reason.value]] for e in decisions.evictions]
         lines += ["  " + r for r in text_table(["pod", "evicted by", "why"], rows)]
     lines.append("")
@@ -107,6 +112,11 @@ def render_table(decisions: Decisions) -> str:
     if decisions.pending:
         rows = [[p.pod, p.reason] for p in decisions.pending]
         lines += ["  " + r for r in text_table(["pod", "why"], rows)]
+    if decisions.reservations:
+        lines.append("")
+        lines.append(f"RESERVATIONS ({len(decisions.reservations)})")
+        rows = [[r.gang, str(r.gpus), rfc3339(r.start), ",".join(r.nodes)] for r in decisions.reservations]
+        lines += ["  " + r for r in text_table(["gang", "gpus", "start", "nodes"], rows)]
     if decisions.warnings:
         lines.append("")
         lines.append(f"WARNINGS ({len(decisions.warnings)})")

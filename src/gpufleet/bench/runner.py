@@ -7,12 +7,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from gpufleet.bench.shapes import SHAPES, make_shape
-from gpufleet.domain import Decisions, Snapshot
+from gpufleet.domain import Decisions, ReservationConfig, Snapshot
 from gpufleet.engine import IncrementalEngine, schedule
 
 __all__ = ["peak_rss_mib", "replay_vs_parse", "run_bench"]
@@ -23,13 +24,26 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = False) -> dict[str, object]:
+def with_reservations(snapshot: Snapshot, after: float) -> Snapshot:
+    """``snapshot`` with reservation and backfill on (docs/semantics.md): ``after`` seconds, the
+    snapshot's time ``after`` past its last pod's creation (every pending gang may reserve), and an
+    observed runtime of an hour for every queue (running pods are expected to end)."""
+    latest = max((p.creation_time for p in snapshot.pods), default=0.0)
+    observed = {str(q.name): 3600.0 for q in snapshot.queues}
+    config = replace(snapshot.config, now=latest + after,
+                     reservation=ReservationConfig(after=after, observed_runtime=observed))
+    return replace(snapshot, config=config)
+
+
+def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = False,
+              reservation: float | None = None) -> dict[str, object]:
     """Build ``shape`` (not timed), then time ``schedule`` on it ``repeat`` times.
 
     ``kept``: time instead a warm :class:`~gpufleet.engine.IncrementalEngine` (what the controller
     runs every cycle), after one untimed call of it on the same snapshot: the state it keeps
     between calls is built, each timed call decides the shape again from that state; the result
-    then also has ``kept`` (True).
+    then also has ``kept`` (True). ``reservation``: decide with reservations on (:func:`with_reservations`);
+    the result then also has ``reservations``, the number the last call held.
 
     Returns ``shape``, ``nodes``, ``pods`` (pending pods of ours decided: bound or left pending),
     ``seconds`` (median wall time of one call: reading DRA objects, ``schedule``, handing devices
@@ -43,6 +57,8 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = Fals
     from gpufleet.adapters import resolve_devices
 
     snapshot = make_shape(shape, scale)
+    if reservation is not None:
+        snapshot = with_reservations(snapshot, reservation)
     decide: Callable[[Snapshot], Decisions] = schedule
     if kept:
         decide = IncrementalEngine()
@@ -64,6 +80,7 @@ def run_bench(shape: str, scale: float = 1.0, repeat: int = 1, kept: bool = Fals
     return {
         "shape": shape,
         **({"kept": True} if kept else {}),
+        **({"reservations": len(decisions.reservations)} if reservation is not None else {}),
         "nodes": len(snapshot.nodes),
         "pods": decided,
         "seconds": seconds,

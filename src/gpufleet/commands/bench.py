@@ -25,14 +25,18 @@ __all__ = ["bench"]
 @click.option("--kept", is_flag=True,
               help="Time a warm IncrementalEngine (state kept between calls, as the controller runs it) "
                    "after one untimed call on the same snapshot, instead of a fresh schedule().")
-def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool, kept: bool) -> None:
+@click.option("--reservation", "reservation", type=FiniteFloatRange(min=0), default=None,
+              help="Decide with reservation and backfill on: after this many seconds, the snapshot's time that "
+                   "long past its last pod's creation (every pending gang may reserve).")
+def bench(shape: str, scale: float, repeat: int, fmt: str, replay_cost: bool, kept: bool,
+          reservation: float | None) -> None:
     """Time the engine on a synthetic cluster shape (mirrors Kubernetes' scheduler_perf)."""
     from gpufleet.bench.runner import replay_vs_parse, run_bench
 
     if replay_cost:
         result = replay_vs_parse(scale=scale, repeat=repeat)
     else:
-        result = run_bench(shape, scale=scale, repeat=repeat, kept=kept)
+        result = run_bench(shape, scale=scale, repeat=repeat, kept=kept, reservation=reservation)
     if fmt == "json":
         click.echo(json.dumps(result))
         return

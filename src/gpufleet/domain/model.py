@@ -67,6 +67,7 @@ class EvictionReason(str, Enum):
     SPOT = "spot"  # its spot node got an interruption notice
     MAINTENANCE = "maintenance"  # its node is going for maintenance (a notice, or a marked cordon)
     GPU_FAILURE = "gpu-failure"  # a pod of its gang holds a GPU listed unhealthy (onGPUFailure: evict)
+    RESERVATION = "reservation"  # evicted for a due reservation (docs/semantics.md, "Reservation and backfill")
 
 
 class GpuFailurePolicy(str, Enum):
@@ -517,6 +518,16 @@ class Consolidation:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationConfig:
+    """Reservation and backfill (docs/semantics.md, "Reservation and backfill")."""
+
+    after: float  # seconds a gang waits before it may hold a reservation
+    max: int = 4  # reservations held at once
+    percentile: int = 90  # of completed runtimes, for whoever fills observed_runtime
+    observed_runtime: Mapping[str, float] = field(default_factory=dict)  # leaf queue -> seconds
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     default_queue: QueueName = QueueName("default")
     topology_levels: tuple[str, ...] = ()
@@ -535,6 +546,7 @@ class SchedulerConfig:
     # spec.fairShare.usageHalfLife in seconds (docs/semantics.md, "Fairness over time"); 0: off.
     usage_half_life: float = 0.0
     consolidation: Consolidation | None = None  # None: off (docs/semantics.md, "Consolidation")
+    reservation: ReservationConfig | None = None  # None: off (docs/semantics.md, "Reservation and backfill")
 
 
 # Volume kinds a Project allows when it says nothing (docs/semantics-notes.md, "Projects").
@@ -674,3 +686,14 @@ class Decisions:
     warnings: tuple[str, ...] = ()
     cycles: int = 0
     moves: tuple[Move, ...] | None = None  # None: consolidation off; else sorted by pod
+    reservations: tuple[Reservation, ...] = ()  # sorted by gang
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held for a gang that waited too long (docs/semantics.md, "Reservation and backfill")."""
+
+    gang: str  # PodGroup key, or the pod key of a gang of one
+    nodes: tuple[NodeName, ...]  # in name order
+    start: float  # when it is expected to fit there (seconds since the epoch)
+    gpus: int  # whole GPUs it needs

@@ -8,12 +8,31 @@ webhook cannot disagree on an edge case; the engine's vector form
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 from gpufleet.domain.model import BLOCKS_PER_GPU, MILLI
 
-__all__ = ["BYTES_PER_MIB", "MILLI_PER_MIB", "blocks_for_gpu_memory", "mib_to_milli"]
+__all__ = ["BYTES_PER_MIB", "MILLI_PER_MIB", "blocks_for_gpu_memory", "duration_seconds", "mib_to_milli", "rfc3339"]
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 BYTES_PER_MIB = 1024 * 1024
 MILLI_PER_MIB = BYTES_PER_MIB * MILLI  # one MiB of memory in the domain's milli-bytes
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a duration written ``90``, ``90s``, ``15m``, ``4h`` or ``2d`` (a finite number >= 0);
+    ValueError, with the reason, otherwise."""
+    s = text.strip().lower()
+    scale = _DURATION_UNITS.get(s[-1:]) if s else None
+    try:
+        value = float(s[:-1] if scale else s) * (scale or 1.0)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"duration must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def mib_to_milli(mib: int) -> int:
@@ -40,3 +59,8 @@ def blocks_for_gpu_memory(memory_bytes: int, gpu_memory_mib: int | None) -> int 
     if memory_bytes > gpu_bytes:
         return None
     return max(1, -(-memory_bytes * BLOCKS_PER_GPU // gpu_bytes))
+
+
+def rfc3339(seconds: float) -> str:
+    """A time (seconds since the epoch) as RFC 3339 in UTC, to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

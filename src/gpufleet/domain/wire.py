@@ -18,6 +18,7 @@ __all__ = [
     "ANNOTATION_DEFAULT_CLASS",
     "ANNOTATION_DEVICES_ALLOCATED",
     "ANNOTATION_DRAIN",
+    "ANNOTATION_EXPECTED_RUNTIME",
     "ANNOTATION_GPU_BLOCKS",
     "ANNOTATION_GPU_INDEX",
     "ANNOTATION_GPU_MEMORY",
@@ -75,6 +76,9 @@ ANNOTATION_GPU_MEMORY = f"{LABEL_PREFIX}gpu-memory"
 # On a PodGroup, written by the controller before it drains the gang: the gang's age (RFC 3339), so that
 # its recreated pods queue at their original position. Guarded like bound-at.
 ANNOTATION_QUEUED_AT = f"{LABEL_PREFIX}queued-at"
+# A pod's declared runtime (docs/semantics.md, "Reservation and backfill"): tenant-written, a promise
+# the reservation guard holds it to.
+ANNOTATION_EXPECTED_RUNTIME = f"{LABEL_PREFIX}expected-runtime"
 # On a cordoned Node, the operator's: "true" drains it (docs/semantics-notes.md, "Draining nodes").
 ANNOTATION_DRAIN = f"{LABEL_PREFIX}drain"
 # Consolidation (docs/semantics.md): "true" on a pod makes it movable (tenant-writable: it only costs

@@ -16,6 +16,8 @@ import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from gpufleet.domain import (
     GPU,
     Decisions,
@@ -30,6 +32,7 @@ from gpufleet.domain import (
     Snapshot,
 )
 from gpufleet.domain.selectors import namespace_labels
+from gpufleet.domain.units import rfc3339
 from gpufleet.engine.admission import FairOrder
 from gpufleet.engine.batch import admit_run, batch_applies
 from gpufleet.engine.cluster import ClusterState, IntArray
@@ -42,6 +45,7 @@ from gpufleet.engine.placement import Assignment, GangPlacement, Placer
 from gpufleet.engine.preemption import find_victims
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates, overcommit_warnings
+from gpufleet.engine.reservations import Reservations
 from gpufleet.engine.running import bind_running, preset_node_warnings
 from gpufleet.engine.tenancy import PendingLimits, Tenancy, UserCaps
 from gpufleet.engine.victims import VictimIndex
@@ -169,6 +173,12 @@ class Engine:
         self.consolidating = self.consolidation is not None
         self._consolidator: Consolidator | None = None
         self._consolidation_now = config.now
+        # Reservation and backfill (docs/semantics.md): None when off (no option, or no time).
+        self.reserve: Reservations | None = None
+        if config.reservation is not None and config.now is not None:
+            self.reserve = Reservations(config.reservation, config.now, self.cluster, self.pods, self.gangs,
+                                        [self.forest.name(i) for i in range(len(self.forest.index))],
+                                        self.log.warnings)
 
     # -- gang facts --------------------------------------------------------------------------
 
@@ -190,14 +200,20 @@ class Engine:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        if self.reserve is not None:
+            self.make_reservations(self.reserve)
         while True:
             self.cycles += 1
             if not self.cycle():
                 break
+        if self.reserve is not None:
+            self.note_reservations(self.reserve)
         decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
                                        self.placer.volume_choices(), self.flavors.names if self.flavors else ())
         if self.consolidating:
             decisions = replace(decisions, moves=self.moves())
+        if self.reserve is not None and (held := self.reserve.output([n.name for n in self.cluster.nodes])):
+            decisions = replace(decisions, reservations=held)
         return decisions
 
     def consolidator(self) -> Consolidator | None:
@@ -231,7 +247,8 @@ class Engine:
         # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
         # so the signature is the same either way).
         memo_at = self.version if failed else -1
-        batching = self.USE_BATCH and batch_applies(self, turn)
+        # Held GPUs differ by gang (reservations, docs/semantics.md): no batch while one is held.
+        batching = self.USE_BATCH and batch_applies(self, turn) and not (self.reserve and self.reserve.held)
         flavored = self.flavors.leaf_flavors if self.flavors is not None else {}  # never batched
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
@@ -252,6 +269,9 @@ class Engine:
                 changed = True
                 continue
             result = attempt(gang, request)
+            if not result.ok and self.reserve is not None and self.reserve.held \
+                    and self.evict_for_reservation(self.reserve, gang, request):
+                result = Attempt(True)
             if result.ok:
                 changed = True
                 gang.pending_reason = ""
@@ -276,6 +296,16 @@ class Engine:
         """
         if not self.MEMO_FAILURES or gang.alive:
             return None
+        if self.reserve is not None and self.reserve.held:
+            # What the holds are for this gang: which reservations it may use (docs/semantics.md).
+            base = self.failure_signature_now(gang, request)
+            members = self.admission.pending_members(gang)
+            return None if base is None else (base, tuple((g, self.reserve.may_use(gang, h, members))
+                                                          for g, h in self.reserve.held.items()))
+        return self.failure_signature_now(gang, request)
+
+    def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
+        """:meth:`failure_signature` of a gang with no member running, holds aside."""
         if gang.group is not None or len(gang.members) != 1:
             return self.gang_signature(gang, request)
         info = self.pods[gang.members[0]]
@@ -333,6 +363,8 @@ class Engine:
 
     def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
         """Quota gates, then placement on what is free now (committed on success)."""
+        if self.reserve is not None and self.reserve.held:
+            self.reserve.hold_for(gang, members)  # before the gates: lending limits count free GPUs
         reason = self.quota.gate(gang, request)
         if not reason and self.caps is not None:
             reason = self.caps.gate(members)
@@ -408,6 +440,127 @@ class Engine:
             self.version += 1
         return placed
 
+    # -- reservations (docs/semantics.md, "Reservation and backfill") ---------------------------
+
+    def make_reservations(self, reserve: Reservations) -> None:
+        """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
+        its queue gates) may reserve, oldest wait first, up to the configured number."""
+        wanted: list[Gang] = []
+        for gangs in self.admission.candidates().values():
+            for g in gangs:
+                gang = self.gangs[g]
+                if not reserve.overdue(gang):
+                    continue
+                members = self.admission.pending_members(gang)
+                if all(self.pods[m].whole and not self.pods[m].fractional for m in members) \
+                        and not self.quota_gate(gang, self.gang_request(members)):
+                    wanted.append(gang)
+                    break
+        wanted.sort(key=lambda gang: (gang.creation, gang.key))
+        for gang in wanted:
+            if len(reserve.held) >= reserve.config.max:
+                break
+            members = self.admission.pending_members(gang)
+            feasible = self.cluster.schedulable.copy()
+            for key in {self.feasibility.key(self.pods[m].pod): m for m in members}.values():
+                feasible &= self.feasibility.mask(self.pods[key].pod)
+            label = gang.topology_required
+            reserve.reserve(gang, members, self.required(gang), feasible,
+                            self.placer.domains(label) if label else None)
+
+    def evict_for_reservation(self, reserve: Reservations, gang: Gang, request: list[int]) -> bool:
+        """A gang whose reservation is due and that failed its attempt: evict a minimal set of its
+        backfill on its nodes (taken lower priority, later start, key first until it fits, then each
+        given back, last taken first, when it still fits without it) and place it; none when it cannot
+        be placed with all of them. A gang not in quota takes only victims that would not be in quota
+        once evicted. Whether it was placed."""
+        held = reserve.held.get(gang.idx)
+        if held is None or held.start > reserve.now:
+            return False
+        on = np.flatnonzero(np.isin(self.placer.node_of, held.nodes))
+        found = {self.pods[p].gang for p in on.tolist() if self.pods[p].gang >= 0}
+        victims = sorted((self.gangs[g] for g in found if reserve.evictable(self.gangs[g], gang)),
+                         key=lambda v: (v.priority, -reserve.gang_start(v), v.key))
+        if not self.forest.in_quota(gang.queue, request):  # it borrows: only victims that could not reclaim it
+            victims = [v for v in victims if not self.in_quota_if_evicted(v)]
+        members = self.admission.pending_members(gang)
+        taken: list[tuple[Gang, list[Assignment]]] = []
+        fits = False
+        for v in victims:
+            taken.append((v, self.lift(v)))
+            placed = self.try_place(gang, members, request)
+            if placed.ok:
+                self.release_trial(placed)
+                fits = True
+                break
+        chosen: list[Gang] = []
+        if fits:
+            chosen.append(taken[-1][0])
+            for v, trial in reversed(taken[:-1]):  # give back each one not needed
+                self.put_back(trial)
+                placed = self.try_place(gang, members, request)
+                if placed.ok:
+                    self.release_trial(placed)
+                    trial.clear()
+                else:
+                    self.lift(v)
+                    chosen.append(v)
+        for _, trial in reversed(taken):
+            self.put_back(trial)
+        if not chosen:
+            return False
+        by = self.pods[min(members, key=lambda m: self.pods[m].key)].key
+        for v in sorted(chosen, key=lambda v: (v.priority, -reserve.gang_start(v), v.key)):
+            self.evict_gang(v, gang, by, EvictionReason.RESERVATION)
+        placed = self.try_place(gang, members, request)
+        assert placed.ok, "the evictions were checked to make the gang fit"
+        self.record(gang, placed)
+        return True
+
+    def in_quota_if_evicted(self, gang: Gang) -> bool:
+        """Whether a running gang, evicted and pending again, would be in quota (could reclaim)."""
+        bound = [m for m in gang.members if self.pods[m].node is not None]
+        request = self.gang_request(bound)
+        trial = self.lift(gang)
+        inside = self.forest.in_quota(gang.queue, request)
+        self.put_back(trial)
+        return inside
+
+    def lift(self, gang: Gang) -> list[Assignment]:
+        """Unbind a running gang for a trial; its assignments, to put back."""
+        out: list[Assignment] = []
+        for m in gang.members:
+            info = self.pods[m]
+            if info.node is not None:
+                out.append(Assignment(m, info.node, info.gpus, info.bound_blocks))
+                self.unbind(m)
+        return out
+
+    def put_back(self, trial: list[Assignment]) -> None:
+        for a in reversed(trial):
+            self.rebind(a.pod, a.node, a.gpus, a.blocks)
+
+    def note_reservations(self, reserve: Reservations) -> None:
+        """Release what the call did not hold to its end, and say in the pending reasons which gangs hold
+        reservations and which gangs could not use them."""
+        reserve.release_all()
+        for g, held in reserve.held.items():
+            gang = self.gangs[g]
+            gang.pending_reason = (gang.pending_reason or "not tried") + \
+                f"; reserved {len(held.nodes)} nodes from {rfc3339(held.start)}"
+        for g in self.open_gangs:  # the others left pending: which reservations they could not use
+            gang = self.gangs[g]
+            if g in reserve.held or not gang.pending_reason:
+                continue
+            members = self.admission.pending_members(gang)
+            if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
+                continue
+            for held in reserve.held.values():
+                if not reserve.may_use(gang, held, members):
+                    gang.pending_reason += (f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} "
+                                            f"from {rfc3339(held.start)} (only preemptible gangs, or gangs whose "
+                                            f"declared runtime ends by then, may use them)")
+
     # -- changes of the live state -------------------------------------------------------------
 
     def record(self, gang: Gang, placed: GangPlacement) -> None:
@@ -416,6 +569,8 @@ class Engine:
         # see VictimIndex.admit for the limits that make the call end.
         self.victims.admit(gang)
         self.version += 1
+        if self.reserve is not None:
+            self.reserve.drop(gang.idx)
         self.committed += 1
         pods, bindings, add, quota_vec, caps = (self.pods, self.log.bindings, self.forest.add,
                                                 self.quota.quota_vec, self.caps)
@@ -442,6 +597,8 @@ class Engine:
 
     def rebind(self, pod: int, node: int, gpus: tuple[int, ...], blocks: int | None) -> None:
         self.version += 1
+        if self.reserve is not None:
+            self.reserve.release_all()  # its GPUs may be held now; the next attempt holds again
         self.placer.commit(Assignment(pod, node, gpus, blocks))
         info = self.pods[pod]
         self.gangs[info.gang].alive += 1
@@ -464,10 +621,11 @@ class Engine:
         for g, gone in sorted(by_victim.items()):
             self.victims.shrink(self.gangs[g], gone)
 
-    def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey) -> None:
+    def evict_gang(self, victim: Gang, by_gang: Gang, by: PodKey, reason: EvictionReason | None = None) -> None:
         """Evict a running gang (done: not re-queued), or withdraw the bindings of a gang this call
         admitted (never carried out: its pods are pending again and compete in later cycles)."""
-        reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
+        if reason is None:
+            reason = EvictionReason.PREEMPT if victim.queue == by_gang.queue else EvictionReason.RECLAIM
         running = False
         for m in victim.members:
             info = self.pods[m]

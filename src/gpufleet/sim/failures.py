@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpufleet.adapters.errors import InputError
+from gpufleet.domain.units import duration_seconds
 
 __all__ = ["FailureModel", "NodeOutage", "OutageKind", "OutageStreams", "parse_duration", "parse_failures"]
 
@@ -65,25 +66,19 @@ class FailureModel:
         return self.mtbf_s is None and self.spot_rate_per_hour is None and not self.outages
 
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def parse_duration(text: object, where: str) -> float:
     """Seconds from ``90``, ``90s``, ``15m``, ``4h`` or ``30d``; raises InputError naming ``where``."""
     if isinstance(text, bool):
         raise InputError(f"{where}: expected a duration, got {text!r}")
     if isinstance(text, int | float):
         value = float(text)
-    else:
-        s = str(text).strip().lower()
-        scale = _UNITS.get(s[-1:]) if s else None
-        try:
-            value = float(s[:-1] if scale else s) * (scale or 1.0)
-        except ValueError:
-            raise InputError(f"{where}: {text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{where}: duration must be a finite number >= 0, got {text!r}")
-    return value
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"{where}: duration must be a finite number >= 0, got {text!r}")
+        return value
+    try:
+        return duration_seconds(str(text))
+    except ValueError as e:
+        raise InputError(f"{where}: {e}") from None
 
 
 class _Outage(BaseModel):

@@ -91,6 +91,16 @@ def _open_run_s(result: SimResult) -> list[float]:
     return [result.end_s - r.run_start if r.status is JobStatus.RUNNING else 0.0 for r in result.runs]
 
 
+# Jobs by whole GPUs asked for in all (a gang's total), for waits by size: the large gangs that
+# reservations are for (docs/semantics.md, "Reservation and backfill") are "32+".
+GPU_BUCKETS = ((1, "<=1"), (7, "2-7"), (31, "8-31"), (None, "32+"))
+
+
+def gpu_bucket(gpu_milli: int) -> str:
+    gpus = gpu_milli / MILLI
+    return next(name for top, name in GPU_BUCKETS if top is None or gpus <= top)
+
+
 def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
     """Every metric of one run as a JSON-ready dict (deterministic for a deterministic run)."""
     jobs, runs = result.setup.jobs, result.runs
@@ -101,6 +111,7 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
 
     waits: dict[str, list[float]] = {}
     waits_by_prio: dict[int, list[float]] = {}
+    waits_by_gpus: dict[str, list[float]] = {name: [] for _, name in GPU_BUCKETS}
     all_waits: list[float] = []
     jct: list[float] = []
     never_started: dict[str, int] = {}
@@ -110,6 +121,7 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
             all_waits.append(w)
             waits.setdefault(job.queue, []).append(w)
             waits_by_prio.setdefault(job.priority, []).append(w)
+            waits_by_gpus[gpu_bucket(job.gpu_milli)].append(w)
         elif run.status is JobStatus.QUEUED:
             never_started[job.queue] = never_started.get(job.queue, 0) + 1
         if run.status is JobStatus.COMPLETED and run.end_s is not None:
@@ -173,6 +185,7 @@ def compute_metrics(result: SimResult, label: str = "") -> dict[str, Any]:
             "all": distribution(all_waits),
             "by_queue": {k: distribution(v) for k, v in sorted(waits.items())},
             "by_priority": {str(k): distribution(v) for k, v in sorted(waits_by_prio.items())},
+            "by_gpus": {k: distribution(v) for k, v in waits_by_gpus.items()},
         },
         "jct_s": {**jct_dist, "tail_ratio_p99_p50": _r(tail, 3)},
         "preemptions": {
@@ -315,6 +328,8 @@ def summary_rows(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
         ("wait p50 (s)", lambda m: m["wait_s"]["all"]["p50"]),
         ("wait p95 (s)", lambda m: m["wait_s"]["all"]["p95"]),
         ("wait p99 (s)", lambda m: m["wait_s"]["all"]["p99"]),
+        ("wait p99, jobs of 32+ GPUs (s)", lambda m: m["wait_s"]["by_gpus"]["32+"]["p99"]),
+        ("jobs of 32+ GPUs started", lambda m: m["wait_s"]["by_gpus"]["32+"]["count"]),
         ("JCT p50 (s)", lambda m: m["jct_s"]["p50"]),
         ("JCT p99 (s)", lambda m: m["jct_s"]["p99"]),
         ("JCT p99/p50", lambda m: m["jct_s"]["tail_ratio_p99_p50"]),

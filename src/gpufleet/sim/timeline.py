@@ -28,6 +28,7 @@ the engine's work plus two tuple builds.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import time
@@ -287,6 +288,10 @@ class Timeline:
         self.running_finite = 0
         self.arrivals_left = 0
         self.finished = 0
+        # Runtimes of the jobs completed so far, per queue, sorted: the queues' observed runtime
+        # percentile the engine's reservations count on (never a running job's true duration).
+        self.completed_runtimes: dict[str, list[float]] = {}
+        self._observed: dict[str, float] | None = None
         self.dirty = False
         self.cycle_pending = False
         self.last_cycle = -math.inf
@@ -573,6 +578,9 @@ class Timeline:
         self._stop(j, t)
         run.saved_s = job.duration_s if job.duration_s is not None else run.saved_s
         run.status, run.end_s = JobStatus.COMPLETED, t
+        if job.duration_s is not None and self.setup.config.reservation is not None:
+            bisect.insort(self.completed_runtimes.setdefault(str(job.queue), []), job.duration_s)
+            self._observed = None
         for name in job.pod_names:
             key = PodKey(f"{NAMESPACE}/{name}")
             del self.pods[key]
@@ -711,8 +719,22 @@ class Timeline:
             priority_classes=self.setup.priority_classes,
             queues=self._queues(),
             pod_groups=tuple(self.groups.values()),
-            config=replace(self.setup.config, now=self.clock.now),  # virtual time (docs/semantics.md)
+            config=self.config_now(),
         )
+
+    def config_now(self) -> SchedulerConfig:
+        """The config at virtual time (docs/semantics.md), with the queues' observed runtimes when
+        reservations are on: per queue, the configured percentile (nearest rank) of its completed jobs'
+        runtimes."""
+        config = self.setup.config
+        if config.reservation is None:
+            return replace(config, now=self.clock.now)
+        if self._observed is None:
+            pct = config.reservation.percentile
+            self._observed = {q: done[max(0, math.ceil(pct / 100 * len(done)) - 1)]
+                              for q, done in sorted(self.completed_runtimes.items())}
+        return replace(config, now=self.clock.now,
+                       reservation=replace(config.reservation, observed_runtime=self._observed))
 
     def _cycle(self, t: float) -> None:
         if self.last_cycle != t:

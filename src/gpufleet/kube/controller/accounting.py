@@ -84,6 +84,7 @@ _MICRO = timedelta(microseconds=1)
 _MIB = 1024 * 1024
 _ENDED = {"Succeeded": EndReason.COMPLETED, "Failed": EndReason.FAILED}
 _EVICTED = {EvictionReason.RECLAIM: EndReason.EVICTED_RECLAIM, EvictionReason.PREEMPT: EndReason.EVICTED_PREEMPTION,
+            EvictionReason.RESERVATION: EndReason.EVICTED_PREEMPTION,
             EvictionReason.IDLE: EndReason.IDLE, EvictionReason.SPOT: EndReason.SPOT_RECLAIM,
             EvictionReason.MAINTENANCE: EndReason.MAINTENANCE, EvictionReason.GPU_FAILURE: EndReason.GPU_FAILURE}
 # Evictions no pod caused: the policy's own (idle, drains); their interval has no preemptor.

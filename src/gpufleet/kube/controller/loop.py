@@ -663,6 +663,7 @@ class Controller:
         self.metrics.decisions.labels("binding").inc(len(decisions.bindings))
         self.metrics.decisions.labels("eviction").inc(len(decisions.evictions))
         self.metrics.decisions.labels("pending").inc(len(decisions.pending))
+        self.metrics.reserved_gpus.set(sum(r.gpus for r in decisions.reservations))
         if not self.is_leader():
             self.last = CycleResult(decisions, skipped="not the leader")
             return self.last

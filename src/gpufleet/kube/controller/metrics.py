@@ -54,6 +54,9 @@ class ControllerMetrics:
                                    ["queue"], registry=r)
         self.admitted_gangs = Gauge("gpufleet_admitted_gangs", "Gangs admitted (bound), per queue.",
                                     ["queue"], registry=r)
+        self.reserved_gpus = Gauge("gpufleet_reserved_gpus", "Whole GPUs reserved for gangs that waited too "
+                                   "long (docs/semantics.md, \"Reservation and backfill\"), at the last cycle.",
+                                   registry=r)
         self.queue_usage = Gauge("gpufleet_queue_usage", "Usage of a queue (its subtree), in units of the resource.",
                                  ["queue", "resource"], registry=r)
         self.queue_quota = Gauge("gpufleet_queue_quota", "Quota of a queue, in units of the resource.",

@@ -34,6 +34,8 @@ SNAPSHOT_SOURCE = "cluster snapshot"
 _WHY = {
     EvictionReason.RECLAIM: "reclaim: its queue uses more than its quota, and the queue of {by} is within its own",
     EvictionReason.PREEMPT: "preempt: {by} has a higher priority in the same queue",
+    EvictionReason.RESERVATION: "reservation: the reservation of {by}'s gang is due, and this gang is preemptible "
+                                "or runs past its declared runtime",
 }
 
 

@@ -1,0 +1,301 @@
+"""Reservation and backfill (docs/semantics.md, "Reservation and backfill").
+
+A gang that waited longer than ``reservation.after`` gets, at the start of a decision, the nodes where
+it will fit soonest by the running pods' expected ends. While the reservation is held, the whole GPUs
+of those nodes that are free are taken by the reservation (``ClusterState.take`` with no other
+resource), except while a gang that may use them is tried: the gang itself, a preemptible gang, or one
+whose every pending member declared a runtime that ends before the reservation starts.
+
+Pure: the time is the snapshot's ``now``. Node-wide work is NumPy over the GPU cells; the running pods'
+cells and expected ends are gathered once per decision, and each reservation is NumPy over them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.domain import BLOCKS_PER_GPU, NodeName, Reservation, ReservationConfig
+from gpufleet.domain.units import duration_seconds
+from gpufleet.domain.wire import ANNOTATION_EXPECTED_RUNTIME
+from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
+from gpufleet.engine.workload import Gang, PodInfo
+
+__all__ = ["Held", "Reservations", "declared_runtimes", "earliest_fit"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def declared_runtimes(pods: Sequence[PodInfo], warnings: list[str]) -> dict[int, float]:
+    """Pod index -> its declared runtime (annotation ``gpufleet.dev/expected-runtime``), seconds. A
+    malformed one is left out with a warning (the pod then has none)."""
+    out: dict[int, float] = {}
+    for info in pods:
+        text = info.pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
+        if text is None:
+            continue
+        try:
+            out[info.idx] = duration_seconds(text)
+        except ValueError as e:
+            warnings.append(f"pod {info.key}: annotation {ANNOTATION_EXPECTED_RUNTIME}: {e}; ignored")
+    return out
+
+
+def earliest_fit(cell_end: FloatArray, candidates: BoolArray, domain: IntArray, per_pod: int,
+                 need: int) -> tuple[float, int, IntArray] | None:
+    """When and where ``need`` pods of ``per_pod`` whole GPUs fit soonest.
+
+    ``cell_end[n, g]``: when GPU g of node n is expected free (``now`` if free now, inf if never).
+    ``candidates``: the nodes that may be reserved; ``domain[n]``: node n's domain code (>= 0 for a
+    candidate). Returns (start, domain code, its nodes to reserve: most slots at the start first, then
+    index) or None when no expected end frees enough."""
+    nodes = np.flatnonzero(candidates)
+    if not len(nodes) or per_pod <= 0:
+        return None
+    ends = cell_end[nodes]
+    codes = domain[nodes]
+    n_domains = int(codes.max()) + 1
+    times = np.unique(ends[np.isfinite(ends)])
+
+    def slots_at(t: float) -> IntArray:
+        out: IntArray = (ends <= t).sum(axis=1) // per_pod
+        return out
+
+    def best(t: float) -> IntArray:
+        out: IntArray = np.bincount(codes, weights=slots_at(t), minlength=n_domains).astype(np.int64)
+        return out
+
+    lo, hi = 0, len(times)
+    while lo < hi:  # the least time at which one domain reaches ``need`` (monotone in t)
+        mid = (lo + hi) // 2
+        if best(float(times[mid])).max() >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == len(times):
+        return None
+    start = float(times[lo])
+    per_domain = best(start)
+    chosen = int(np.argmax(per_domain))  # most slots; the first domain (lowest code, by name) on a tie
+    slots = slots_at(start)
+    inside = np.flatnonzero((codes == chosen) & (slots > 0))
+    order = inside[np.lexsort((nodes[inside], -slots[inside]))]
+    covered = np.cumsum(slots[order])
+    take = order[: int(np.searchsorted(covered, need)) + 1]
+    return start, chosen, np.sort(nodes[take])
+
+
+@dataclass
+class Held:
+    """One reservation in a decision: its gang, nodes, start, and the GPUs it holds now per node."""
+
+    gang: int
+    nodes: IntArray
+    start: float
+    gpus: int
+    holding: dict[int, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The running pods' GPU cells (node, GPU, expected end, gang slot) and per-gang facts (the last
+    slot stands for pods of no gang of ours)."""
+
+    cell_node: IntArray
+    cell_gpu: IntArray
+    cell_end: FloatArray
+    cell_gang: IntArray
+    gang_start: FloatArray
+    gang_preemptible: BoolArray
+    gang_overran: BoolArray
+    wait_rank: IntArray  # by gang: its place in (wait start, key) order
+
+
+class Reservations:
+    """The reservations of one ``schedule()`` call and the holds on their free GPUs."""
+
+    def __init__(self, config: ReservationConfig, now: float, cluster: ClusterState, pods: list[PodInfo],
+                 gangs: list[Gang], queue_names: Sequence[str], warnings: list[str]) -> None:
+        self.config = config
+        self.now = now
+        self.cluster = cluster
+        self.pods = pods
+        self.gangs = gangs
+        self.declared = declared_runtimes(pods, warnings)
+        observed: Mapping[str, float] = config.observed_runtime
+        self.observed = [observed.get(name) for name in queue_names]  # by leaf queue index
+        self.held: dict[int, Held] = {}  # gang index -> its reservation
+        self.reserved = np.zeros(len(cluster.nodes), dtype=np.bool_)
+        self._none = np.zeros(len(cluster.resources), dtype=np.int64)
+        self._cells: _Table | None = None
+
+    # -- facts --------------------------------------------------------------------------------
+
+    def overdue(self, gang: Gang) -> bool:
+        return self.now - gang.creation >= self.config.after
+
+    def start_of(self, info: PodInfo) -> float:
+        return info.start if info.pod.bound else self.now
+
+    def expected_end(self, info: PodInfo) -> float:
+        declared = self.declared.get(info.idx)
+        if declared is not None:
+            end = self.start_of(info) + declared
+        else:
+            observed = self.observed[info.queue] if info.queue >= 0 else None
+            end = self.start_of(info) + observed if observed is not None else math.inf
+        return max(end, self.now)
+
+    def gang_start(self, gang: Gang) -> float:
+        starts = [self.start_of(self.pods[m]) for m in gang.members if self.pods[m].node is not None]
+        return min(starts) if starts else self.now
+
+    def overran(self, gang: Gang) -> bool:
+        """A bound member runs past its declared runtime."""
+        for m in gang.members:
+            info = self.pods[m]
+            d = self.declared.get(m)
+            if info.node is not None and d is not None and self.start_of(info) + d < self.now:
+                return True
+        return False
+
+    def reserved_at(self, gang: Gang) -> float:
+        """The gang's reservation time: its wait start plus ``after``."""
+        return gang.creation + self.config.after
+
+    def evictable(self, gang: Gang, by: Gang) -> bool:
+        """Whether ``gang`` is backfill of ``by`` (may be evicted for its reservation)."""
+        return (gang.idx != by.idx and gang.ours and gang.alive > 0 and self.waits_less(gang, by)
+                and self.gang_start(gang) >= self.reserved_at(by) and (gang.preemptible or self.overran(gang)))
+
+    @staticmethod
+    def waits_less(gang: Gang, than: Gang) -> bool:
+        """A later wait start (then a later key): a gang that waited longer is never backfill."""
+        return (gang.creation, gang.key) > (than.creation, than.key)
+
+    def may_use(self, gang: Gang, held: Held, members: Sequence[int]) -> bool:
+        """Backfill: whether ``gang`` (pending ``members``) may take ``held``'s GPUs."""
+        if gang.idx == held.gang or gang.preemptible:
+            return True
+        for m in members:
+            d = self.declared.get(m)
+            if d is None or self.now + d > held.start:
+                return False
+        return bool(members)
+
+    # -- making them ------------------------------------------------------------------------
+
+    def reserve(self, gang: Gang, members: Sequence[int], need: int, feasible: BoolArray,
+                domains: tuple[IntArray, list[str]] | None) -> Held | None:
+        """Reserve for ``gang`` (its pending ``members`` all whole-GPU pods of one count; ``need`` of
+        them must start) on ``feasible`` nodes not reserved yet; None when no expected end frees
+        enough. ``domains``: the codes of its required topology level (None: one domain)."""
+        per_pod = {self.pods[m].whole for m in members}
+        if len(per_pod) != 1 or any(self.pods[m].fractional for m in members):
+            return None
+        g = per_pod.pop()
+        if g <= 0:
+            return None
+        c = self.cluster
+        table = self._table()
+        # Backfill of this gang counts as ending by the start (it is evicted for it then): as now.
+        backfill = (table.gang_start >= self.reserved_at(gang)) & (table.gang_preemptible | table.gang_overran)
+        backfill[:-1] &= table.wait_rank > table.wait_rank[gang.idx]  # it waited less than this gang
+        ends = np.where(backfill[table.cell_gang], self.now, table.cell_end)
+        used = np.full(c.gpu_free.shape, -np.inf)
+        np.maximum.at(used, (table.cell_node, table.cell_gpu), ends)  # a used GPU frees when its last pod ends
+        cell_end = np.where(used > -np.inf, used, np.where(c.gpu_free == BLOCKS_PER_GPU, self.now, np.inf))
+        cell_end[~c.healthy] = np.inf
+        candidates = feasible & c.schedulable & ~self.reserved
+        if domains is None:
+            codes = np.zeros(len(c.nodes), dtype=np.int64)
+        else:
+            codes = domains[0]
+            candidates = candidates & (codes >= 0)
+        found = earliest_fit(cell_end, candidates, codes, g, need)
+        if found is None:
+            return None
+        start, _, nodes = found
+        held = Held(gang.idx, nodes, start, g * need)
+        self.held[gang.idx] = held
+        self.reserved[nodes] = True
+        return held
+
+    def _table(self) -> _Table:
+        """The running pods' GPU cells and their expected ends, by gang: built once per decision, from
+        the state when the first reservation is made (the start of the call)."""
+        if self._cells is not None:
+            return self._cells
+        bound = [info for info in self.pods if info.node is not None and info.gpus]
+        n_gangs = len(self.gangs)
+        counts = np.array([len(i.gpus) for i in bound], dtype=np.int64)
+        start = np.array([self.start_of(i) for i in bound], dtype=np.float64)
+        declared = np.array([self.declared.get(i.idx, math.nan) for i in bound], dtype=np.float64)
+        observed = np.array([math.nan if i.queue < 0 or self.observed[i.queue] is None else self.observed[i.queue]
+                             for i in bound], dtype=np.float64)
+        gang = np.array([i.gang for i in bound], dtype=np.int64)
+        runtime = np.where(np.isnan(declared), observed, declared)
+        pod_end = np.maximum(np.where(np.isnan(runtime), np.inf, start + np.nan_to_num(runtime)), self.now)
+        ours = gang >= 0
+        gang_start = np.full(n_gangs + 1, np.inf)  # the last slot: pods of no gang (never backfill)
+        slot = np.where(ours, gang, n_gangs)
+        np.minimum.at(gang_start, slot, start)
+        gang_overran = np.zeros(n_gangs + 1, dtype=np.bool_)
+        np.logical_or.at(gang_overran, slot, ~np.isnan(declared) & (start + np.nan_to_num(declared) < self.now))
+        gang_preemptible = np.array([g.preemptible and g.ours for g in self.gangs] + [False], dtype=np.bool_)
+        gang_overran[:n_gangs] &= np.array([g.ours for g in self.gangs], dtype=np.bool_)
+        gang_overran[n_gangs] = False
+        wait_rank = np.empty(n_gangs, dtype=np.int64)
+        wait_rank[sorted(range(n_gangs), key=lambda g: (self.gangs[g].creation, self.gangs[g].key))] = \
+            np.arange(n_gangs)
+        self._cells = _Table(
+            np.repeat(np.array([i.node for i in bound], dtype=np.int64), counts),
+            np.array([g for i in bound for g in i.gpus], dtype=np.int64),
+            np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
+            wait_rank)
+        return self._cells
+
+    # -- holds --------------------------------------------------------------------------------
+
+    def hold_for(self, gang: Gang, members: Sequence[int]) -> None:
+        """Set the holds for an attempt of ``gang``: the reservations it may use give their GPUs back,
+        the others take every whole GPU of their nodes free now."""
+        for held in self.held.values():
+            if self.may_use(gang, held, members):
+                self._release(held)
+            else:
+                self._hold(held)
+
+    def _hold(self, held: Held) -> None:
+        c = self.cluster
+        for n in held.nodes.tolist():
+            free = np.flatnonzero(c.gpu_free[n] == BLOCKS_PER_GPU).tolist()
+            if free:
+                c.take(n, self._none, free, None)
+                held.holding.setdefault(n, []).extend(free)
+
+    def _release(self, held: Held) -> None:
+        for n, gpus in held.holding.items():
+            self.cluster.give_back(n, self._none, gpus, None)
+        held.holding.clear()
+
+    def drop(self, gang: int) -> None:
+        held = self.held.pop(gang, None)
+        if held is not None:
+            self._release(held)
+            self.reserved[held.nodes] = False
+
+    def release_all(self) -> None:
+        for held in self.held.values():
+            self._release(held)
+
+    # -- output -------------------------------------------------------------------------------
+
+    def output(self, node_names: Sequence[str]) -> tuple[Reservation, ...]:
+        out = [Reservation(self.gangs[g].key, tuple(NodeName(node_names[n]) for n in h.nodes.tolist()),
+                           h.start, h.gpus) for g, h in self.held.items()]
+        return tuple(sorted(out, key=lambda r: r.gang))
