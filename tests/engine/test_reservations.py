@@ -26,9 +26,9 @@ SCENARIO = Path(__file__).parents[1] / "scenarios" / "reservation" / "blocks-sma
 
 
 @pytest.mark.parametrize(("after", "message"), [
-    ("10x", "spec.reservation.after: '10x' is not a duration"),
-    ("-5m", "spec.reservation.after: duration must be a finite number >= 0"),
-    ("true", "spec.reservation.after: expected a duration"),
+    ("10x", 'spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got "10x"'),
+    ("-5m", 'spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got "-5m"'),
+    ("true", "spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got true"),
 ])
 def test_a_bad_reservation_duration_exits_2_with_one_line(tmp_path: Path, after: str, message: str) -> None:
     snapshot = tmp_path / "snap.yaml"
