@@ -237,10 +237,13 @@ async def test_a_database_away_buffers_then_writes_everything(tmp_path: Path) ->
         assert warnings[0]["type"] == "Warning" and warnings[0]["regarding"]["name"] == "c-0"
         flaky.down = False
         await cluster.clock.advance(10)  # the reconciliation's retry
-        for _ in range(100):
+        # The retry reads the ledger in a worker thread, which a loaded machine may run late: give
+        # the thread real time between clock steps instead of a fixed number of loop turns.
+        for _ in range(1200):
             if accountant.reconciled.is_set():
                 break
             await cluster.clock.advance(1)
+            await asyncio.wait([asyncio.ensure_future(accountant.reconciled.wait())], timeout=0.1)
         assert accountant.reconciled.is_set()
         assert accountant.writer.flush(force=True)
         await accountant._after_flush()
