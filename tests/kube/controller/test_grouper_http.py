@@ -460,3 +460,27 @@ async def test_failed_podgroup_create_binds_nothing_until_the_group_is_made(emul
     assert store.calls[creates[0]].status == 422
     binds = [i for i, c in enumerate(store.calls) if c.op == "bind"]
     assert len(binds) == 3 and min(binds) > made  # not one pod bound before its group existed
+
+
+async def test_a_failed_podgroup_create_holds_only_its_own_gang(emulator: ApiServerEmulator) -> None:
+    """Bindings wait per gang for their own PodGroup (no evictions decided): the gang whose create
+    failed is not bound in that cycle, the other one is; the failed one binds once its group is made."""
+    store = emulator.store
+    basics(store)
+    owners = {name: store.put(Kind.JOB, job(name, 2)) for name in ("good", "bad")}
+    for name, owner in owners.items():
+        for i in range(2):
+            store.put(Kind.POD, member(f"{name}-{i}", owner))
+    store.fail("create", 422, kind=Kind.POD_GROUP,
+               match=lambda _namespace, group: "-bad-" in group)  # not retried by the call
+    async with running(emulator):
+        await eventually(lambda: len(bound_pods(store)) == 4, what="both gangs bound")
+    calls = store.calls
+    made = {c.name: i for i, c in enumerate(calls) if (c.op, c.kind, c.status) == ("create", Kind.POD_GROUP, 201)}
+    [failed] = [i for i, c in enumerate(calls) if (c.op, c.kind) == ("create", Kind.POD_GROUP) and c.status == 422]
+    binds = {c.name: i for i, c in enumerate(calls) if c.op == "bind"}
+    good, bad = (next(v for k, v in made.items() if f"-{name}-" in k) for name in ("good", "bad"))
+    assert bad > failed
+    assert all(binds[f"bad-{i}"] > bad for i in range(2))  # never bound before its group existed
+    assert all(binds[f"good-{i}"] > good for i in range(2))
+    assert max(binds[f"good-{i}"] for i in range(2)) < bad  # the good gang did not wait for the bad one's retry

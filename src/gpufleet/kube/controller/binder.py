@@ -187,8 +187,10 @@ class Binder:
         self,
         gangs: Sequence[tuple[str, Sequence[Binding]]],
         pods: Callable[[PodKey], Mapping[str, Any] | None],
+        gate: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> list[BindOutcome]:
-        """Bind every gang (all concurrently); ``pods`` gives a pod's object as last seen."""
+        """Bind every gang (all concurrently); ``pods`` gives a pod's object as last seen; ``gate``,
+        awaited before a gang's first write, says why it must not be bound (None: it may)."""
         now = self.clock.now()
         for gang, bindings in gangs:
             for b in bindings:
@@ -200,7 +202,7 @@ class Binder:
         self._plan_claims(b for _, bindings in gangs for b in bindings if b.devices)
         try:
             results = await asyncio.gather(
-                *(self._bind_gang(gang, bindings, pods) for gang, bindings in gangs), return_exceptions=True
+                *(self._bind_gang(gang, bindings, pods, gate) for gang, bindings in gangs), return_exceptions=True
             )
         finally:
             self._volume_calls.clear()
@@ -238,8 +240,13 @@ class Binder:
         return BindOutcome(gang, (binding.pod,), {})
 
     async def _bind_gang(
-        self, gang: str, bindings: Sequence[Binding], pods: Callable[[PodKey], Mapping[str, Any] | None]
+        self, gang: str, bindings: Sequence[Binding], pods: Callable[[PodKey], Mapping[str, Any] | None],
+        gate: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> BindOutcome:
+        if gate is not None and (why := await gate(gang)) is not None:
+            for b in bindings:
+                self.inflight.pop(b.pod, None)
+            return BindOutcome(gang, (), {b.pod: why for b in bindings})
         volumes, devices = any(b.volumes for b in bindings), any(b.devices for b in bindings)
         if volumes or devices:
             problems = await self._write_volumes(bindings) if volumes else {}

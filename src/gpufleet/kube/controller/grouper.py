@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import copy
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -46,13 +46,23 @@ from gpufleet.adapters.owners import (
     runtime_of,
     virtual_pods,
 )
-from gpufleet.domain import LABEL_POD_GROUP, LABEL_QUEUE, SCHEDULER_NAME, PodKey, QueueName
+from gpufleet.domain import (
+    LABEL_POD_GROUP,
+    LABEL_QUEUE,
+    SCHEDULER_NAME,
+    Pod,
+    PodKey,
+    PriorityClass,
+    Queue,
+    QueueName,
+    SchedulerConfig,
+)
 from gpufleet.domain.selectors import namespace_labels
-from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind
+from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind, ObjectList
 from gpufleet.kube.controller.binder import NotLeader
 from gpufleet.kube.controller.convert import SnapshotView
 from gpufleet.kube.controller.events import EventRecorder, PodEvent
-from gpufleet.kube.controller.informers import Informer, ObjectCache
+from gpufleet.kube.controller.informers import PAUSE_GC_FROM, Informer, ObjectCache, collector_paused
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.policy import ProjectIndex
 from gpufleet.policy.grouping import (
@@ -106,24 +116,24 @@ MANAGED_BY = ("app.kubernetes.io/managed-by", "gpufleet-pod-grouper")
 ANNOTATION_OPERATOR_PRIORITY = "gpufleet.dev/operator-priority-class"
 
 
-async def discover(api: ClusterApi, kinds: Iterable[Kind] = GROUPER_KINDS) -> tuple[Kind, ...]:
-    """The kinds the API server serves: built-in ones always; a CRD's when a list of it is answered.
-    An absent one (404, or 403: not ours to read) is logged once and left out; another failure (no
-    answer) keeps it (its informer retries)."""
-    present: list[Kind] = []
-    for kind in kinds:
-        if kind in ALWAYS_SERVED:
-            present.append(kind)
-            continue
+async def discover(api: ClusterApi, kinds: Iterable[Kind] = GROUPER_KINDS) -> dict[Kind, ObjectList | None]:
+    """The kinds the API server serves, each with its first list when one was answered (the
+    informer starts from it instead of listing again): built-in ones always; a CRD's when its list
+    is answered. An absent one (404, or 403: not ours to read) is logged once and left out; another
+    failure (no answer) keeps it (its informer lists again, retrying). The lists run at once."""
+    async def one(kind: Kind) -> tuple[Kind, ObjectList | None, bool]:
         try:
-            await api.list(kind)
+            return kind, await api.list(kind), True
         except ApiError as err:
-            if err.status in (403, 404):
+            if err.status in (403, 404) and kind not in ALWAYS_SERVED:
                 log.info("pod-grouper: %s %s not served (%s); its workloads are not grouped",
                          kind.api_version, kind.kind, err.status)
-                continue
-        present.append(kind)
-    return tuple(present)
+                return kind, None, False
+            return kind, None, True
+
+    with collector_paused():  # every object of each kind, made at once, kept in the cache
+        answers = await asyncio.gather(*(one(kind) for kind in kinds))
+    return {kind: listing for kind, listing, served in answers if served}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -227,6 +237,7 @@ class _Outcome:
     problems: dict[str, GroupProblem] = field(default_factory=dict)  # by owner uid
     live_owners: set[str] = field(default_factory=set)  # uids of owners seen
     pod_unit_groups: set[tuple[str, str]] = field(default_factory=set)  # groups named by pods' labels
+    written: set[tuple[str, str]] = field(default_factory=set)  # groups the step has written (or left)
     suspended: list[SuspendedOwner] = field(default_factory=list)
     virtual: list[JsonDict] = field(default_factory=list)
 
@@ -257,7 +268,8 @@ class PodGrouper:
         self.unsuspended: dict[str, str] = {}  # owner uid -> the resourceVersion it was unsuspended at
         # The step's PodGroup writes in flight (awaited by settle), and the PodGroups whose last write
         # failed (their next writes are awaited within the step, never shown as made before).
-        self._writes: asyncio.Future[list[None]] | None = None
+        self._writes: list[asyncio.Future[list[None]]] = []
+        self._pending: dict[tuple[str, str], asyncio.Future[None]] = {}  # the writes in flight, by group
         self._failed: set[tuple[str, str]] = set()
         self._failures = 0  # writes failed since the last settle
         self.all_synced = asyncio.Event()  # discovery done and every informer listed once
@@ -268,13 +280,19 @@ class PodGrouper:
 
     async def run(self) -> None:
         """Discovery, then the informers, until cancelled."""
-        self.kinds = await discover(self.api)
+        served = await discover(self.api)
+        self.kinds = tuple(served)
         cache = ObjectCache(self.kinds)
         cache.hooks.append(lambda kind, old, new: self.on_change())
+        informers = [Informer(self.api, kind, cache, self.clock, self.metrics) for kind in self.kinds]
+        for informer in informers:  # discovery's lists are the informers' first
+            listing = served[informer.kind]
+            if listing is not None:
+                informer.start_from(listing)
         self.cache = cache
         tasks = [asyncio.create_task(self._signal_synced(cache), name="grouper-synced")]
-        tasks += [asyncio.create_task(Informer(self.api, kind, cache, self.clock, self.metrics).run(),
-                                     name=f"grouper-informer-{kind.plural}") for kind in self.kinds]
+        tasks += [asyncio.create_task(informer.run(), name=f"grouper-informer-{informer.kind.plural}")
+                  for informer in informers]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -349,10 +367,18 @@ class PodGrouper:
 
     def derive(self, facts: GroupFacts) -> _Outcome:
         """What the cluster should hold now (pure but for the read memos): groups, labels, held pods."""
+        out, index = self._derive_owners(facts)
+        if index is not None:
+            self._derive_pods(out, index, facts)
+        return out
+
+    def _derive_owners(self, facts: GroupFacts) -> tuple[_Outcome, OwnerIndex | None]:
+        """The owners' part of :meth:`derive`: the groups of every owner of a gang per owner or unit
+        (those of a gang per pod come with their pods), problems, suspended owners."""
         out = _Outcome()
         cache = self.cache
         if cache is None:
-            return out
+            return out, None
         links: list[ObjectLink] = []
         owners: list[Owner] = []
         # The controllers of objects whose templates name gpufleet (a TrainJob's JobSet).
@@ -405,13 +431,16 @@ class PodGrouper:
                     out.groups[(plan.owner.namespace, plan.name)] = plan
                 if uid in suspended:
                     self._virtual(suspended[uid], index.owners[uid], grouping, out)
-        for pod in pods:
+        return out, index
+
+    def _derive_pods(self, out: _Outcome, index: OwnerIndex, facts: GroupFacts) -> None:
+        """The pods' part of :meth:`derive`: each waiting pod's group, label or reason to wait."""
+        for pod in self.pods.objects(Kind.POD):
             label = (_meta(pod).get("labels") or {}).get(LABEL_POD_GROUP)
             if label:
                 out.pod_unit_groups.add((str(_meta(pod).get("namespace") or ""), str(label)))
             if _waiting_pod(pod):
                 self._place(pod, label, index, facts, out)
-        return out
 
     def _admitted(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` was unsuspended by the controller and the informer does not show it yet
@@ -528,7 +557,7 @@ class PodGrouper:
 
     # ------------------------------------------------------------------------------------ acting
 
-    async def step(self, view: SnapshotView, enabled: bool = True) -> GroupStep:
+    async def step(self, facts: GroupFacts, enabled: bool = True) -> GroupStep:
         """Group: PodGroups written, the pods' labels to write (:meth:`take_label` with a pod's
         Binding, :meth:`write_labels` after the cycle's bindings for the others).
 
@@ -540,8 +569,17 @@ class PodGrouper:
             return GroupStep()
         await self.settle()  # a step's writes are settled before the next one's
         self.forget_seen()
-        out = self.derive(self.facts(view))
-        if self.cache.synced:
+        burst = self.pods.count(Kind.POD) >= PAUSE_GC_FROM  # memos that live on, made at once
+        with collector_paused(burst):
+            out, index = self._derive_owners(facts)
+        synced = self.cache.synced
+        if synced and index is not None:  # the owners' groups are created while the pods are placed
+            await self._write_groups(out, final=False)
+            await asyncio.sleep(0)  # the creates' requests go out now, not after the pods' part
+        if index is not None:
+            with collector_paused(burst):
+                self._derive_pods(out, index, facts)
+        if synced:
             await self._write_groups(out)
             self.to_label = dict(out.labels)
         else:
@@ -594,18 +632,24 @@ class PodGrouper:
             await asyncio.gather(*(self._label(key, name) for key, name in labels.items()))
 
     @staticmethod
-    def facts(view: SnapshotView) -> GroupFacts:
-        snapshot = view.snapshot
-        config = snapshot.config
-        index = ProjectIndex.build(snapshot.projects, namespace_labels(snapshot.namespaces),
-                                   {pod.namespace for pod in view.pods.values()})
-        parents = {q.parent for q in snapshot.queues if q.parent is not None}
+    def facts(objects: Mapping[Kind, Sequence[Any]]) -> GroupFacts:
+        """What grouping reads of the cluster, from the informers' converted objects (no snapshot
+        is built for it: the cycle builds one, after the step, with the step's labels)."""
+        configs: Sequence[SchedulerConfig] = objects.get(Kind.SCHEDULER_CONFIG, ())
+        config = configs[0] if configs else SchedulerConfig()
+        queues: Sequence[Queue] = objects.get(Kind.QUEUE, ())
+        classes: Sequence[PriorityClass] = objects.get(Kind.PRIORITY_CLASS, ())
+        pods: Sequence[Pod] = objects.get(Kind.POD, ())
+        projects = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
+        index = ProjectIndex.build(projects, namespace_labels(objects.get(Kind.NAMESPACE, ())),
+                                   {pod.namespace for pod in pods})
+        parents = {q.parent for q in queues if q.parent is not None}
         return GroupFacts(
             projects=index, default_queue=config.default_queue, require_project=config.require_project,
             topology_levels=config.topology_levels,
-            priority_values={c.name: c.value for c in snapshot.priority_classes},
+            priority_values={c.name: c.value for c in classes},
             non_preemptible_priority=config.non_preemptible_priority,
-            leaf_queues=frozenset(QueueName(q.name) for q in snapshot.queues if q.name not in parents),
+            leaf_queues=frozenset(QueueName(q.name) for q in queues if q.name not in parents),
         )
 
     @staticmethod
@@ -619,11 +663,18 @@ class PodGrouper:
         return replace(view, snapshot=snapshot, pods={k: p for k, p in view.pods.items() if k not in out},
                        rejected={**view.rejected, **held})
 
-    async def _write_groups(self, out: _Outcome) -> None:
-        self._failed.intersection_update(out.groups)
+    async def _write_groups(self, out: _Outcome, final: bool = True) -> None:
+        """Create or patch the groups of ``out``; ``final``: ``out`` is whole (its pods placed), so
+        the groups no owner wants any more are deleted too."""
+        if final:
+            self._failed.intersection_update(out.groups)
         writes: list[tuple[tuple[str, str], Awaitable[None]]] = []
+        bodies: dict[tuple[str, str], JsonDict] = {}
         for (namespace, name), plan in out.groups.items():
-            body = group_body(plan)
+            if (namespace, name) in out.written:
+                continue  # the step's first call wrote it
+            out.written.add((namespace, name))
+            body = bodies[(namespace, name)] = group_body(plan)
             current = self.pods.get(Kind.POD_GROUP, namespace, name)
             operator_class = (_meta(current).get("annotations") or {}).get(ANNOTATION_OPERATOR_PRIORITY) \
                 if current is not None else None
@@ -640,7 +691,7 @@ class PodGrouper:
             else:
                 log.warning("pod-grouper: PodGroup %s/%s exists and was not made by it; left as it is",
                             namespace, name)
-        for group in self.pods.objects(Kind.POD_GROUP):
+        for group in self.pods.objects(Kind.POD_GROUP) if final else ():
             meta = _meta(group)
             key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             if key not in self.deleting and self._gone(group, out):
@@ -650,22 +701,39 @@ class PodGrouper:
         with contextlib.suppress(NotLeader):  # the next leader groups them
             await asyncio.gather(*retried)
         for key, _ in fresh:  # shown as made while in flight (settle tells whether they were)
-            if key in out.groups:
-                self.written[key] = group_body(out.groups[key])
+            if key in bodies:
+                self.written[key] = bodies[key]
         if fresh:
-            self._writes = asyncio.gather(*(write for _, write in fresh))
+            tasks = [asyncio.ensure_future(write) for _, write in fresh]
+            self._pending.update((key, task) for (key, _), task in zip(fresh, tasks, strict=True))
+            self._writes.append(asyncio.gather(*tasks))
 
     async def settle(self) -> bool:
         """Await the PodGroup writes of the last step; whether every one was made (a cycle acts on
         its decisions only then)."""
-        writes, self._writes = self._writes, None
-        if writes is not None:
+        writes, self._writes = self._writes, []
+        self._pending.clear()
+        for batch in writes:
             try:
-                await writes
+                await batch
             except NotLeader:
                 self._failures += 1
         failures, self._failures = self._failures, 0
         return failures == 0
+
+    async def gate(self, gang: str) -> str | None:
+        """Wait until the PodGroup of ``gang`` (``namespace/name``) is made, when the last step is
+        still writing it; None when it is (or none was on its way), else why the gang is not bound.
+        So a gang binds as soon as its own group exists, not when the step's every write is done."""
+        namespace, _, name = gang.partition("/")
+        task = self._pending.get((namespace, name))
+        if task is None:
+            return None
+        with contextlib.suppress(NotLeader):  # counted by settle
+            await asyncio.shield(task)
+        if (namespace, name) in self._failed or not task.done() or task.exception() is not None:
+            return f"its PodGroup {namespace}/{name} was not written"
+        return None
 
     def _gone(self, group: Mapping[str, Any], out: _Outcome) -> bool:
         """A PodGroup of the pod-grouper no owner wants any more (its owner deleted, or a gang per

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from gpufleet.domain import API_GROUP
-from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind, WatchEvent, object_key
+from gpufleet.kube.client.port import ApiError, Clock, ClusterApi, Kind, ObjectList, WatchEvent, object_key
 from gpufleet.kube.controller.convert import CONVERTED_KINDS, DRA_KINDS, ConversionError, convert_object
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.inspect.snapshot import wanted_pod
@@ -256,7 +256,12 @@ class Informer:
     async def _relist(self) -> None:
         with collector_paused():  # every object of a kind, made at once, kept in the cache
             listing = await self.api.list(self.kind)
-            self.cache.replace(self.kind, listing.items)
-        self.resource_version = listing.resource_version
+            self.start_from(listing)
         if self.metrics is not None:
             self.metrics.relists.labels(self.kind.plural).inc()
+
+    def start_from(self, listing: ObjectList) -> None:
+        """Take ``listing`` (a list of the kind made by someone else: discovery's) as the cache's
+        content; the watch goes on from its resourceVersion."""
+        self.cache.replace(self.kind, listing.items)
+        self.resource_version = listing.resource_version

@@ -31,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -51,6 +51,7 @@ from gpufleet.domain import (
     PendingPod,
     PodKey,
     ResourceClaim,
+    SchedulerConfig,
     Snapshot,
 )
 from gpufleet.domain.nodes import TooManyGpus
@@ -459,12 +460,7 @@ class Controller:
         """The engine's input now: the cache, with in-flight and planned pods on their nodes and
         evicted pods gone (and, ``grouped``, the pod-grouper's labels and PodGroups on their way;
         ``virtual``, the virtual pods of suspended owners, pending)."""
-        objects: dict[Kind, list[Any]] = {}
-        problems: list[str] = []
-        for kind in CONVERTED_KINDS:
-            values, bad = self.cache.converted(kind)
-            objects[kind] = values
-            problems.extend(bad)
+        objects, problems = self._converted()
         for raw in virtual:
             try:
                 objects[Kind.POD] = [*objects[Kind.POD], convert_object(Kind.POD, raw)]
@@ -481,6 +477,17 @@ class Controller:
         overlay = Overlay(placed=placed, gone=frozenset(self.victims),
                           grouped=grouped.grouped if grouped is not None else {})
         return build_snapshot(objects, overlay, problems, now=self.clock.now())
+
+    def _converted(self) -> tuple[dict[Kind, list[Any]], list[str]]:
+        """The informers' objects as domain objects (converted again only where changed), and the
+        objects that could not be read, one line each."""
+        objects: dict[Kind, list[Any]] = {}
+        problems: list[str] = []
+        for kind in CONVERTED_KINDS:
+            values, bad = self.cache.converted(kind)
+            objects[kind] = values
+            problems.extend(bad)
+        return objects, problems
 
     def _reserve(self, admitted: Sequence[OwnerRef], suspended: Sequence[SuspendedOwner],
                  raw: Mapping[PodKey, JsonDict], placements: Mapping[PodKey, Binding], now: float) -> None:
@@ -611,24 +618,30 @@ class Controller:
         self._last_cycle = now
         self.cycles += 1
         self._reconcile(now)
-        view = self.snapshot()
         suspended: tuple[SuspendedOwner, ...] = ()
         virtual: frozenset[PodKey] = frozenset()
         raw_virtual: dict[PodKey, JsonDict] = {}
-        if self.grouper is not None:  # before the engine: gangs of workloads, never singletons
-            grouped = await self.grouper.step(view, enabled=self.is_leader())
-            self._release_reservations(view, now)
+        if self.grouper is None:
+            view = self.snapshot()
+        else:  # before the engine: gangs of workloads, never singletons
+            # Grouping reads the converted objects, not a snapshot: the one snapshot of the cycle is
+            # built after the step, with its labels (10,000 pods arriving at once: a build saved).
+            converted = self._converted()[0]
+            configs = converted[Kind.SCHEDULER_CONFIG]
+            admission = configs[0].admission if configs else SchedulerConfig().admission
+            grouped = await self.grouper.step(PodGrouper.facts(converted), enabled=self.is_leader())
+            if self.reserved:
+                self._release_reservations(self.snapshot(), now)
             holding = [r for r in self.reserved.values() if not r.handed]
             handing = len(holding) < len(self.reserved)  # no admission while admitted pods take their places
-            if view.snapshot.config.admission is AdmissionMode.SUSPEND and grouped.virtual and not handing:
+            if admission is AdmissionMode.SUSPEND and grouped.virtual and not handing:
                 suspended = grouped.suspended
                 raw_virtual = {_pod_key(raw): raw for raw in grouped.virtual}
             for reservation in holding:
                 raw_virtual.update(reservation.pods)
             virtual = frozenset(raw_virtual)
-            if grouped.grouped or grouped.groups or virtual:
-                reserved = {b.pod: b for r in holding for b in r.bindings}
-                view = self.snapshot(grouped, tuple(raw_virtual.values()), reserved)
+            reserved = {b.pod: b for r in holding for b in r.bindings}
+            view = self.snapshot(grouped, tuple(raw_virtual.values()), reserved)
             view = self.grouper.hold(view, grouped.held, grouped.quiet)
         for problem in view.problems:
             log.warning("left out: %s", problem)
@@ -645,10 +658,17 @@ class Controller:
             view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
         decisions = devices.attach(await self._decide(view))
-        if self.grouper is not None and not await self.grouper.settle():  # the engine saw a PodGroup not made
-            self._dirty.set()
-            self.last = CycleResult(Decisions(), skipped="a PodGroup was not written; deciding again")
-            return self.last
+        gate: Callable[[str], Awaitable[str | None]] | None = None
+        if self.grouper is not None:
+            if decisions.evictions or virtual or self._drain.drains:
+                # Evictions and admissions are for gangs the engine saw whole: only once every
+                # PodGroup it was shown is made (a cycle that saw one not made acts on nothing).
+                if not await self.grouper.settle():
+                    self._dirty.set()
+                    self.last = CycleResult(Decisions(), skipped="a PodGroup was not written; deciding again")
+                    return self.last
+            else:  # bindings only: each gang binds once its own PodGroup is made
+                gate = self.grouper.gate
         admitted: tuple[OwnerRef, ...] = ()
         if virtual:  # never bound, evicted for, reported, accounted: they are not in the API server
             placements = {b.pod: b for b in decisions.bindings if b.pod in virtual}
@@ -669,8 +689,10 @@ class Controller:
             return self.last
         try:
             await self._release_stale(devices.stale, decisions)
-            result = await self._act(view, decisions, now)
+            result = await self._act(view, decisions, now, gate)
             if self.grouper is not None:
+                if not await self.grouper.settle():  # the gangs whose PodGroup failed are decided again
+                    self._dirty.set()
                 await self.grouper.write_labels()
                 if admitted:
                     await self.grouper.unsuspend(admitted)
@@ -711,7 +733,8 @@ class Controller:
 
     # ------------------------------------------------------------------------------- acting
 
-    async def _act(self, view: SnapshotView, decisions: Decisions, now: float) -> CycleResult:
+    async def _act(self, view: SnapshotView, decisions: Decisions, now: float,
+                   gate: Callable[[str], Awaitable[str | None]] | None = None) -> CycleResult:
         gangs: dict[str, list[Binding]] = {}
         for binding in decisions.bindings:
             pod = view.pods[binding.pod]
@@ -743,7 +766,7 @@ class Controller:
 
         ready.extend(self._ready_plans())
         with collector_paused(len(ready) >= PAUSE_GC_FROM):
-            outcomes = await self.binder.bind_gangs(ready, self._pod_object) if ready else []
+            outcomes = await self.binder.bind_gangs(ready, self._pod_object, gate) if ready else []
         bound: list[PodKey] = []
         failed: dict[PodKey, str] = {}
         for outcome in outcomes:

@@ -4,6 +4,7 @@ units, whatever their names (the hash covers the owner's full identity, its uid 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -16,6 +17,7 @@ _HASH = 10  # hex digits: 40 bits
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every member pod of an owner asks for the same name
 def group_name(short: str, owner: OwnerRef, unit: str = "") -> str:
     """``<short>-<owner name, cut>-<hash>``; the hash is of apiGroup, kind, namespace, name, uid, unit."""
     identity = "\x00".join((owner.api_group, owner.kind, owner.namespace, owner.name, owner.uid, unit))
