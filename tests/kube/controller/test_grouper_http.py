@@ -484,3 +484,27 @@ async def test_a_failed_podgroup_create_holds_only_its_own_gang(emulator: ApiSer
     assert all(binds[f"bad-{i}"] > bad for i in range(2))  # never bound before its group existed
     assert all(binds[f"good-{i}"] > good for i in range(2))
     assert max(binds[f"good-{i}"] for i in range(2)) < bad  # the good gang did not wait for the bad one's retry
+
+
+async def test_no_eviction_for_a_gang_before_its_podgroup_is_made(emulator: ApiServerEmulator) -> None:
+    """A cycle that evicts for a gang the engine saw whole (here: reclaim for a new Job whose PodGroup
+    create fails) sends nothing until every PodGroup write is answered, and acts on nothing when one
+    failed: the borrower is evicted only after the group exists."""
+    store = emulator.store
+    store.put(Kind.NODE, node("n0", 8))
+    store.put(Kind.QUEUE, queue("team-a", 8))
+    store.put(Kind.QUEUE, queue("team-b", 0))
+    store.put(Kind.POD, pod("borrower", 8, queue="team-b", node_name="n0", phase="Running",
+                            gpu_index="0,1,2,3,4,5,6,7"))
+    store.fail("create", 422, kind=Kind.POD_GROUP)  # not retried by the call
+    owner = store.put(Kind.JOB, job("claim", 2))
+    for i in range(2):
+        store.put(Kind.POD, member(f"claim-{i}", owner))
+    async with running(emulator):
+        await eventually(lambda: store.count("evict") >= 1, what="the borrower reclaimed")
+    calls = store.calls
+    creates = [i for i, c in enumerate(calls) if (c.op, c.kind) == ("create", Kind.POD_GROUP)]
+    assert calls[creates[0]].status == 422
+    made = next(i for i in creates if calls[i].status == 201)
+    first_evict = next(i for i, c in enumerate(calls) if c.op == "evict")
+    assert first_evict > made
