@@ -3,7 +3,7 @@ Playwright (docs/development.md, "Browser tests").
 
 - ``serve(app)`` starts ``app`` in a thread of its own (its own event loop) and returns its base URL;
   it is stopped when the test ends.
-- ``browser`` (one per session) is ``/usr/bin/chromium`` launched with :data:`CHROMIUM_ARGS`; Playwright
+- ``browser`` (one per test module) is ``/usr/bin/chromium`` launched with :data:`CHROMIUM_ARGS`; Playwright
   never downloads a browser of its own (``.ci/run`` installs Debian's ``chromium`` package).
 - ``web`` is a :class:`BrowserPage`: a fresh page whose console errors, uncaught exceptions, failed
   requests and HTTP error answers are collected; any of them fails the test after its body ran
@@ -97,8 +97,10 @@ def serve() -> Iterator[Callable[[Any], str]]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Chromium for one test module. Not for the session: while Playwright's sync API runs, the main
+    thread has a running event loop of its own, so that asyncio.run() (in other tests) would fail."""
     reason = browser_missing()
     if reason is not None:
         pytest.skip(reason)
