@@ -8,11 +8,13 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import uvicorn
+import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -22,7 +24,7 @@ from gpufleet.kube import Kind, connect
 from gpufleet.testing import FakeCluster, VirtualClock
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.web.access import Visibility
-from gpufleet.web.auth import KubeAuthorizer
+from gpufleet.web.auth import KubeAuthorizer, kube_authorizer
 
 Json = dict[str, Any]
 
@@ -53,11 +55,13 @@ def cluster() -> tuple[FakeCluster, VirtualClock]:
 
 
 @contextlib.asynccontextmanager
-async def serving(store: FakeCluster, clock: VirtualClock, **options: Any) -> AsyncIterator[tuple[str, KubeAuthorizer]]:
-    """The emulator, and an app answering ``/`` with the caller's Visibility at the returned URL."""
+async def serving(store: FakeCluster, clock: VirtualClock, make: Callable[[str], KubeAuthorizer] | None = None,
+                  **options: Any) -> AsyncIterator[tuple[str, KubeAuthorizer]]:
+    """The emulator, and an app answering ``/`` with the caller's Visibility at the returned URL;
+    ``make(emulator URL)``: the authorizer, else one over ``connect(server=...)`` with ``options``."""
     async with ApiServerEmulator(store=store) as emulator:
-        api = connect(server=emulator.url_text)
-        auth = KubeAuthorizer(api, clock, **options)
+        auth = make(emulator.url_text) if make is not None else KubeAuthorizer(
+            connect(server=emulator.url_text), clock, **options)
 
         async def page(request: Request) -> JSONResponse:
             seen = await auth.visible(request)
@@ -77,7 +81,7 @@ async def serving(store: FakeCluster, clock: VirtualClock, **options: Any) -> As
             server.should_exit = True
             await task
             sock.close()
-            await api.close()
+            await auth.api.close()
 
 
 
@@ -218,3 +222,29 @@ def test_visibility_is_the_agreed_frozen_value() -> None:
     assert seen.sees("vision", None) and not seen.sees("nlp", "nlp-train")
     with pytest.raises(AttributeError):
         seen.admin = True  # type: ignore[misc]
+
+
+def test_the_dashboards_authorizer_connects_with_a_kubeconfig_on_first_use(tmp_path: Path) -> None:
+    store, clock = cluster()
+    made: list[KubeAuthorizer] = []
+
+    def make(url: str) -> KubeAuthorizer:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "emu",
+            "clusters": [{"name": "emu", "cluster": {"server": url}}],
+            "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "dashboard"}}],
+            "users": [{"name": "dashboard", "user": {"token": "the-dashboards-own"}}]}))
+        made.append(kube_authorizer(str(config), trust_proxy=True))
+        return made[0]
+
+    async def main() -> None:
+        async with serving(store, clock, make) as (url, auth):
+            assert auth._api is None  # nothing connected before the first request
+            status, seen, _ = await _get(url, token="t-alice")
+            assert (status, seen["projects"]) == (200, ["vision"])
+            assert auth.trust_proxy
+            with pytest.raises(ValueError, match="one of the two"):
+                KubeAuthorizer(None, clock)
+
+    asyncio.run(main())

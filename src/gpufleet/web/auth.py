@@ -38,10 +38,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from gpufleet.domain import API_GROUP
-from gpufleet.kube import ApiError, Clock, ClusterApi, Kind, access_error
+from gpufleet.kube import ApiError, Clock, ClusterApi, Kind, RealClock, access_error, connect
 from gpufleet.web.access import Visibility
 
-__all__ = ["ADMIN_RESOURCE", "ADMIN_VERB", "Identity", "KubeAuthorizer"]
+__all__ = ["ADMIN_RESOURCE", "ADMIN_VERB", "Identity", "KubeAuthorizer", "kube_authorizer"]
 
 ADMIN_VERB = "create"
 ADMIN_RESOURCE = "simulations"  # never stored: `create` on it is the what-if page's permission
@@ -108,11 +108,15 @@ def _extra(user: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
 class KubeAuthorizer:
     """An :class:`~gpufleet.web.access.Authorizer` asking the API server (see the module docstring)."""
 
-    def __init__(self, api: ClusterApi, clock: Clock, *, trust_proxy: bool = False,
+    def __init__(self, api: ClusterApi | None, clock: Clock, *, connect: Callable[[], ClusterApi] | None = None,
+                 trust_proxy: bool = False,
                  user_header: str = "X-Forwarded-User", groups_header: str = "X-Forwarded-Groups",
                  audiences: Sequence[str] = (), catalog: Catalog | None = None, ttl: float = 30.0,
                  denied_ttl: float = 5.0, max_entries: int = 10_000, concurrency: int = 16) -> None:
-        self.api = api
+        if (api is None) == (connect is None):
+            raise ValueError("KubeAuthorizer: give an API port or a function that connects one, one of the two")
+        self._api = api
+        self._connect = connect  # makes the port on first use (in the server's event loop)
         self.clock = clock
         self.trust_proxy = trust_proxy
         self.user_header = user_header
@@ -126,6 +130,13 @@ class KubeAuthorizer:
         self._names: _Answers[str, tuple[Collection[str], Collection[str]]] = _Answers(clock, 1)
         self._reviews = asyncio.Semaphore(concurrency)
         self.reviews_sent = 0  # TokenReviews and SubjectAccessReviews, for tests of the cache
+
+    @property
+    def api(self) -> ClusterApi:
+        if self._api is None:
+            assert self._connect is not None
+            self._api = self._connect()
+        return self._api
 
     # ------------------------------------------------------------------------------ the protocol
 
@@ -241,3 +252,11 @@ class KubeAuthorizer:
                 items = []
             names.append(frozenset(str((o.get("metadata") or {}).get("name") or "") for o in items) - {""})
         return names[0], names[1]
+
+
+def kube_authorizer(kubeconfig: str | None = None, context: str | None = None, **options: Any) -> KubeAuthorizer:
+    """The authorizer of ``gpufleet dashboard --auth kube``: the API server of ``kubeconfig`` and
+    ``context`` (default: the in-cluster ServiceAccount, then ``$KUBECONFIG``), connected on first use;
+    ``options`` as :class:`KubeAuthorizer`'s (``trust_proxy``, ``audiences``, ...)."""
+    return KubeAuthorizer(None, RealClock(), connect=lambda: connect(kubeconfig, context=context, field_manager=None),
+                          **options)
