@@ -248,3 +248,22 @@ def test_the_dashboards_authorizer_connects_with_a_kubeconfig_on_first_use(tmp_p
                 KubeAuthorizer(None, clock)
 
     asyncio.run(main())
+
+
+def test_only_the_platform_admin_role_of_the_chart_may_run_what_ifs() -> None:
+    from gpufleet.web.auth import ADMIN_RESOURCE, ADMIN_VERB
+
+    roles = yaml.safe_load((Path(__file__).parents[2] / "deploy/helm/gpufleet/files/rbac/tenancy-roles.yaml").read_text())
+
+    def grants(rules: list[Json], resource: str, verb: str) -> bool:
+        return any("gpufleet.dev" in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"]
+                   for r in rules)
+
+    may = {role["name"] for role in roles
+           if grants(role["rules"], ADMIN_RESOURCE, ADMIN_VERB) or grants(role["rules"], "*", "*")}
+    assert may == {"gpufleet-platform-admin"}
+    admin = next(role for role in roles if role["name"] == "gpufleet-platform-admin")
+    assert grants(admin["rules"], ADMIN_RESOURCE, ADMIN_VERB)  # named, not only through the wildcard
+    viewers = {role["name"] for role in roles if grants(role["rules"], "projects", "get")
+               and grants(role["rules"], "queues", "get")}
+    assert {"gpufleet-viewer", "gpufleet-member", "gpufleet-project-admin"} <= viewers  # the dashboard's `get`
