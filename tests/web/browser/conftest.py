@@ -1,5 +1,5 @@
 """Browser tests: an ASGI app served by uvicorn on a free loopback port, in Debian's Chromium driven by
-Playwright (docs/development.md, "Browser tests").
+Playwright (README.md, "Tests").
 
 - ``serve(app)`` starts ``app`` in a thread of its own (its own event loop) and returns its base URL;
   it is stopped when the test ends.
