@@ -181,15 +181,8 @@ class KubeAuthorizer:
         spec: dict[str, Any] = {"token": token}
         if self.audiences:
             spec["audiences"] = list(self.audiences)
-        self.reviews_sent += 1
-        try:
-            async with self._reviews:
-                answer = await self.api.create_token_review(
-                    {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})
-        except ApiError as err:
-            raise self._unavailable("review a bearer token", err) from None
-        status = answer.get("status")
-        status = status if isinstance(status, dict) else {}
+        status = await self._send("review a bearer token", self.api.create_token_review,
+                                  {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})
         user = status.get("user")
         name = user.get("username") if isinstance(user, dict) else None
         if status.get("authenticated") is not True or not isinstance(name, str) or not name:
@@ -208,15 +201,21 @@ class KubeAuthorizer:
             spec["uid"] = who.uid
         if who.extra:
             spec["extra"] = {key: list(values) for key, values in who.extra}
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        status = await self._send("review access", self.api.create_access_review, review)
+        return status.get("allowed") is True
+
+    async def _send(self, what: str, create: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                    review: dict[str, Any]) -> dict[str, Any]:
+        """The API server's answer (``status``) to one review (HTTPException 503 when it gives none)."""
         self.reviews_sent += 1
         try:
             async with self._reviews:
-                answer = await self.api.create_access_review(
-                    {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
+                answer = await create(review)
         except ApiError as err:
-            raise self._unavailable("review access", err) from None
+            raise self._unavailable(what, err) from None
         status = answer.get("status")
-        return isinstance(status, dict) and status.get("allowed") is True
+        return status if isinstance(status, dict) else {}
 
     async def _decide(self, who: Identity) -> Visibility | None:
         """``who``'s Visibility, None when it may see nothing."""
