@@ -1,5 +1,5 @@
 """The dashboard's pages in Debian's Chromium: every page against examples/demo.yaml (with a usage ledger)
-and against a generated snapshot of 5,000 nodes, 40,100 pods and 200 queues; queue -> job ->
+and against gpufleet.testing.dashboard_snapshot's 5,000 nodes, 40,000 pods and 200 queues; queue -> job ->
 explanation, a filter, the CSV download, a what-if run, a restricted caller; screenshots compared
 structurally (the elements there, no console error, no failed request: conftest.py fails the test on
 any). The cluster page's first paint on the large snapshot is written to
@@ -15,19 +15,18 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufleet.adapters.k8s_yaml import load_snapshot_file
-from gpufleet.bench.shapes import make_shape
-from gpufleet.domain import GPU, LABEL_QUEUE, MILLI, Queue, QueueName, QueueResource, Snapshot
+from gpufleet.domain import GPU, MILLI, Snapshot
 
 from .conftest import BrowserPage, _Served
 
 try:
+    from gpufleet.testing import dashboard_snapshot
     from gpufleet.web import SnapshotSource, create_app
     from gpufleet.web.access import Visibility
 except ImportError:
@@ -38,7 +37,7 @@ DEMO = REPO / "examples" / "demo.yaml"
 NOW = 1_767_312_000.0  # 2026-01-02T00:00:00Z: the sources' clock (the Usage page's default period ends here)
 PAGES = {"/cluster": "Cluster", "/queues": "Queues", "/jobs": "Jobs", "/usage": "Usage and cost",
          "/whatif": "What-if"}
-LARGE_QUEUES = 200
+LARGE_QUEUES = 200  # big_snapshot(): 5,000 nodes, 40,000 pods, 200 queues (the issue's size)
 
 
 def demo_ledger(snapshot: Snapshot, path: Path) -> Any:
@@ -60,21 +59,6 @@ def demo_ledger(snapshot: Snapshot, path: Path) -> Any:
     return ledger
 
 
-def large_snapshot() -> Snapshot:
-    """5,000 nodes of 8 GPUs, every GPU held by one of 40,000 running pods, 100 pods pending, over 200
-    queues of 200 GPUs' quota (the issue's size for the dashboard's speed)."""
-    base = make_shape("preemption")
-    queues = tuple(Queue(name=QueueName(f"q-{i:03d}"), resources={GPU: QueueResource(quota=200 * MILLI)})
-                   for i in range(LARGE_QUEUES))
-    pods = []
-    for i, pod in enumerate(base.pods):
-        if pod.node_name is None and i % 10:
-            continue
-        queue = QueueName(f"q-{i % LARGE_QUEUES:03d}")
-        pods.append(replace(pod, queue_label=queue, labels={**pod.labels, LABEL_QUEUE: queue}))
-    return replace(base, pods=tuple(pods), queues=queues)
-
-
 class Restricted:
     """An Authorizer that lets every caller see the one queue ``team-a``, as no admin."""
 
@@ -94,7 +78,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def large() -> Iterator[str]:
-    source = SnapshotSource(large_snapshot(), "5,000 nodes", clock=lambda: NOW)
+    source = SnapshotSource(dashboard_snapshot.big_snapshot(), "5,000 nodes", clock=lambda: NOW)
     # Decided before the pages are timed, in a thread: Playwright's own event loop runs in this one.
     warm = threading.Thread(target=lambda: asyncio.run(source.fleet()))
     warm.start()
@@ -155,7 +139,7 @@ def test_the_cluster_pages_first_paint_is_recorded(web: BrowserPage, large: str)
     out = os.environ.get("GPUFLEET_BENCH_OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        record = {"page": "/cluster", "snapshot": "5,000 nodes, 40,100 pods, 200 queues",
+        record = {"page": "/cluster", "snapshot": "big_snapshot(): 5,000 nodes, 40,000 pods, 200 queues",
                   "browser": "/usr/bin/chromium (headless)", **timings}
         (Path(out) / "dashboard-first-paint.json").write_text(json.dumps(record, indent=2) + "\n")
 
