@@ -176,3 +176,46 @@ async def test_a_field_selector_chooses_as_the_api_server_does() -> None:
     with pytest.raises(ApiError) as refused:
         await api.list(Kind.POD, FieldSelector.equals("spec.containers", "x"))
     assert refused.value.status == 400
+
+
+@pytest.mark.asyncio
+async def test_token_reviews_authenticate_known_tokens_and_are_not_stored() -> None:
+    cluster = FakeCluster()
+    api = cluster.client("dashboard")
+    cluster.add_token("t-alice", "alice", ["team-a"])
+    known = await api.create_token_review({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                           "spec": {"token": "t-alice"}})
+    assert known["status"] == {"authenticated": True, "user": {
+        "username": "alice", "uid": "uid-alice", "groups": ["team-a", "system:authenticated"]}}
+    unknown = await api.create_token_review({"spec": {"token": "forged"}})
+    assert unknown["status"]["authenticated"] is False
+    assert unknown["status"]["error"] == "invalid bearer token"
+    with pytest.raises(ApiError) as caught:
+        await api.create_token_review({"spec": {}})
+    assert caught.value.status == 422
+    assert cluster.count("create", caller="dashboard") == 3
+    assert cluster.objects(Kind.TOKEN_REVIEW) == []
+
+
+@pytest.mark.asyncio
+async def test_grants_of_any_verb_and_resource_follow_the_table() -> None:
+    cluster = FakeCluster()
+    api = cluster.client()
+    cluster.grant("get", "projects", "vision", group="team-a")  # one project, by name
+    cluster.grant("get", "queues", user="ops")  # every queue
+    cluster.grant("create", "simulations", user="root")
+
+    async def allowed(user: str, verb: str, resource: str, name: str = "", groups: tuple[str, ...] = ()) -> bool:
+        attributes = {"verb": verb, "group": "gpufleet.dev", "resource": resource, "name": name}
+        answer = await api.create_access_review({"spec": {"user": user, "groups": list(groups),
+                                                          "resourceAttributes": attributes}})
+        return bool(answer["status"]["allowed"])
+
+    assert await allowed("bob", "get", "projects", "vision", ("team-a",))
+    assert not await allowed("bob", "get", "projects", "nlp", ("team-a",))
+    assert not await allowed("bob", "get", "projects", "", ("team-a",))  # a grant by name is not one on all
+    assert not await allowed("bob", "list", "projects", "vision", ("team-a",))
+    assert await allowed("ops", "get", "queues", "any-queue")
+    assert await allowed("ops", "get", "queues")
+    assert await allowed("root", "create", "simulations")
+    assert not await allowed("ops", "create", "simulations")

@@ -226,9 +226,10 @@ class ApiServerEmulator(kmock.KubernetesScaffold):
                 items = [o for o in items if selector.matches(o)]
             return _json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                           "metadata": {"resourceVersion": rv}, "items": items})
-        if kind is Kind.SUBJECT_ACCESS_REVIEW:
+        if kind in (Kind.SUBJECT_ACCESS_REVIEW, Kind.TOKEN_REVIEW):
+            review = store._review_access if kind is Kind.SUBJECT_ACCESS_REVIEW else store._review_token
             if method == "POST" and name is None:
-                return _json(run("create", lambda: store._review_access(body)), 201)
+                return _json(run("create", lambda: review(body)), 201)
             raise ApiError(405, "MethodNotAllowed", f"{method} {kind.plural}: only create")
         if name is None:
             if method == "POST":

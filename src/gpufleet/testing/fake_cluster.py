@@ -157,6 +157,10 @@ class FakeCluster:
         # set, else by the RBAC table of :meth:`grant_queue`.
         self.access_answer: Callable[[JsonDict], bool] | None = None
         self.queue_grants: set[tuple[str, str, str]] = set()  # (subject, queue, namespace or "")
+        # Other grants of the table (:meth:`grant`): (subject, verb, resource, name or "" for all, namespace or "").
+        self.grants: set[tuple[str, str, str, str, str]] = set()
+        # TokenReviews: the bearer tokens the fake API server knows (:meth:`add_token`), token -> userInfo.
+        self.tokens: dict[str, JsonDict] = {}
 
     # ------------------------------------------------------------------------------ test hooks
 
@@ -186,14 +190,43 @@ class FakeCluster:
         subject = f"user:{user}" if user is not None else f"group:{group}"
         self.queue_grants.add((subject, queue, namespace or ""))
 
+    def grant(self, verb: str, resource: str, name: str | None = None, *, user: str | None = None,
+              group: str | None = None, namespace: str | None = None) -> None:
+        """What a RoleBinding (``namespace``) or ClusterRoleBinding (None) of a role with ``verb`` on
+        ``resource`` in gpufleet.dev (only ``name`` when given, as ``resourceNames``; else every
+        one) to ``user`` or ``group`` grants."""
+        subject = f"user:{user}" if user is not None else f"group:{group}"
+        self.grants.add((subject, verb, resource, name or "", namespace or ""))
+
+    def add_token(self, token: str, user: str, groups: Iterable[str] = (), uid: str = "") -> None:
+        """A bearer token that TokenReviews authenticate as ``user`` of ``groups``."""
+        self.tokens[token] = {"username": user, "uid": uid or f"uid-{user}",
+                              "groups": [*groups, "system:authenticated"]}
+
     def _allowed_by_table(self, spec: Mapping[str, Any]) -> bool:
         attributes = spec.get("resourceAttributes") or {}
-        if (attributes.get("verb"), attributes.get("group"), attributes.get("resource")) != (
-                "use", "gpufleet.dev", "queues"):
+        if attributes.get("group") != "gpufleet.dev":
             return False
         subjects = {f"user:{spec.get('user')}", *(f"group:{g}" for g in spec.get("groups") or [])}
-        queue, namespace = attributes.get("name"), attributes.get("namespace") or ""
-        return any(s in subjects and q == queue and ns in ("", namespace) for s, q, ns in self.queue_grants)
+        verb, resource = attributes.get("verb"), attributes.get("resource")
+        name, namespace = attributes.get("name") or "", attributes.get("namespace") or ""
+        if any(s in subjects and (v, r) == (verb, resource) and n in ("", name) and ns in ("", namespace)
+               for s, v, r, n, ns in self.grants):
+            return True
+        if (verb, resource) != ("use", "queues"):
+            return False
+        return any(s in subjects and q == name and ns in ("", namespace) for s, q, ns in self.queue_grants)
+
+    def _review_token(self, review: JsonDict) -> JsonDict:
+        """The API server's answer to a TokenReview (not stored): the user of a known token, else
+        ``authenticated: false`` with an error, as kube-apiserver answers an unknown token."""
+        spec = review.get("spec")
+        if not isinstance(spec, dict) or not isinstance(spec.get("token"), str) or not spec["token"]:
+            raise ApiError(422, "Invalid", "TokenReview: spec.token: Required value")
+        user = self.tokens.get(spec["token"])
+        status: JsonDict = ({"authenticated": True, "user": copy_json(user)} if user is not None
+                            else {"authenticated": False, "user": {}, "error": "invalid bearer token"})
+        return {**copy_json(review), "status": status}
 
     def _review_access(self, review: JsonDict) -> JsonDict:
         """The API server's answer to a SubjectAccessReview (not stored, as the real one)."""
@@ -600,6 +633,12 @@ class FakeClient:
     async def create_access_review(self, review: JsonDict) -> JsonDict:
         answer = self.cluster._evaluate("create", Kind.SUBJECT_ACCESS_REVIEW, "", "", self.caller,
                                         lambda: self.cluster._review_access(review))
+        await asyncio.sleep(0)
+        return answer  # type: ignore[no-any-return]
+
+    async def create_token_review(self, review: JsonDict) -> JsonDict:
+        answer = self.cluster._evaluate("create", Kind.TOKEN_REVIEW, "", "", self.caller,
+                                        lambda: self.cluster._review_token(review))
         await asyncio.sleep(0)
         return answer  # type: ignore[no-any-return]
 

@@ -121,6 +121,8 @@ CALLS: dict[str, Call] = {
     "access review": lambda api: api.create_access_review({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": "alice", "resourceAttributes": {"verb": "use", "resource": "queues", "name": "q"}}}),
+    "token review": lambda api: api.create_token_review({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}}),
 }
 
 

@@ -55,7 +55,8 @@ def test_the_four_roles_and_their_aggregation() -> None:
         "gpufleet-viewer": {"rbac.authorization.k8s.io/aggregate-to-view": "true"},
     }
     assert _role(docs, "gpufleet-platform-admin")["rules"] == [
-        {"apiGroups": ["gpufleet.dev"], "resources": ["*"], "verbs": ["*"]}]
+        {"apiGroups": ["gpufleet.dev"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": ["gpufleet.dev"], "resources": ["simulations"], "verbs": ["create"]}]  # the dashboard's what-if
 
 
 def test_no_shipped_role_but_the_platform_admin_grants_use_of_a_queue_or_writes_queues_or_projects() -> None:

@@ -305,10 +305,16 @@ class LightkubeApi:
         await self.client.close()
 
     async def create_access_review(self, review: JsonDict) -> JsonDict:
-        sar = Kind.SUBJECT_ACCESS_REVIEW
+        return await self._create_review(Kind.SUBJECT_ACCESS_REVIEW, review)
+
+    async def create_token_review(self, review: JsonDict) -> JsonDict:
+        return await self._create_review(Kind.TOKEN_REVIEW, review)
+
+    async def _create_review(self, kind: Kind, review: JsonDict) -> JsonDict:
+        """POST a review (never stored: the API server answers it in its ``status``)."""
         answer = await self._fast_or_slow(
-            lambda fast: fast.send("POST", fast.url(sar.group, sar.version, sar.plural, None, ""), review, JSON),
-            lambda: self.client.create(_RESOURCES[sar](review)),
+            lambda fast: fast.send("POST", fast.url(kind.group, kind.version, kind.plural, None, ""), review, JSON),
+            lambda: self.client.create(_RESOURCES[kind](review)),
         )
         return dict(answer)
 

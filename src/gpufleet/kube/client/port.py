@@ -43,6 +43,8 @@ class Kind(Enum):
     PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False)
     # Created only (create_access_review), never stored: the API server answers it in its status.
     SUBJECT_ACCESS_REVIEW = ("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False)
+    # Likewise: who a bearer token belongs to (the dashboard's authentication, gpufleet.web.auth).
+    TOKEN_REVIEW = ("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False)
     QUEUE = (API_GROUP, API_VERSION, "Queue", "queues", False)
     POD_GROUP = (API_GROUP, API_VERSION, "PodGroup", "podgroups", True)
     SCHEDULER_CONFIG = (API_GROUP, API_VERSION, "SchedulerConfig", "schedulerconfigs", False)
@@ -294,6 +296,12 @@ class ClusterApi(Protocol):
     async def create_access_review(self, review: JsonDict) -> JsonDict:
         """POST an ``authorization.k8s.io/v1`` SubjectAccessReview; returns it with the API
         server's answer in ``status`` (``allowed``, ``denied``, ``reason``)."""
+        ...
+
+    async def create_token_review(self, review: JsonDict) -> JsonDict:
+        """POST an ``authentication.k8s.io/v1`` TokenReview; returns it with the API server's answer
+        in ``status`` (``authenticated``, ``user`` with ``username``, ``uid``, ``groups``, ``extra``;
+        ``error``)."""
         ...
 
 

@@ -93,9 +93,12 @@ OPERATOR_RULES: tuple[dict[str, Any], ...] = (
 
 # (name, labels, rules): the ClusterRoles shipped with gpufleet.
 TENANCY_ROLES: tuple[tuple[str, dict[str, str], tuple[dict[str, Any], ...]], ...] = (
-    # Everything of gpufleet's: Queues, Projects, SchedulerConfig, PodGroups, and use of every queue.
+    # Everything of gpufleet's: Queues, Projects, SchedulerConfig, PodGroups, and use of every queue; and,
+    # named so that it stays when the wildcard is narrowed, `create` on `simulations` (never stored): the
+    # dashboard's What-if page, which gpufleet.web.auth asks a SubjectAccessReview for.
     (PLATFORM_ADMIN, {}, (
         {"apiGroups": [API_GROUP], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": [API_GROUP], "resources": ["simulations"], "verbs": ["create"]},
     )),
     # An operator (`gpufleet admin reclaim | priority | drain`, docs/admin.md): exactly the calls those
     # commands make (a test checks them), and `operate` on queues, which lets it write the annotations
