@@ -7,6 +7,7 @@ are read-only; the What-if page (admins only) runs the simulator, never the clus
 
 from __future__ import annotations
 
+import asyncio
 import colorsys
 import math
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ HERE = Path(__file__).parent
 NAV = (("/cluster", "Cluster"), ("/queues", "Queues"), ("/jobs", "Jobs"), ("/usage", "Usage and cost"),
        ("/whatif", "What-if"))
 WHATIF_DAYS = 7.0  # the ledger's last days the what-if replays
+REPORT_TTL_S = 60.0  # how long a ledger report is reused
 
 
 def color(i: int) -> str:
@@ -121,13 +123,28 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         found = fleet.job_by_key.get(key)
         history = None
         if source.ledger is not None and found is not None and vis.sees(found.project, found.queue):
-            names = {p.partition("/")[2] for p in found.pods}
-            history = [i for i in source.ledger.intervals()
-                       if i.start.namespace == found.namespace and i.start.pod_name in names]
+            names = [p.partition("/")[2] for p in found.pods]
+            history = await asyncio.to_thread(source.ledger.intervals, namespace=found.namespace, pod_names=names)
         detail = job_views.job_detail(fleet, vis, key, history)
         if detail is None:
             raise HTTPException(404, f"no job {key}")
         return await page(request, "job.html", "/jobs", vis, d=detail)
+
+    reports: dict[tuple[object, ...], tuple[float, Any]] = {}  # (kind, query, visibility) -> (when, result)
+
+    async def cached(kind: str, query: usage_views.UsageQuery, vis: Visibility, work: Any) -> Any:
+        """A ledger report, kept REPORT_TTL_S: the ledger's SQL is the slow part of the Usage page, and
+        what it reports changes only as intervals are written."""
+        key = (kind, query, vis)
+        now = source.clock()
+        hit = reports.get(key)
+        if hit is not None and now - hit[0] < REPORT_TTL_S:
+            return hit[1]
+        result = await asyncio.to_thread(work, source.ledger, query, vis, source.prices)
+        if len(reports) > 64:
+            reports.clear()
+        reports[key] = (now, result)
+        return result
 
     def usage_query(request: Request) -> usage_views.UsageQuery:
         return usage_views.UsageQuery.of(dict(request.query_params), source.clock())
@@ -139,7 +156,7 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         view, error = None, ""
         if source.ledger is not None:
             try:
-                view = usage_views.usage_view(source.ledger, usage_query(request), vis, source.prices)
+                view = await cached("view", usage_query(request), vis, usage_views.usage_view)
             except InputError as err:
                 error = str(err)
         return await page(request, "usage.html", "/usage", vis, status=400 if error else 200, view=view,
@@ -151,7 +168,7 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         if source.ledger is None:
             raise HTTPException(404, "no usage ledger")
         try:
-            text = usage_views.usage_csv_text(source.ledger, usage_query(request), vis, source.prices)
+            text = await cached("csv", usage_query(request), vis, usage_views.usage_csv_text)
         except InputError as err:
             raise HTTPException(400, str(err)) from None
         return Response(text, media_type="text/csv",
