@@ -53,7 +53,8 @@ def big_snapshot(nodes: int = 5000, parents: int = 20, leaves_per_parent: int = 
     leaf_quota = max(1, (nodes * 8) // (parents * leaves_per_parent))
     for p in range(parents):
         parent = f"org-{p:02d}"
-        queues.append(Queue(QueueName(parent), resources={GPU: QueueResource(quota=leaf_quota * leaves_per_parent * MILLI)}))
+        quota = leaf_quota * leaves_per_parent * MILLI
+        queues.append(Queue(QueueName(parent), resources={GPU: QueueResource(quota=quota)}))
         for k in range(leaves_per_parent):
             leaf = f"{parent}-team-{k}"
             leaves.append(leaf)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import colorsys
+import contextlib
 import math
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -243,7 +245,12 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         Route("/healthz", healthz),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, on_shutdown=[runner.close])
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        runner.close()
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
     app.state.source = source
     app.state.whatif = runner
     return app

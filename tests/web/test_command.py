@@ -1,0 +1,36 @@
+"""``gpufleet dashboard``'s input checks: one line and exit 2, before any server starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["dashboard", *args])
+    return result.exit_code, result.output
+
+
+def test_needs_a_snapshot_or_a_cluster() -> None:
+    code, out = run("--auth", "none")
+    assert code == 2 and "give --snapshot FILE or --kubeconfig" in out
+
+
+def test_a_missing_snapshot_is_one_line(tmp_path: Path) -> None:
+    code, out = run("--snapshot", str(tmp_path / "none.yaml"), "--auth", "none")
+    assert code == 2 and "none.yaml" in out and "Traceback" not in out
+
+
+def test_a_result_that_is_not_a_simulate_run_result(tmp_path: Path) -> None:
+    bad = tmp_path / "sim.json"
+    bad.write_text('{"inputs": {}}')
+    code, out = run("--snapshot", "examples/demo.yaml", "--result", str(bad), "--auth", "none")
+    assert code == 2 and "no runs list" in out
+
+
+def test_a_missing_ledger_file(tmp_path: Path) -> None:
+    code, out = run("--snapshot", "examples/demo.yaml", "--ledger", str(tmp_path / "x.db"), "--auth", "none")
+    assert code == 2 and "no such ledger file" in out
