@@ -16,7 +16,9 @@ def run(*args: str) -> tuple[int, str]:
 
 def test_needs_a_snapshot_or_a_cluster() -> None:
     code, out = run("--auth", "none")
-    assert code == 2 and "give --snapshot FILE or --kubeconfig" in out
+    assert code == 2 and "give --snapshot FILE or --cluster" in out
+    code, out = run("--snapshot", "examples/demo.yaml", "--cluster", "--auth", "none")
+    assert code == 2 and "one of the two" in out
 
 
 def test_a_missing_snapshot_is_one_line(tmp_path: Path) -> None:

@@ -40,8 +40,10 @@ def _result(path: str) -> dict[str, Any]:
 
 @click.command(cls=Command)
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
-              help="A snapshot file (what `gpufleet replay` reads). Default without --kubeconfig: the live "
-                   "cluster of the default kubeconfig is NOT read; give one of the two.")
+              help="A snapshot file (what `gpufleet replay` reads), decided once.")
+@click.option("--cluster", "live", is_flag=True,
+              help="Read the live cluster (in-cluster, $KUBECONFIG or ~/.kube/config; implied by --kubeconfig or "
+                   "--context), again every --refresh seconds.")
 @kubeconfig_option
 @context_option
 @click.option("--ledger", "ledger_url", default=None, metavar="DB",
@@ -57,13 +59,14 @@ def _result(path: str) -> dict[str, Any]:
                    "none: everyone sees everything (local use only).")
 @click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds between reads of a live cluster.")
-def dashboard(snapshot_path: str | None, kubeconfig: str | None, context: str | None, ledger_url: str | None,
+def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None, ledger_url: str | None,
               prices_file: str | None, result_path: str | None, host: str, port: int, auth: str,
               refresh: float) -> None:
     """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
     _require_web_extra()
-    if (snapshot_path is None) == (kubeconfig is None and context is None):
-        raise CommandError("give --snapshot FILE or --kubeconfig/--context (a live cluster), one of the two")
+    live = live or kubeconfig is not None or context is not None
+    if (snapshot_path is None) != live:
+        raise CommandError("give --snapshot FILE or --cluster (--kubeconfig, --context: a live cluster), one of the two")
     from gpufleet.web import ClusterSource, DashboardSource, SnapshotSource, create_app
 
     prices = None
