@@ -59,14 +59,14 @@ def _result(path: str) -> dict[str, Any]:
                    "none: everyone sees everything (local use only).")
 @click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds between reads of a live cluster.")
-def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None, ledger_url: str | None,
-              prices_file: str | None, result_path: str | None, host: str, port: int, auth: str,
+def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None,
+              ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int, auth: str,
               refresh: float) -> None:
     """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
     _require_web_extra()
     live = live or kubeconfig is not None or context is not None
     if (snapshot_path is None) != live:
-        raise CommandError("give --snapshot FILE or --cluster (--kubeconfig, --context: a live cluster), one of the two")
+        raise CommandError("give --snapshot FILE or --cluster (or --kubeconfig, --context), one of the two")
     from gpufleet.web import ClusterSource, DashboardSource, SnapshotSource, create_app
 
     prices = None
