@@ -56,7 +56,7 @@ def tenant_client() -> TestClient:
     return TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo"), auth=HeaderAuth()))
 
 
-@pytest.mark.parametrize("path", ["/cluster", "/cluster?by=pool", "/cluster?by=model", "/queues", "/jobs",
+@pytest.mark.parametrize("path", ["/cluster", "/cluster?by=pool", "/cluster?by=model&color=project", "/queues", "/jobs",
                                   "/jobs/ml/big-run", "/usage", "/whatif"])
 def test_every_page_renders_with_its_navigation_and_assets(client: TestClient, path: str) -> None:
     response = client.get(path)

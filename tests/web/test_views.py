@@ -3,9 +3,11 @@ what a caller who may see only some queues or projects does not."""
 
 from __future__ import annotations
 
-from gpufleet.domain import MILLI
+from dataclasses import replace
+
+from gpufleet.domain import MILLI, Project
 from gpufleet.web.access import EVERYTHING, Visibility
-from gpufleet.web.fleet import FREE, Fleet
+from gpufleet.web.fleet import FREE, NO_PROJECT, Fleet
 from gpufleet.web.views.cluster import OTHER, cluster_group, cluster_view
 from gpufleet.web.views.jobs import JobFilters, blocking, job_detail, job_list
 from gpufleet.web.views.queues import queues_view
@@ -31,7 +33,7 @@ def test_cluster_view_counts_groups_and_bars(demo_fleet: Fleet) -> None:
     assert set(racks) == {"rack-a", "rack-b"}
     assert racks["rack-a"].nodes == 2 and racks["rack-a"].gpus == 16 and racks["rack-a"].held == 14
     assert racks["rack-b"].held == 0.4  # one fractional pod of 40 blocks
-    names = {view.queues[q]: n for q, n in racks["rack-a"].bar}
+    names = {view.names[q]: n for q, n in racks["rack-a"].bar}
     assert names == {"team-b": 14}
     assert view.gpus == 24 and view.nodes == 3
 
@@ -43,7 +45,23 @@ def test_cluster_view_hides_queues_the_caller_may_not_see(demo_fleet: Fleet) -> 
     page = cluster_group(demo_fleet, Visibility(queues=frozenset({"notebooks"})), "rack", "rack-a")
     assert page is not None
     cells = [c for n in page.nodes for d in n.domains for c in d]
-    assert {c.queue for c in cells} == {OTHER, FREE} and all(c.pod is None for c in cells)
+    assert {c.color for c in cells} == {OTHER, FREE} and all(c.pod is None for c in cells)
+
+
+def test_cluster_view_colours_by_project(demo_fleet: Fleet) -> None:
+    snapshot = demo_fleet.snapshot
+    fleet = Fleet.build(replace(snapshot, projects=(Project("vision", namespace_names=("ml",)),)))
+    assert fleet.project_names == ["vision", NO_PROJECT]
+    view = cluster_view(fleet, EVERYTHING, "rack", color="project")
+    racks = {g.key: g for g in view.groups}
+    assert view.names == ("vision", NO_PROJECT) and racks["rack-a"].bar == ((0, 14.0),)
+    # a member of the project sees its pods whatever their queue; a stranger sees them as OTHER
+    member = cluster_group(fleet, Visibility(projects=frozenset({"vision"})), "rack", "rack-a", color="project")
+    assert member is not None and member.nodes[0].domains[0][0].pod == "ml/b-train-1"
+    stranger = cluster_view(fleet, Visibility(projects=frozenset({"other"})), "rack", color="project")
+    assert {g.key: g.bar for g in stranger.groups}["rack-a"] == ((OTHER, 14.0),)
+    b = cluster_group(fleet, EVERYTHING, "rack", "rack-b", color="project")
+    assert b is not None and b.nodes[0].domains[0][0].shares == ((0, 40, "ml/nb-alice"),)
 
 
 def test_cluster_group_shows_nodes_by_nvlink_domain_and_pages(demo_fleet: Fleet) -> None:

@@ -87,10 +87,11 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
     async def cluster(request: Request) -> Response:
         vis = await visible(request)
         fleet = await source.fleet()
-        view = cluster_views.cluster_view(fleet, vis, request.query_params.get("by", "rack"))
-        used = {view.queues[q] for g in view.groups for q, _ in g.bar if q >= 0}
-        return await page(request, "cluster.html", "/cluster", vis, view=view, queues=view.queues, used=used,
-                          groupings=cluster_views.GROUPINGS)
+        params = request.query_params
+        view = cluster_views.cluster_view(fleet, vis, params.get("by", "rack"), params.get("color", "queue"))
+        used = {q for g in view.groups for q, _ in g.bar if q >= 0}
+        return await page(request, "cluster.html", "/cluster", vis, view=view, used=used,
+                          groupings=cluster_views.GROUPINGS, colorings=cluster_views.COLORINGS)
 
     async def cluster_group(request: Request) -> Response:
         vis = await visible(request)
@@ -100,7 +101,8 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
             offset = int(params.get("offset", "0"))
         except ValueError:
             raise HTTPException(400, "offset: not a number") from None
-        group = cluster_views.cluster_group(fleet, vis, params.get("by", "rack"), params.get("key", ""), offset)
+        group = cluster_views.cluster_group(fleet, vis, params.get("by", "rack"), params.get("key", ""), offset,
+                                            color=params.get("color", "queue"))
         if group is None:
             raise HTTPException(404, "no such group")
         return fragment("_group.html", group=group)

@@ -37,10 +37,11 @@ from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.scheduler import Engine
 from gpufleet.policy import ProjectIndex
 
-__all__ = ["FREE", "NO_GPU", "Fleet", "Job", "Share"]
+__all__ = ["FREE", "NO_GPU", "NO_PROJECT", "Fleet", "Job", "Share"]
 
 FREE = -1  # a GPU cell nobody holds
 NO_GPU = -2  # past the node's GPU count (nodes have different counts)
+NO_PROJECT = "(no project)"  # the last of Fleet.project_names: pods of namespaces no Project claims
 
 IntArray = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
@@ -48,11 +49,13 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """A fractional pod on one GPU: its queue (index into ``Fleet.queue_names``), blocks and pod."""
+    """A fractional pod on one GPU: its queue and project (indexes into ``Fleet.queue_names`` and
+    ``Fleet.project_names``), blocks and pod."""
 
     queue: int
     blocks: int
     pod: str
+    project: int = 0
 
 
 @dataclass(slots=True)
@@ -104,6 +107,8 @@ class Fleet:
     nodes: list[Node]
     node_index: dict[str, int]
     grid: IntArray  # (nodes, max GPUs): queue index of the whole-GPU holder, FREE or NO_GPU
+    cell_project: IntArray  # (nodes, max GPUs): project index of the whole-GPU holder, FREE or NO_GPU
+    project_names: list[str]  # every project of a pod, sorted, then NO_PROJECT
     blocks: IntArray  # (nodes, max GPUs): blocks held by fractional pods (0..100)
     shares: dict[tuple[int, int], list[Share]]  # (node, gpu) -> its fractional pods
     unhealthy: BoolArray  # (nodes, max GPUs)
@@ -141,6 +146,8 @@ class Fleet:
             bindings={b.pod: b for b in decisions.bindings}, evictions={e.pod: e for e in decisions.evictions},
             pending={p.pod: p.reason for p in decisions.pending}, jobs=[], job_by_key={}, job_of_pod={},
             queue_names=queue_names, nodes=list(snap.nodes), node_index={}, grid=np.zeros((0, 0), np.int32),
+            cell_project=np.zeros((0, 0), np.int32),
+            project_names=[*sorted({project_of_ns[ns] for ns in names if ns in project_of_ns}), NO_PROJECT],
             blocks=np.zeros((0, 0), np.int32), shares={}, unhealthy=np.zeros((0, 0), np.bool_),
             cordoned=np.zeros(0, np.bool_), cell_pods={},
         )
@@ -202,17 +209,20 @@ class Fleet:
                     unhealthy[i, g] = True
         self.cordoned = np.array([n.unschedulable for n in nodes], dtype=np.bool_)
         qindex = {q: i for i, q in enumerate(self.queue_names)}
-        unplaced: list[tuple[int, int, int]] = []  # whole-GPU pods bound without a gpu-index
+        pindex = {p: i for i, p in enumerate(self.project_names)}
+        projects = grid.copy()
+        unplaced: list[tuple[int, int, int, int]] = []  # whole-GPU pods bound without a gpu-index
         for key, pod in self.pods.items():
             if not pod.bound or pod.node_name not in self.node_index:
                 continue
             i = self.node_index[pod.node_name]
             q = qindex[self.queue_of[key]]
+            p = pindex[self.project_of_ns.get(pod.namespace, NO_PROJECT)]
             if pod.is_fractional:
                 g = pod.gpu_index[0] if pod.gpu_index else 0
                 if 0 <= g < counts[i]:
                     blocks[i, g] += pod.gpu_blocks or 0
-                    self.shares.setdefault((i, g), []).append(Share(q, pod.gpu_blocks or 0, key))
+                    self.shares.setdefault((i, g), []).append(Share(q, pod.gpu_blocks or 0, key, p))
                 continue
             if not pod.whole_gpus:
                 continue
@@ -220,13 +230,15 @@ class Fleet:
                 for g in pod.gpu_index:
                     if 0 <= g < counts[i]:
                         grid[i, g] = q
+                        projects[i, g] = p
                         self.cell_pods[(i, g)] = key
             else:
-                unplaced.append((i, q, pod.whole_gpus))
-        for i, q, want in unplaced:  # the annotation is missing: shown on the first free GPUs
+                unplaced.append((i, q, p, pod.whole_gpus))
+        for i, q, p, want in unplaced:  # the annotation is missing: shown on the first free GPUs
             free = np.flatnonzero((grid[i] == FREE) & (blocks[i] == 0))[:want]
             grid[i, free] = q
-        self.grid, self.blocks, self.unhealthy = grid, blocks, unhealthy
+            projects[i, free] = p
+        self.grid, self.cell_project, self.blocks, self.unhealthy = grid, projects, blocks, unhealthy
 
     # -- lookups ------------------------------------------------------------------------------
 
