@@ -115,6 +115,7 @@ class Fleet:
     cordoned: BoolArray  # (nodes,)
     cell_pods: dict[tuple[int, int], str]  # (node, gpu) -> the whole-GPU pod holding it
     group_cache: dict[str, tuple[list[str], IntArray]] = field(default_factory=dict)  # views.cluster's groups
+    view_cache: dict[object, object] = field(default_factory=dict)  # what views build once per fleet (and caller)
 
     @classmethod
     def build(cls, snapshot: Snapshot) -> Fleet:

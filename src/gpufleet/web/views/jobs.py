@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from gpufleet.kube.inspect.explain import PodFacts, explain_report
 from gpufleet.web.access import Visibility
 from gpufleet.web.fleet import Fleet, Job
@@ -59,12 +62,6 @@ class JobList:
     next_offset: int | None
 
 
-def _visible_jobs(fleet: Fleet, vis: Visibility) -> list[Job]:
-    if vis.all:
-        return fleet.jobs
-    return [j for j in fleet.jobs if vis.sees(j.project, j.queue)]
-
-
 def _value(job: Job, key: str) -> str:
     if key == "state":
         return job.state
@@ -73,17 +70,61 @@ def _value(job: Job, key: str) -> str:
     return getattr(job, key) or ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """The jobs' filter values as NumPy columns (built once per fleet): filters are array compares."""
+
+    values: Mapping[str, npt.NDArray[np.object_]]  # filter -> each job's value ("" none)
+    text: tuple[str, ...]  # each job's key and user, lower case, for the search
+
+
+def _columns(fleet: Fleet) -> _Columns:
+    cached = fleet.view_cache.get("job-columns")
+    if isinstance(cached, _Columns):
+        return cached
+    values = {k: np.array([_value(j, k) for j in fleet.jobs], dtype=object) for k in (*FILTERS, "queue", "project")}
+    columns = _Columns(values, tuple(f"{j.key} {j.user or ''}".lower() for j in fleet.jobs))
+    fleet.view_cache["job-columns"] = columns
+    return columns
+
+
+Facets = Mapping[str, tuple[str, ...]]
+
+
+def _visible(fleet: Fleet, vis: Visibility, columns: _Columns) -> tuple[npt.NDArray[np.bool_], Facets]:
+    """Which jobs ``vis`` sees, and the facets (each filter's values among them): kept per visibility."""
+    key = ("job-facets", vis)
+    cached = fleet.view_cache.get(key)
+    if isinstance(cached, tuple):
+        return cached[0], cached[1]
+    if vis.all:
+        mask = np.ones(len(fleet.jobs), dtype=np.bool_)
+    else:
+        mask = np.isin(columns.values["project"], list(vis.projects)) | np.isin(columns.values["queue"],
+                                                                                list(vis.queues))
+    facets = {k: tuple(sorted(set(columns.values[k][mask].tolist()) - {""})) for k in FILTERS}
+    if len(fleet.view_cache) > 256:
+        fleet.view_cache.clear()
+    fleet.view_cache[key] = (mask, facets)
+    return mask, facets
+
+
 def job_list(fleet: Fleet, vis: Visibility, filters: JobFilters) -> JobList:
-    jobs = _visible_jobs(fleet, vis)
-    facets = {k: tuple(sorted({_value(j, k) for j in jobs} - {""})) for k in FILTERS}
+    columns = _columns(fleet)
+    visible, facets = _visible(fleet, vis, columns)
+    mask = visible.copy()
+    for k in FILTERS:
+        wanted = getattr(filters, k)
+        if wanted:
+            mask &= columns.values[k] == wanted
     text = filters.text.lower()
-    wanted = [(k, getattr(filters, k)) for k in FILTERS if getattr(filters, k)]
-    rows = [j for j in jobs
-            if all(_value(j, k) == v for k, v in wanted)
-            and (not text or text in j.key.lower() or text in (j.user or "").lower())]
-    page = rows[filters.offset:filters.offset + PAGE]
-    end = filters.offset + len(page)
-    return JobList(tuple(page), len(rows), len(jobs), filters, facets, end if end < len(rows) else None)
+    if text:
+        mask &= np.fromiter((text in t for t in columns.text), dtype=np.bool_, count=len(columns.text))
+    matching = np.flatnonzero(mask)
+    shown = matching[filters.offset:filters.offset + PAGE]
+    end = filters.offset + len(shown)
+    return JobList(tuple(fleet.jobs[i] for i in shown), len(matching), int(visible.sum()), filters, facets,
+                   end if end < len(matching) else None)
 
 
 # -- the job page ---------------------------------------------------------------------------------
