@@ -154,3 +154,11 @@ def test_what_if_runs_before_and_after_side_by_side(tenant_client: TestClient) -
     assert bad.status_code == 400 and "no queue named" in bad.text
     assert tenant_client.post("/whatif", headers=admin, data={"quota": "-1"}).status_code == 400
     assert tenant_client.get("/whatif/unknown", headers=admin).status_code == 404
+
+
+def test_the_server_decides_its_source_at_start_up() -> None:
+    source = SnapshotSource(load_snapshot_file(DEMO), "demo")
+    with TestClient(create_app(source)) as started:  # the lifespan runs: the source is decided in the background
+        assert started.get("/healthz").text == "ok\n"
+        assert started.get("/queues").status_code == 200
+    assert source._fleet is not None

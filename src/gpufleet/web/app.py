@@ -249,7 +249,9 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
     ]
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        warm = asyncio.create_task(source.fleet())  # decide the source before the first visitor asks
         yield
+        warm.cancel()
         runner.close()
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)

@@ -15,7 +15,20 @@ from gpufleet.adapters.prices import PriceList
 from gpufleet.domain import Snapshot
 from gpufleet.web.fleet import Fleet
 
-__all__ = ["ClusterSource", "DashboardSource", "SnapshotSource"]
+__all__ = ["ClusterSource", "DashboardSource", "SnapshotSource", "build_fleet"]
+
+
+def build_fleet(snapshot: Snapshot) -> Fleet:
+    """:meth:`Fleet.build`, and what the first pages would otherwise build on a visitor's time (the
+    job list's columns and facets, the rack groups)."""
+    from gpufleet.web.access import EVERYTHING
+    from gpufleet.web.views.cluster import group_ids
+    from gpufleet.web.views.jobs import JobFilters, job_list
+
+    fleet = Fleet.build(snapshot)
+    job_list(fleet, EVERYTHING, JobFilters())
+    group_ids(fleet, "rack")
+    return fleet
 
 
 class DashboardSource:
@@ -44,10 +57,15 @@ class SnapshotSource(DashboardSource):
         self.snapshot = snapshot
         self.name = name
         self._fleet: Fleet | None = None
+        self._lock: asyncio.Lock | None = None  # made in the server's event loop, on first use
 
     async def fleet(self) -> Fleet:
         if self._fleet is None:
-            self._fleet = await asyncio.to_thread(Fleet.build, self.snapshot)
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._fleet is None:
+                    self._fleet = await asyncio.to_thread(build_fleet, self.snapshot)
         return self._fleet
 
     def describe(self) -> str:
@@ -73,7 +91,7 @@ class ClusterSource(DashboardSource):
             if self._fleet is None or self.clock() - self._at >= self.refresh_s:
                 documents, self._server = await self._read()
                 snapshot = load_snapshot_documents(documents, f"cluster {self._server}")
-                self._fleet = await asyncio.to_thread(Fleet.build, snapshot)
+                self._fleet = await asyncio.to_thread(build_fleet, snapshot)
                 self._at = self.clock()
             return self._fleet
 
