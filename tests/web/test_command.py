@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -36,3 +37,23 @@ def test_a_result_that_is_not_a_simulate_run_result(tmp_path: Path) -> None:
 def test_a_missing_ledger_file(tmp_path: Path) -> None:
     code, out = run("--snapshot", "examples/demo.yaml", "--ledger", str(tmp_path / "x.db"), "--auth", "none")
     assert code == 2 and "no such ledger file" in out
+
+
+def test_a_snapshot_is_served_without_auth_by_default_and_says_so(monkeypatch: Any) -> None:
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    result = CliRunner().invoke(main, ["dashboard", "--snapshot", "examples/demo.yaml", "--port", "9999"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --auth none" in result.output
+    assert served["port"] == 9999 and served["host"] == "127.0.0.1"
+    assert served["app"].state.source.describe() == "examples/demo.yaml"
+
+
+def test_auth_kube_without_the_auth_module_is_one_line(monkeypatch: Any) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gpufleet.web.auth", None)  # as if the build had none
+    code, out = run("--snapshot", "examples/demo.yaml", "--auth", "kube")
+    assert code == 2 and "--auth kube" in out and "Traceback" not in out

@@ -54,14 +54,14 @@ def _result(path: str) -> dict[str, Any]:
               help="A `gpufleet simulate run --format json` result, shown on the What-if page.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option("--auth", type=click.Choice(["none", "kube"]), default="kube", show_default=True,
-              help="kube: callers' bearer tokens checked with TokenReview and SubjectAccessReview; "
-                   "none: everyone sees everything (local use only).")
+@click.option("--auth", type=click.Choice(["none", "kube"]), default=None,
+              help="kube (the default with a live cluster): callers' bearer tokens checked with TokenReview and "
+                   "SubjectAccessReview; none (the default with --snapshot): everyone sees everything (local use).")
 @click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds between reads of a live cluster.")
 def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None,
-              ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int, auth: str,
-              refresh: float) -> None:
+              ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int,
+              auth: str | None, refresh: float) -> None:
     """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
     _require_web_extra()
     live = live or kubeconfig is not None or context is not None
@@ -69,6 +69,8 @@ def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, con
         raise CommandError("give --snapshot FILE or --cluster (or --kubeconfig, --context), one of the two")
     from gpufleet.web import ClusterSource, DashboardSource, SnapshotSource, create_app
 
+    if auth is None:
+        auth = "kube" if live else "none"
     prices = None
     if prices_file is not None:
         from gpufleet.adapters.prices import load_prices_file
