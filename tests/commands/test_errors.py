@@ -81,7 +81,7 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     listed = result.output.split("Commands:", 1)[1]
     assert set(subcommands()) == {"replay", "bench", "simulate", "snapshot", "explain", "manifests", "controller",
-                                  "webhook", "policy", "device-plugin", "report", "agent", "gpu", "admin"}
+                                  "webhook", "policy", "device-plugin", "report", "agent", "gpu", "admin", "dashboard"}
     for name in subcommands():
         assert f"\n  {name} " in listed, name
     simulate = CliRunner().invoke(main, ["simulate", "--help"])

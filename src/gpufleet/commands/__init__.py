@@ -38,6 +38,7 @@ COMMANDS: Mapping[str, str] = {
     "admin reclaim": "gpufleet.commands.admin:reclaim",
     "admin priority": "gpufleet.commands.admin:priority",
     "admin drain": "gpufleet.commands.admin:drain",
+    "dashboard": "gpufleet.commands.dashboard:dashboard",
 }
 
 

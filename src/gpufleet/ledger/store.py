@@ -291,9 +291,15 @@ class LedgerStore:
         """The intervals not yet closed (for reconciliation after a restart), by bound time."""
         return [interval.start for interval in self._read([intervals.c.ended_us.is_(None)])]
 
-    def intervals(self, *, since: float | None = None, until: float | None = None) -> list[Interval]:
-        """The intervals that overlap [since, until) (all when neither is given), by bound time."""
+    def intervals(self, *, since: float | None = None, until: float | None = None, namespace: str | None = None,
+                  pod_names: Sequence[str] | None = None) -> list[Interval]:
+        """The intervals that overlap [since, until) (all when neither is given), by bound time; with
+        ``namespace`` (and ``pod_names``), only those of that namespace (and those pods)."""
         where: list[ColumnElement[bool]] = []
+        if namespace is not None:
+            where.append(intervals.c.namespace == namespace)
+        if pod_names is not None:
+            where.append(intervals.c.pod_name.in_(list(pod_names)))
         if until is not None:
             where.append(intervals.c.bound_us < to_micros(until))
         if since is not None:

@@ -108,9 +108,9 @@ def test_the_runtime_stage_installs_nothing_and_removes_pip() -> None:
     assert "/opt/gpufleet/bin/python -m pip uninstall --yes setuptools pip" in build_run
 
 
-def test_the_image_holds_the_agent_extra_and_not_the_reports_extra() -> None:
+def test_the_image_holds_the_agent_and_web_extras_and_not_the_reports_extra() -> None:
     build_run = " ".join(rest for word, rest in stages()["build"] if word == "RUN")
-    assert re.findall(r'pip install "\$\{wheel\}\[([\w,]+)\]"', build_run) == ["agent"]
+    assert re.findall(r'pip install "\$\{wheel\}\[([\w,]+)\]"', build_run) == ["agent,web"]  # web: the dashboard
     assert "reports" in PYPROJECT["project"]["optional-dependencies"]
     # the wheel is checked to carry the generated gRPC modules (setup.py's build step)
     assert "import gpufleet.agent.deviceplugin._generated.api_pb2_grpc" in build_run

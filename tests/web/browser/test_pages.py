@@ -25,12 +25,9 @@ from gpufleet.domain import GPU, MILLI, Snapshot
 
 from .conftest import BrowserPage, _Served
 
-try:
-    from gpufleet.testing import dashboard_snapshot
-    from gpufleet.web import SnapshotSource, create_app
-    from gpufleet.web.access import Visibility
-except ImportError:
-    pytest.skip("dashboard app not merged", allow_module_level=True)
+from gpufleet.testing import dashboard_snapshot
+from gpufleet.web import SnapshotSource, create_app
+from gpufleet.web.access import Visibility
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "examples" / "demo.yaml"

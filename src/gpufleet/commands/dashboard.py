@@ -1,0 +1,130 @@
+"""``gpufleet dashboard``: serve the web dashboard over a snapshot file (the default, needs nothing) or a
+live cluster, with an optional usage ledger.
+
+Exit status: 0 stopped; 2 the user's input is wrong (a snapshot or ledger that cannot be read, a missing
+web extra); every failure is one line on stderr (see ``commands.base``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpufleet.commands.base import Command, CommandError
+from gpufleet.commands.cluster_tools import api_factory, context_option, kubeconfig_option
+
+__all__ = ["dashboard"]
+
+
+def _require_web_extra() -> None:
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as err:
+        raise CommandError(f"the dashboard needs the web extra (pip install 'gpufleet[web]'): {err}") from None
+
+
+def _result(path: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CommandError(f"--result {path}: cannot read: {err}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise CommandError(f"--result {path}: not a `gpufleet simulate run --format json` result (no runs list)")
+    return doc
+
+
+@click.command(cls=Command)
+@click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
+              help="A snapshot file (what `gpufleet replay` reads), decided once.")
+@click.option("--cluster", "live", is_flag=True,
+              help="Read the live cluster (in-cluster, $KUBECONFIG or ~/.kube/config; implied by --kubeconfig or "
+                   "--context), again every --refresh seconds.")
+@kubeconfig_option
+@context_option
+@click.option("--ledger", "ledger_url", default=None, metavar="DB",
+              help="A usage ledger (SQLite file or database URL): the Usage page, job history, the what-if workload.")
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None,
+              help="Prices YAML (as `gpufleet report usage --prices`): costs on the Usage page.")
+@click.option("--result", "result_path", type=click.Path(dir_okay=False), default=None, metavar="SIM.json",
+              help="A `gpufleet simulate run --format json` result, shown on the What-if page.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--auth", type=click.Choice(["none", "kube"]), default=None,
+              help="kube (the default with a live cluster): callers' bearer tokens checked with TokenReview and "
+                   "SubjectAccessReview; none (the default with --snapshot): everyone sees everything (local use).")
+@click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+              help="Seconds between reads of a live cluster.")
+def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None,
+              ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int,
+              auth: str | None, refresh: float) -> None:
+    """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
+    _require_web_extra()
+    live = live or kubeconfig is not None or context is not None
+    if (snapshot_path is None) != live:
+        raise CommandError("give --snapshot FILE or --cluster (or --kubeconfig, --context), one of the two")
+    from gpufleet.web import ClusterSource, DashboardSource, SnapshotSource, create_app
+
+    if auth is None:
+        auth = "kube" if live else "none"
+    prices = None
+    if prices_file is not None:
+        from gpufleet.adapters.prices import load_prices_file
+
+        prices = load_prices_file(prices_file)
+    ledger = None
+    if ledger_url is not None:
+        from gpufleet.commands.report import ledger_for_report
+
+        ledger = ledger_for_report(ledger_url).__enter__()  # open for the server's life
+    result = _result(result_path) if result_path is not None else None
+    source: DashboardSource
+    if snapshot_path is not None:
+        from gpufleet.adapters.k8s_yaml import load_snapshot_file
+
+        source = SnapshotSource(load_snapshot_file(snapshot_path), snapshot_path, ledger=ledger, prices=prices,
+                                result=result)
+    else:
+        source = ClusterSource(_cluster_reader(kubeconfig, context), refresh, ledger=ledger, prices=prices,
+                               result=result)
+    authorizer = None
+    if auth == "kube":
+        authorizer = _kube_authorizer(kubeconfig, context)
+    else:
+        click.echo("warning: --auth none: every visitor sees every project and queue and may run what-ifs; "
+                   "use it only on a trusted machine", err=True)
+    import uvicorn
+
+    uvicorn.run(create_app(source, auth=authorizer), host=host, port=port, log_level="warning")
+
+
+def _cluster_reader(kubeconfig: str | None, context: str | None) -> Any:
+    from gpufleet.kube import read_cluster
+
+    api: list[Any] = []
+
+    async def read() -> tuple[list[dict[str, Any]], str]:
+        if not api:
+            api.append(api_factory(kubeconfig, context))  # made in the server's event loop
+        snap = await read_cluster(api[0])
+        return [dict(d) for d in snap.documents], str(api[0].server)
+
+    return read
+
+
+def _kube_authorizer(kubeconfig: str | None, context: str | None) -> Any:
+    """The TokenReview/SubjectAccessReview authorizer of ``gpufleet.web.auth``: its
+    ``kube_authorizer(kubeconfig, context)`` returns an :class:`~gpufleet.web.access.Authorizer`."""
+    try:
+        from gpufleet.web import auth as kube_auth  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        raise CommandError("--auth kube: this build has no gpufleet.web.auth; use --auth none on a trusted "
+                           "machine") from None
+    factory = getattr(kube_auth, "kube_authorizer", None)
+    if factory is None:
+        raise CommandError("--auth kube: gpufleet.web.auth has no kube_authorizer(kubeconfig, context)")
+    return factory(kubeconfig, context)

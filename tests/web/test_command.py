@@ -1,0 +1,59 @@
+"""``gpufleet dashboard``'s input checks: one line and exit 2, before any server starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["dashboard", *args])
+    return result.exit_code, result.output
+
+
+def test_needs_a_snapshot_or_a_cluster() -> None:
+    code, out = run("--auth", "none")
+    assert code == 2 and "give --snapshot FILE or --cluster" in out
+    code, out = run("--snapshot", "examples/demo.yaml", "--cluster", "--auth", "none")
+    assert code == 2 and "one of the two" in out
+
+
+def test_a_missing_snapshot_is_one_line(tmp_path: Path) -> None:
+    code, out = run("--snapshot", str(tmp_path / "none.yaml"), "--auth", "none")
+    assert code == 2 and "none.yaml" in out and "Traceback" not in out
+
+
+def test_a_result_that_is_not_a_simulate_run_result(tmp_path: Path) -> None:
+    bad = tmp_path / "sim.json"
+    bad.write_text('{"inputs": {}}')
+    code, out = run("--snapshot", "examples/demo.yaml", "--result", str(bad), "--auth", "none")
+    assert code == 2 and "no runs list" in out
+
+
+def test_a_missing_ledger_file(tmp_path: Path) -> None:
+    code, out = run("--snapshot", "examples/demo.yaml", "--ledger", str(tmp_path / "x.db"), "--auth", "none")
+    assert code == 2 and "no such ledger file" in out
+
+
+def test_a_snapshot_is_served_without_auth_by_default_and_says_so(monkeypatch: Any) -> None:
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    result = CliRunner().invoke(main, ["dashboard", "--snapshot", "examples/demo.yaml", "--port", "9999"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --auth none" in result.output
+    assert served["port"] == 9999 and served["host"] == "127.0.0.1"
+    assert served["app"].state.source.describe() == "examples/demo.yaml"
+
+
+def test_auth_kube_without_the_auth_module_is_one_line(monkeypatch: Any) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gpufleet.web.auth", None)  # as if the build had none
+    code, out = run("--snapshot", "examples/demo.yaml", "--auth", "kube")
+    assert code == 2 and "--auth kube" in out and "Traceback" not in out
