@@ -51,9 +51,16 @@ def test_a_snapshot_is_served_without_auth_by_default_and_says_so(monkeypatch: A
     assert served["app"].state.source.describe() == "examples/demo.yaml"
 
 
-def test_auth_kube_without_the_auth_module_is_one_line(monkeypatch: Any) -> None:
-    import sys
+def test_auth_kube_serves_behind_token_and_access_reviews(monkeypatch: Any) -> None:
+    import uvicorn
 
-    monkeypatch.setitem(sys.modules, "gpufleet.web.auth", None)  # as if the build had none
-    code, out = run("--snapshot", "examples/demo.yaml", "--auth", "kube")
-    assert code == 2 and "--auth kube" in out and "Traceback" not in out
+    from gpufleet.web.auth import KubeAuthorizer
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    result = CliRunner().invoke(main, ["dashboard", "--snapshot", "examples/demo.yaml", "--auth", "kube",
+                                       "--trust-proxy"])
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
+    authorizer = served["app"].state.auth
+    assert isinstance(authorizer, KubeAuthorizer) and authorizer.trust_proxy

@@ -57,11 +57,14 @@ def _result(path: str) -> dict[str, Any]:
 @click.option("--auth", type=click.Choice(["none", "kube"]), default=None,
               help="kube (the default with a live cluster): callers' bearer tokens checked with TokenReview and "
                    "SubjectAccessReview; none (the default with --snapshot): everyone sees everything (local use).")
+@click.option("--trust-proxy", is_flag=True, default=False,
+              help="With --auth kube: take the caller from an authenticating proxy's X-Forwarded-User and "
+                   "X-Forwarded-Groups headers when no bearer token is given (only behind such a proxy).")
 @click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds between reads of a live cluster.")
 def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None,
               ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int,
-              auth: str | None, refresh: float) -> None:
+              auth: str | None, trust_proxy: bool, refresh: float) -> None:
     """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
     _require_web_extra()
     live = live or kubeconfig is not None or context is not None
@@ -93,7 +96,7 @@ def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, con
                                result=result)
     authorizer = None
     if auth == "kube":
-        authorizer = _kube_authorizer(kubeconfig, context)
+        authorizer = _kube_authorizer(kubeconfig, context, trust_proxy)
     else:
         click.echo("warning: --auth none: every visitor sees every project and queue and may run what-ifs; "
                    "use it only on a trusted machine", err=True)
@@ -116,15 +119,9 @@ def _cluster_reader(kubeconfig: str | None, context: str | None) -> Any:
     return read
 
 
-def _kube_authorizer(kubeconfig: str | None, context: str | None) -> Any:
-    """The TokenReview/SubjectAccessReview authorizer of ``gpufleet.web.auth``: its
-    ``kube_authorizer(kubeconfig, context)`` returns an :class:`~gpufleet.web.access.Authorizer`."""
-    try:
-        from gpufleet.web import auth as kube_auth  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        raise CommandError("--auth kube: this build has no gpufleet.web.auth; use --auth none on a trusted "
-                           "machine") from None
-    factory = getattr(kube_auth, "kube_authorizer", None)
-    if factory is None:
-        raise CommandError("--auth kube: gpufleet.web.auth has no kube_authorizer(kubeconfig, context)")
-    return factory(kubeconfig, context)
+def _kube_authorizer(kubeconfig: str | None, context: str | None, trust_proxy: bool) -> Any:
+    """The TokenReview/SubjectAccessReview authorizer (``gpufleet.web.auth``) of the API server of
+    ``kubeconfig`` and ``context``, connected on first use."""
+    from gpufleet.web.auth import kube_authorizer
+
+    return kube_authorizer(kubeconfig, context, trust_proxy=trust_proxy)

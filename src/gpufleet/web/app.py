@@ -256,6 +256,7 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
     app.state.source = source
+    app.state.auth = auth
     app.state.whatif = runner
     return app
 
