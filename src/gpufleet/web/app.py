@@ -229,8 +229,9 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         detail = _escape(str(exc.detail))
-        return HTMLResponse(f'<!doctype html><link rel="icon" href="data:,"><title>{exc.status_code}</title><p class="error">{exc.status_code}: '
-                            f"{detail}</p>", status_code=exc.status_code, headers=exc.headers)
+        return HTMLResponse(f'<!doctype html><link rel="icon" href="data:,"><title>{exc.status_code}</title>'
+                            f'<p class="error">{exc.status_code}: {detail}</p>', status_code=exc.status_code,
+                            headers=exc.headers)
 
     routes = [
         Route("/", home),

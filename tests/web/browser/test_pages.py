@@ -22,12 +22,11 @@ import pytest
 
 from gpufleet.adapters.k8s_yaml import load_snapshot_file
 from gpufleet.domain import GPU, MILLI, Snapshot
-
-from .conftest import BrowserPage, _Served
-
 from gpufleet.testing import dashboard_snapshot
 from gpufleet.web import SnapshotSource, create_app
 from gpufleet.web.access import Visibility
+
+from .conftest import BrowserPage, _Served
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "examples" / "demo.yaml"
