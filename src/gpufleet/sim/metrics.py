@@ -298,7 +298,8 @@ def weighted_fair_split(demand: np.ndarray, weights: np.ndarray, capacity: np.nd
     ok = (level < next_ratio) | (np.arange(n + 1)[None, :] == n)
     k = np.argmax(ok, axis=1)
     chosen = np.where(k == n, np.inf, level[np.arange(rows), k])
-    return np.minimum(demand, np.maximum(chosen, 0.0)[:, None] * weights)
+    split: np.ndarray = np.minimum(demand, np.maximum(chosen, 0.0)[:, None] * weights)
+    return split
 
 
 def _against_entitlement(names: Sequence[str], used_rows: np.ndarray, entitled_rows: np.ndarray) -> dict[str, Any]:
