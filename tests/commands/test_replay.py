@@ -23,19 +23,34 @@ BAD_SNAPSHOTS = {
     "min-runtime": (
         "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
         "spec: {preemption: {minRuntime: 10 minutes}}\n",
-        'document 1 (Queue team-a): spec.preemption.minRuntime: must be a duration like 168h, 30m or 1h30m, '
+        'document 1 (Queue team-a): spec.preemption.minRuntime: must be a duration like 90, 30m, 1h30m or 2d, '
         'got "10 minutes"',
     ),
     "preemption-delay": (
         "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
-        "spec: {preemption: {preemptionDelay: 5}}\n",
-        "document 1 (Queue team-a): spec.preemption.preemptionDelay: must be a duration like 168h, 30m or 1h30m, "
-        "got 5",
+        "spec: {preemption: {preemptionDelay: 5w}}\n",
+        "document 1 (Queue team-a): spec.preemption.preemptionDelay: must be a duration like 90, 30m, 1h30m or 2d, "
+        'got "5w"',
     ),
     "usage-half-life": (
         "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
         "spec: {fairShare: {usageHalfLife: -1h}}\n",
-        'spec.fairShare.usageHalfLife: must be a duration like 168h, 30m or 1h30m, got "-1h"',
+        'spec.fairShare.usageHalfLife: must be a duration like 90, 30m, 1h30m or 2d, got "-1h"',
+    ),
+    "usage-half-life-infinite": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
+        "spec: {fairShare: {usageHalfLife: 1e999h}}\n",
+        'spec.fairShare.usageHalfLife: must be a finite duration >= 0, got "1e999h"',
+    ),
+    "usage-half-life-boolean": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
+        "spec: {fairShare: {usageHalfLife: true}}\n",
+        "spec.fairShare.usageHalfLife: must be a duration like 90, 30m, 1h30m or 2d, got true",
+    ),
+    "observed-runtime": (
+        "apiVersion: gpufleet.dev/v1alpha1\nkind: SchedulerConfig\nmetadata: {name: c}\n"
+        "spec: {reservation: {after: 1h, observedRuntime: {team-a: 1h-5m}}}\n",
+        'spec.reservation.observedRuntime.team-a: must be a duration like 90, 30m, 1h30m or 2d, got "1h-5m"',
     ),
     "decayed-usage": (
         "apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"

@@ -129,6 +129,13 @@ BAD = [
     (["--limit", "0"], "--limit"),
     (["--cycle-mode", "fixed", "--cycle-interval", "0"], "--cycle-interval"),
     (["--failures", "__OUTAGES__"], "n9"),
+    # malformed durations, in every place the simulator reads one (docs/semantics.md, "Durations")
+    (["--checkpoint", "-5m"], "--checkpoint"),
+    (["--until", "3 weeks"], "--until"),
+    (["--compare", "cycle-interval=1h-5m"], "--compare cycle-interval=1h-5m: cycle-interval"),
+    (["--compare", "checkpoint=nan"], "--compare checkpoint=nan: checkpoint"),
+    (["--failures", "mtbf=30d,repair=4w"], "--failures: repair"),
+    (["--failures", "__BAD_OUTAGE_FOR__"], "outages.0.for"),
 ]
 
 
@@ -137,7 +144,9 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, str], tmp_path: Path,
                                           needle: str) -> None:
     outages = tmp_path / "outages.yaml"
     outages.write_text("outages: [{node: n9, at: 10, for: 10}]\n")
-    args = [str(outages) if a == "__OUTAGES__" else a for a in args]
+    bad_for = tmp_path / "bad-for.yaml"
+    bad_for.write_text("outages: [{node: n9, at: 10, for: 1h-5m}]\n")
+    args = [str(outages) if a == "__OUTAGES__" else str(bad_for) if a == "__BAD_OUTAGE_FOR__" else a for a in args]
     base = ["--trace", files["trace"], "--cluster", files["cluster"]]
     code, out, err = _invoke(*base, *args)
     assert code == 2

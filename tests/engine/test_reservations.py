@@ -26,9 +26,9 @@ SCENARIO = Path(__file__).parents[1] / "scenarios" / "reservation" / "blocks-sma
 
 
 @pytest.mark.parametrize(("after", "message"), [
-    ("10x", 'spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got "10x"'),
-    ("-5m", 'spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got "-5m"'),
-    ("true", "spec.reservation.after: must be a duration like 168h, 30m or 1h30m, got true"),
+    ("10x", 'spec.reservation.after: must be a duration like 90, 30m, 1h30m or 2d, got "10x"'),
+    ("-5m", 'spec.reservation.after: must be a duration like 90, 30m, 1h30m or 2d, got "-5m"'),
+    ("true", "spec.reservation.after: must be a duration like 90, 30m, 1h30m or 2d, got true"),
 ])
 def test_a_bad_reservation_duration_exits_2_with_one_line(tmp_path: Path, after: str, message: str) -> None:
     snapshot = tmp_path / "snap.yaml"
@@ -52,9 +52,10 @@ def test_off_without_the_option_or_without_a_time() -> None:
     assert "ml/small" in {b.pod for b in schedule(off).bindings}
 
 
-def test_a_malformed_runtime_annotation_is_ignored_with_a_warning() -> None:
+@pytest.mark.parametrize("text", ["a while", "-5m", "1h-30m", "5w", "1e999h", ""])
+def test_a_malformed_runtime_annotation_is_ignored_with_a_warning(text: str) -> None:
     snapshot = load_snapshot_file(SCENARIO)
-    pods = tuple(replace(p, annotations={**p.annotations, ANNOTATION_EXPECTED_RUNTIME: "a while"})
+    pods = tuple(replace(p, annotations={**p.annotations, ANNOTATION_EXPECTED_RUNTIME: text})
                  if p.name == "backfill" else p for p in snapshot.pods)
     decisions = schedule(replace(snapshot, pods=pods))
     assert any("ml/backfill" in w and ANNOTATION_EXPECTED_RUNTIME in w and "ignored" in w

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpufleet.domain import GPU, MILLI, Queue, QueueName, QueueResource, SchedulerConfig
 from gpufleet.sim.failures import FailureModel
 from gpufleet.sim.jobs import build_jobs
-from gpufleet.sim.metrics import MONTH_S, compute_metrics
+from gpufleet.sim.metrics import MONTH_S, compute_metrics, weighted_fair_split
 from gpufleet.sim.timeline import SimOptions, SimResult, SimSetup, Timeline
 
 from .helpers import cluster, job
@@ -67,3 +70,30 @@ def test_monthly_shares_against_the_weights() -> None:
     assert months[0]["busy"] == ["a", "b"] and months[0]["share"] == {"a": 0.75, "b": 0.25}
     assert months[0]["max_deviation"] == 0.0
     assert months[1]["share"] == {"a": 0.5, "b": 0.5} and months[1]["max_deviation"] == 0.25
+    # the demand-capped fair split (weights 3:1, both asking more than the GPU all along) entitles a to
+    # 3/4: month 0 is on it, month 1 is 1/4 of the GPU-hours off it.
+    assert months[0]["entitled"] == {"a": 0.75, "b": 0.25} and months[0]["deviation"] == 0.0
+    assert months[0]["jain"] == 1.0
+    assert months[1]["entitled"] == {"a": 0.75, "b": 0.25} and months[1]["deviation"] == 0.25
+    assert months[1]["jain"] is not None and months[1]["jain"] < 1.0
+    assert fairness["run"]["deviation"] is not None and 0.0 < fairness["run"]["deviation"] < 0.25
+
+
+demands = st.lists(st.floats(0, 100), min_size=1, max_size=6)
+
+
+@given(st.lists(demands, min_size=1, max_size=5).filter(lambda rows: len({len(r) for r in rows}) == 1),
+       st.data())
+def test_the_fair_split_is_water_filling(rows: list[list[float]], data: st.DataObject) -> None:
+    demand = np.array(rows)
+    n = demand.shape[1]
+    weights = np.array(data.draw(st.lists(st.floats(0.1, 10), min_size=n, max_size=n)))
+    capacity = np.array(data.draw(st.lists(st.floats(0, 300), min_size=len(rows), max_size=len(rows))))
+    split = weighted_fair_split(demand, weights, capacity)
+    assert (split >= -1e-9).all() and (split <= demand + 1e-9).all()
+    assert np.allclose(split.sum(axis=1), np.minimum(capacity, demand.sum(axis=1)), atol=1e-6)
+    for r in range(len(rows)):  # a queue short of its demand has the highest level: no one is above it
+        short = split[r] < demand[r] - 1e-6
+        if short.any():
+            level = split[r] / weights
+            assert level.max() <= level[short].min() + 1e-6

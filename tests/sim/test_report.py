@@ -61,8 +61,9 @@ def test_simulation_report_has_every_plot_and_nothing_external() -> None:
     html = build_report(runs, "test <report>", {"trace": "tiny"}).render()
     parser = _Collector()
     parser.feed(html)
-    expected = set(FIGURE_IDS) | {"queue-usage-1", "queue-usage-2"}
+    expected = set(FIGURE_IDS) | {"queue-usage-1", "queue-usage-2", "fair-share-1", "fair-share-2"}
     assert expected <= set(parser.figures)
+    assert "Fairness over time" in html and "GPU-hours off the split" in html
     assert all(parser.figures[f] for f in expected), {f: parser.figures[f] for f in expected}
     _no_external_references(html)
     assert "test &lt;report&gt;" in html

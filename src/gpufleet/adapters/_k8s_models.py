@@ -7,7 +7,6 @@ quantities accept Kubernetes quantity strings (and plain YAML numbers).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -54,6 +53,7 @@ from gpufleet.domain import (
     VolumePolicy,
     WithinQueue,
 )
+from gpufleet.domain.units import DURATION_PATTERN, duration_seconds
 from gpufleet.policy.images import pattern_problem
 
 __all__ = [
@@ -93,22 +93,24 @@ QUANTITY_JSON_SCHEMA: dict[str, Any] = {
 
 Quantity = Annotated[int | None, BeforeValidator(_quantity), WithJsonSchema(QUANTITY_JSON_SCHEMA)]
 
-# A duration as Kubernetes writes one (Go's time.Duration text, units h, m and s): "168h", "1h30m",
-# "90s" (docs/semantics.md). The CRD carries the same pattern, so the API server refuses what we could not read.
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(h|m|s))+$|^0$"
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
-_DURATION_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
 def parse_duration(value: object) -> float:
-    """Seconds from a duration text (``DURATION_PATTERN``); a ValueError saying what is wrong."""
-    if not isinstance(value, str) or not re.fullmatch(DURATION_PATTERN, value):
-        raise ValueError(f"must be a duration like 168h, 30m or 1h30m, got {describe(value)}")
-    return sum(float(n) * _DURATION_UNIT[u] for n, u in _DURATION_PART.findall(value))
+    """Seconds from a duration (``domain.units.duration_seconds``, the one grammar of every duration);
+    a ValueError saying what is wrong and quoting the value."""
+    try:
+        return duration_seconds(value)
+    except ValueError as e:
+        raise ValueError(f"{e}, got {describe(value)}") from None
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration),
-                     WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
+# On the wire: Kubernetes' int-or-string (a number of seconds, or text), the text with the very grammar
+# the parser reads (docs/semantics.md, "Durations"), so the API server refuses what we could not read.
+DURATION_JSON_SCHEMA: dict[str, Any] = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": DURATION_PATTERN,
+    "minimum": 0,
+}
+Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(DURATION_JSON_SCHEMA)]
 Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 

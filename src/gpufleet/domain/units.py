@@ -9,30 +9,49 @@ webhook cannot disagree on an edge case; the engine's vector form
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 
 from gpufleet.domain.model import BLOCKS_PER_GPU, MILLI
 
-__all__ = ["BYTES_PER_MIB", "MILLI_PER_MIB", "blocks_for_gpu_memory", "duration_seconds", "mib_to_milli", "rfc3339"]
+__all__ = ["BYTES_PER_MIB", "DURATION_EXPECTED", "DURATION_PATTERN", "MILLI_PER_MIB", "blocks_for_gpu_memory",
+           "duration_seconds", "mib_to_milli", "rfc3339"]
 
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# The grammar of a duration, also the CRDs' pattern (so it is written for Go's RE2 too: ASCII classes, no
+# flags). It is the union of the two grammars the project had (Go-style "1h30m" in the CRDs; "90", "2d",
+# "1.5e3s", " 4H " in the simulator and annotations): nothing either accepted is refused, but for a
+# minus sign (a negative duration never was valid; "-0" was, by accident) and non-ASCII digits.
+_NUMBER = r"(?:[0-9]+(?:_[0-9]+)*(?:\.(?:[0-9]+(?:_[0-9]+)*)?)?|\.[0-9]+(?:_[0-9]+)*)(?:[eE][+-]?[0-9]+(?:_[0-9]+)*)?"
+DURATION_PATTERN = rf"^\s*\+?({_NUMBER}|(?:{_NUMBER}\s*[smhdSMHD])+)\s*$"
+DURATION_EXPECTED = "must be a duration like 90, 30m, 1h30m or 2d"
+_DURATION = re.compile(DURATION_PATTERN.removeprefix("^").removesuffix("$"), re.ASCII)
+_DURATION_PART = re.compile(rf"({_NUMBER})\s*([smhdSMHD])", re.ASCII)
 
 BYTES_PER_MIB = 1024 * 1024
 MILLI_PER_MIB = BYTES_PER_MIB * MILLI  # one MiB of memory in the domain's milli-bytes
 
 
-def duration_seconds(text: str) -> float:
-    """Seconds of a duration written ``90``, ``90s``, ``15m``, ``4h`` or ``2d`` (a finite number >= 0);
-    ValueError, with the reason, otherwise."""
-    s = text.strip().lower()
-    scale = _DURATION_UNITS.get(s[-1:]) if s else None
-    try:
-        value = float(s[:-1] if scale else s) * (scale or 1.0)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration (seconds, or a number with s, m, h or d)") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"duration must be a finite number >= 0, got {text!r}")
-    return value
+def duration_seconds(value: object) -> float:
+    """Seconds of a duration (docs/semantics.md, "Durations"): a number of seconds (``90``, ``1.5e3``,
+    an int or float too), or one or more ``<number><unit>`` with unit ``s``, ``m``, ``h`` or ``d``
+    (``90s``, ``15m``, ``1h30m``, ``2d``), in any case, with blanks around; finite and >= 0. The one
+    parser of every duration: CRD fields, the simulator's options and files, pod annotations.
+    ValueError, with the reason (not the value: the caller quotes it as it must), otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(DURATION_EXPECTED)
+    if isinstance(value, str):
+        m = _DURATION.fullmatch(value)
+        if m is None:
+            raise ValueError(DURATION_EXPECTED)
+        body = m.group(1)
+        parts = _DURATION_PART.findall(body)
+        seconds = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in parts) if parts else float(body)
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError("must be a finite duration >= 0")
+    return seconds
 
 
 def mib_to_milli(mib: int) -> int:

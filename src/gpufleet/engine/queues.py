@@ -94,6 +94,7 @@ class QueueForest:
         # Decayed usage per queue and managed resource (docs/semantics.md, "Fairness over time"), or
         # None: off, and the fair keys are the shared spec's. Set by :meth:`set_time`.
         self.history: list[list[float]] | None = None
+        self.history_over: list[list[float]] | None = None  # max(0, history - quota), with history
         self.now: float | None = None  # the snapshot's time: the disruption guards need it
 
     def _post_order(self) -> list[int]:
@@ -137,6 +138,9 @@ class QueueForest:
                           for j, r in enumerate(self.managed)]
         if any(v for row in history for v in row):
             self.history = history
+            # The past's borrowing, fixed for the call: the borrowing key reads it on every comparison.
+            self.history_over = [[max(0.0, row[j] - self.quota[i][j]) for j in range(self.m)]
+                                 for i, row in enumerate(history)]
 
     def young_gangs(self, g_queue: IntArray, p_gang: IntArray, bound: BoolArray,
                     start: FloatArray) -> tuple[BoolArray, BoolArray] | None:
@@ -297,18 +301,23 @@ class QueueForest:
                 best = max(best, (self.usage[q][j] + past[j]) / quota)
         return best
 
-    def _borrowed_share_over_time(self, q: int, past: list[float]) -> float:
+    def _borrowed_share_over_time(self, q: int, past_over: list[float]) -> float:
+        """``past_over``: ``max(0, H - quota)`` per resource (``history_over``). Comparisons inline, not
+        ``max()``: the fair order calls this for every head it compares."""
         best = 0.0
+        usage, quota = self.usage[q], self.quota[q]
         for j in range(self.m):
-            quota = self.quota[q][j]
-            over = max(0, self.usage[q][j] - quota) + max(0.0, past[j] - quota)
+            now_over = usage[j] - quota[j]
+            over = (now_over if now_over > 0 else 0) + past_over[j]
             if over > 0:
-                best = max(best, over / (self.capacity[j] or 1))
+                share = over / (self.capacity[j] or 1)
+                if share > best:
+                    best = share
         return best / self.weights[q]
 
     def borrowed_share(self, q: int) -> float:
-        if self.history is not None:
-            return self._borrowed_share_over_time(q, self.history[q])
+        if self.history_over is not None:
+            return self._borrowed_share_over_time(q, self.history_over[q])
         best = 0.0
         for j in range(self.m):
             over = self.usage[q][j] - self.quota[q][j]

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpufleet.adapters.errors import InputError
+from gpufleet.adapters.errors import InputError, describe
 from gpufleet.domain.units import duration_seconds
 
 __all__ = ["FailureModel", "NodeOutage", "OutageKind", "OutageStreams", "parse_duration", "parse_failures"]
@@ -67,18 +67,12 @@ class FailureModel:
 
 
 def parse_duration(text: object, where: str) -> float:
-    """Seconds from ``90``, ``90s``, ``15m``, ``4h`` or ``30d``; raises InputError naming ``where``."""
-    if isinstance(text, bool):
-        raise InputError(f"{where}: expected a duration, got {text!r}")
-    if isinstance(text, int | float):
-        value = float(text)
-        if not math.isfinite(value) or value < 0:
-            raise InputError(f"{where}: duration must be a finite number >= 0, got {text!r}")
-        return value
+    """Seconds from a duration (``domain.units.duration_seconds``: ``90``, ``90s``, ``15m``, ``1h30m``,
+    ``30d``); raises InputError naming ``where``."""
     try:
-        return duration_seconds(str(text))
+        return duration_seconds(text)
     except ValueError as e:
-        raise InputError(f"{where}: {e}") from None
+        raise InputError(f"{where}: {e}, got {describe(text)}") from None
 
 
 class _Outage(BaseModel):

@@ -20,7 +20,7 @@ MAX_POINTS = 1500
 MAX_QUEUE_PANELS = 12
 DAY = 86400.0
 
-# ids of the figures every report has (per-run queue figures add "queue-usage-<n>")
+# ids of the figures every report has (per-run queue figures add "queue-usage-<n>" and "fair-share-<n>")
 FIGURE_IDS = ("allocation", "fragmentation", "queued", "wait-cdf", "wait-by-queue", "jct-cdf", "lost", "cost")
 
 
@@ -85,6 +85,52 @@ def _queue_usage_svg(run: RunOutput) -> str:
     return svg_of(fig)
 
 
+def _daily_shares(run: RunOutput, top: int = 8) -> list[Series]:
+    """Each of the ``top`` queues with the most GPU-hours: its share of each day's GPU-hours (sampled)."""
+    r = run.result
+    names = list(r.queue_names)
+    if not names or not r.samples.time_s.size:
+        return []
+    day = (r.samples.time_s // DAY).astype(np.int64)
+    per_day = np.zeros((int(day.max()) + 1, len(names)))
+    np.add.at(per_day, day, r.samples.queue_usage_milli.astype(np.float64))
+    share = _ratio(per_day, per_day.sum(axis=1, keepdims=True) + np.zeros_like(per_day))
+    per_queue = run.metrics["queues"]
+    order = sorted(names, key=lambda n: (-per_queue.get(n, {}).get("gpu_hours", 0.0), n))[:top]
+    days = (np.arange(per_day.shape[0]) + 0.5).tolist()
+    return [Series(name, days, share[:, names.index(name)].tolist()) for name in order]
+
+
+def _fairness_section(report: Report, runs: Sequence[RunOutput]) -> None:
+    sec = report.section(
+        "Fairness over time",
+        "Each queue's share of each day's GPU-hours (the 8 queues with the most), and over the whole run its "
+        "share against the demand-capped fair split of the GPUs by weight (docs/simulator.md, \"fairness\").")
+    for n, run in enumerate(runs, 1):
+        series = _daily_shares(run)
+        if series:
+            sec.figure(line_chart(series, x_label="day", y_label="share of the day's GPU-hours", y_min=0.0,
+                                  y_max=1.0, step=True),
+                       f"Per-queue share of GPU-hours per day ({run.label})", f"fair-share-{n}")
+    whole = [(r.label, r.metrics["fairness"].get("run") or {}) for r in runs]
+    names = sorted({q for _label, f in whole for q in f.get("entitled", {})})
+    if names:
+        headers = ["queue"] + [h for label, _f in whole for h in (f"share ({label})", f"fair split ({label})")]
+        shares = [{q: _share(r, q) for q in names} for r in runs]
+        rows = [[q] + [v for (_label, f), sh in zip(whole, shares, strict=True)
+                       for v in (sh[q], f.get("entitled", {}).get(q, 0.0))] for q in names]
+        rows.append(["GPU-hours off the split"] + [v for _label, f in whole for v in (f.get("deviation"), "")])
+        sec.table(headers, rows)
+
+
+def _share(run: RunOutput, queue: str) -> float:
+    """The queue's share of the run's GPU-hours (sampled, as the fair split)."""
+    per_queue = np.asarray(run.result.samples.queue_usage_milli, dtype=np.float64).sum(axis=0)
+    total = float(per_queue.sum())
+    at = [str(n) for n in run.result.queue_names].index(queue)
+    return round(float(per_queue[at]) / total, 4) if total > 0 else 0.0
+
+
 def _lost_series(run: RunOutput) -> Series:
     """Cumulative GPU-hours lost to interruptions (evictions and outages) over time."""
     points = sorted((i.time_s, i.gpu_milli * i.lost_s / MILLI / 3600.0) for i in run.result.interruptions)
@@ -138,6 +184,8 @@ def build_report(runs: Sequence[RunOutput], title: str, inputs: Mapping[str, Any
               q["wait_s"]["p50"], q["wait_s"]["p95"], q["wait_s"]["p99"], q["never_started"]]
              for name, q in run.metrics["queues"].items()],
         )
+
+    _fairness_section(report, runs)
 
     sec = report.section("Waiting and completion",
                          "Wait: submission to first start. JCT: submission to completion (completed jobs).")

@@ -65,12 +65,14 @@ async def test_decayed_usage_is_written_grows_with_running_pods_and_survives_a_r
     store.put(Kind.QUEUE, queue("team-b", 8))
     store.put(Kind.SCHEDULER_CONFIG, {"metadata": {"name": "default"}, "spec": {"fairShare": {"usageHalfLife": "1h"}}})
     clock = SetClock(START)
-    async with running(emulator, clock):
+    async with running(emulator, clock) as c:
         store.put(Kind.POD, pod("a-1", 4, queue="team-a"))
         await eventually(lambda: len(bound_pods(store)) == 1, what="a-1 bound")
         await eventually(lambda: decayed(emulator, "team-a") == ("0", "2026-01-01T00:00:00Z"), what="written")
         clock.time = START + HOUR  # one half-life holding 4 GPUs: half of them
         await eventually(lambda: decayed(emulator, "team-a") == ("2", "2026-01-01T01:00:00Z"), what="grown")
+        metric = 'gpufleet_queue_decayed_usage{queue="team-a",resource="nvidia.com/gpu"} 2.0'
+        await eventually(lambda: metric in c.metrics.render().decode(), what="exported")
         assert decayed(emulator, "team-b") == ("0", "2026-01-01T01:00:00Z")  # nothing running: nothing
         clock.time = START + HOUR + 30  # within a minute of the last write: the status stays as it is
         await asyncio.sleep(0.2)

@@ -1122,6 +1122,7 @@ class Controller:
             queues, {q: r.usage for q, r in reports.items()},
             lambda name: (self.cache.get(Kind.QUEUE, "", name) or {}).get("status"),
             view.snapshot.config.usage_half_life, now)
+        self.metrics.set_decayed_usage({q: {r: v / MILLI for r, v in d.usage.items()} for q, d in decayed.items()})
         for name, report in sorted(reports.items()):
             current = (self.cache.get(Kind.QUEUE, "", name) or {}).get("status")
             wanted = queue_status(report, current, now, decayed.get(name))

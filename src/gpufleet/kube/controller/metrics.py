@@ -61,6 +61,10 @@ class ControllerMetrics:
                                  ["queue", "resource"], registry=r)
         self.queue_quota = Gauge("gpufleet_queue_quota", "Quota of a queue, in units of the resource.",
                                  ["queue", "resource"], registry=r)
+        self.queue_decayed_usage = Gauge(
+            "gpufleet_queue_decayed_usage", "Decayed usage of a queue (its subtree) as its status.decayedUsage "
+            "says, in units of the resource (docs/semantics.md, \"Fairness over time\"); none while "
+            "fairShare.usageHalfLife is off.", ["queue", "resource"], registry=r)
         self.api_errors = Counter(
             "gpufleet_api_errors_total", "Failed Kubernetes API calls, by operation and HTTP status (0: no answer).",
             ["operation", "code"], registry=r,
@@ -72,6 +76,7 @@ class ControllerMetrics:
         self.queues = QueueMetrics(r)  # per queue and project, GPU health (docs/metrics.md)
         self._queue_labels: set[str] = set()
         self._resource_labels: set[tuple[str, str]] = set()
+        self._decayed_labels: set[tuple[str, str]] = set()
         self._ledger_metrics(r)
 
     def _ledger_metrics(self, r: CollectorRegistry) -> None:
@@ -118,6 +123,18 @@ class ControllerMetrics:
                 self.queue_usage.labels(name, resource).set(amount)
             for resource, amount in quota.get(name, {}).items():
                 self.queue_quota.labels(name, resource).set(amount)
+
+    def set_decayed_usage(self, decayed: Mapping[str, Mapping[str, float]]) -> None:
+        """``gpufleet_queue_decayed_usage`` per queue and resource; series not in ``decayed`` are removed
+        (every one of them when the half-life is off and ``decayed`` is empty)."""
+        pairs = {(q, r) for q, amounts in decayed.items() for r in amounts}
+        for gone in self._decayed_labels - pairs:
+            with contextlib.suppress(KeyError):
+                self.queue_decayed_usage.remove(*gone)
+        self._decayed_labels = pairs
+        for name, amounts in decayed.items():
+            for resource, amount in amounts.items():
+                self.queue_decayed_usage.labels(name, resource).set(amount)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
