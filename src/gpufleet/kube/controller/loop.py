@@ -99,6 +99,7 @@ from gpufleet.kube.controller.reporting import (
     project_status,
     queue_reports,
     queue_status,
+    reservations_by_queue,
     same_status,
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
@@ -1122,9 +1123,10 @@ class Controller:
             queues, {q: r.usage for q, r in reports.items()},
             lambda name: (self.cache.get(Kind.QUEUE, "", name) or {}).get("status"),
             view.snapshot.config.usage_half_life, now)
+        held = reservations_by_queue(view, result.decisions.reservations if result is not None else ())
         for name, report in sorted(reports.items()):
             current = (self.cache.get(Kind.QUEUE, "", name) or {}).get("status")
-            wanted = queue_status(report, current, now, decayed.get(name))
+            wanted = queue_status(report, current, now, decayed.get(name), held.get(name, ()))
             if not same_status(QueueStatus, current, wanted):
                 writes.append((Kind.QUEUE, "", name, wanted))
         for facts in self._group_facts(view, state):

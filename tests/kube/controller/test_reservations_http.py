@@ -1,0 +1,95 @@
+"""Reservations (docs/semantics.md, "Reservation and backfill") in a live cluster, over HTTP against the
+API server emulator: the controller writes a gang's reservation in its Queue's status and drops it once
+the gang is placed; ``gpufleet explain`` names it (nodes, start). The controller's clock is injected
+(its time moves only when the test says); nothing waits on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.inspect.explain import explain_in_cluster
+from gpufleet.testing.emulator import ApiServerEmulator
+
+from .controller_objects import bound_pods, eventually, node, pod, priority_class, queue
+
+START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+class SetClock(RealClock):
+    """Real sleeps, and a time the test sets."""
+
+    def __init__(self, now: float) -> None:
+        self.time = now
+
+    def now(self) -> float:
+        return self.time
+
+
+@contextlib.asynccontextmanager
+async def running(emulator: ApiServerEmulator, clock: SetClock) -> AsyncIterator[Controller]:
+    config = ControllerConfig(identity="c", min_interval=0.0, resync=0.02, concurrency=16, engine_in_thread=False)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), clock, config,
+                   ControllerMetrics())
+    c.binder.backoff = 0.001
+    task = asyncio.create_task(c.run())
+    try:
+        await eventually(lambda: c.ready, what="informers synced")
+        yield c
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await c.api.close()
+
+
+def running_pod(name: str, gpus: int, node_name: str, gpu_index: str, runtime: str) -> dict[str, Any]:
+    out = pod(name, gpus, node_name=node_name, phase="Running", gpu_index=gpu_index)
+    out["metadata"]["annotations"]["gpufleet.dev/expected-runtime"] = runtime
+    return out
+
+
+def reservations(emulator: ApiServerEmulator, name: str) -> Any:
+    return ((emulator.store.object(Kind.QUEUE, "", name) or {}).get("status") or {}).get("reservations")
+
+
+RESERVED = [{"gang": "ml/big", "nodes": ["n0"], "start": "2026-01-01T01:00:00Z", "gpus": 8}]
+
+
+@pytest.mark.asyncio
+async def test_the_queue_status_and_explain_name_a_waiting_gangs_reservation(emulator: ApiServerEmulator) -> None:
+    store = emulator.store
+    store.put(Kind.NODE, node("n0", 8))
+    store.put(Kind.NODE, node("n1", 8))
+    store.put(Kind.QUEUE, queue("team-a", 16))
+    store.put(Kind.SCHEDULER_CONFIG, {"metadata": {"name": "default"}, "spec": {"reservation": {"after": "15m"}}})
+    # Half of each node runs until 01:00 (n0) and 02:00 (n1): the 8-GPU pod fits on n0 first.
+    store.put(Kind.POD, running_pod("short", 4, "n0", "0,1,2,3", "1h"))
+    store.put(Kind.POD, running_pod("long", 4, "n1", "0,1,2,3", "2h"))
+    clock = SetClock(START + 1800)  # the gang has waited 30 minutes: over `after`
+    async with running(emulator, clock) as c:
+        store.put(Kind.POD, pod("big", 8))
+        await eventually(lambda: reservations(emulator, "team-a") == RESERVED, what="the reservation in the status")
+        assert c.metrics.reserved_gpus._value.get() == 8
+        explained = await explain_in_cluster(c.api, "ml", "big", now=START + 1800)
+        assert explained.report["reservation"] == {"nodes": ["n0"], "start": "2026-01-01T01:00:00Z", "gpus": 8}
+        assert ("Its gang holds a reservation (docs/semantics.md, \"Reservation and backfill\"): 8 GPUs on node n0, "
+                "expected to fit there from 2026-01-01T01:00:00Z.") in explained.lines
+        # Without a time the rule is off: no reservation to name.
+        assert (await explain_in_cluster(c.api, "ml", "big")).report["reservation"] is None
+        # A small pod that does not say it ends by 01:00 is kept off the reserved node (not preemptible:
+        # priority 100 and up); it takes n1's free GPUs instead.
+        small = pod("small", 2, priority_class="prod", created="2026-01-01T00:20:00Z")
+        store.put(Kind.PRIORITY_CLASS, priority_class("prod", 1000))
+        store.put(Kind.POD, small)
+        await eventually(lambda: bound_pods(store).get("ml/small") == "n1", what="small bound beside the reservation")
+        store.delete(Kind.POD, "ml", "short")  # n0 frees: the gang is placed and its reservation gone
+        await eventually(lambda: bound_pods(store).get("ml/big") == "n0", what="big bound")
+        await eventually(lambda: reservations(emulator, "team-a") is None, what="the reservation dropped")
