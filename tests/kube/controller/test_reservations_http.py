@@ -5,52 +5,21 @@ the gang is placed; ``gpufleet explain`` names it (nodes, start). The controller
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from gpufleet.domain import ReservationConfig, SchedulerConfig, Snapshot
-from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.convert import SnapshotView
-from gpufleet.kube.controller.loop import Controller, ControllerConfig
-from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.kube.controller.loop import Controller
 from gpufleet.kube.controller.observed_runtime import ObservedRuntimes
 from gpufleet.kube.inspect.explain import explain_in_cluster
 from gpufleet.testing.emulator import ApiServerEmulator
 
-from .controller_objects import bound_pods, eventually, node, pod, priority_class, queue
+from .controller_objects import SetClock, bound_pods, eventually, node, pod, priority_class, queue, running_over_http
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-
-
-class SetClock(RealClock):
-    """Real sleeps, and a time the test sets."""
-
-    def __init__(self, now: float) -> None:
-        self.time = now
-
-    def now(self) -> float:
-        return self.time
-
-
-@contextlib.asynccontextmanager
-async def running(emulator: ApiServerEmulator, clock: SetClock) -> AsyncIterator[Controller]:
-    config = ControllerConfig(identity="c", min_interval=0.0, resync=0.02, concurrency=16, engine_in_thread=False)
-    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), clock, config,
-                   ControllerMetrics())
-    c.binder.backoff = 0.001
-    task = asyncio.create_task(c.run())
-    try:
-        await eventually(lambda: c.ready, what="informers synced")
-        yield c
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await c.api.close()
 
 
 def running_pod(name: str, gpus: int, node_name: str, gpu_index: str, runtime: str) -> dict[str, Any]:
@@ -77,7 +46,7 @@ async def test_the_queue_status_and_explain_name_a_waiting_gangs_reservation(emu
     store.put(Kind.POD, running_pod("short", 4, "n0", "0,1,2,3", "1h"))
     store.put(Kind.POD, running_pod("long", 4, "n1", "0,1,2,3", "2h"))
     clock = SetClock(START + 1800)  # the gang has waited 30 minutes: over `after`
-    async with running(emulator, clock) as c:
+    async with running_over_http(emulator, clock, resync=0.02) as c:
         store.put(Kind.POD, pod("big", 8))
         await eventually(lambda: reservations(emulator, "team-a") == RESERVED, what="the reservation in the status")
         assert c.metrics.reserved_gpus._value.get() == 8
@@ -117,7 +86,7 @@ async def test_the_controller_observes_runtimes_so_reservations_work_without_ann
     store.put(Kind.POD, first)
     store.put(Kind.POD, pod("second", 4, node_name="n0", phase="Running", gpu_index="4,5,6,7"))
     clock = SetClock(START + 1800)
-    async with running(emulator, clock) as c:
+    async with running_over_http(emulator, clock, resync=0.02) as c:
         store.put(Kind.POD, pod("big", 8))
         await eventually(lambda: decided_pending(c, "ml/big"), what="big decided pending")
         assert c.last is not None and c.last.decisions.reservations == ()
