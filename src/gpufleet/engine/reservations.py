@@ -142,7 +142,6 @@ class Reservations:
     def start_of(self, info: PodInfo) -> float:
         return info.start if info.pod.bound else self.now
 
-
     def gang_start(self, gang: Gang) -> float:
         starts = [self.start_of(self.pods[m]) for m in gang.members if self.pods[m].node is not None]
         return min(starts) if starts else self.now
