@@ -75,8 +75,9 @@ def test_a_runtime_that_ends_after_the_start_is_no_backfill() -> None:
 
 
 def test_observed_runtime_counts_for_pods_without_a_declared_one() -> None:
-    """r2 declares 50m; without it, its queue's observed runtime (20m from its start 00:30: 00:50, so
-    counted as now) makes the reservation due now, and nothing is held back for a later start."""
+    """r2 declares 50m; without it, its queue's observed runtime (20m from its start 00:30: 00:50, already
+    past at 01:00) counts: past its expected end a pod is expected to run as long again as it has run
+    (30m), so the reservation starts at 01:30 (docs/semantics.md)."""
     snapshot = load_snapshot_file(SCENARIO)
     pods = tuple(replace(p, annotations={}) if p.name in ("r1", "r2") else p for p in snapshot.pods)
     assert snapshot.config.reservation is not None
@@ -84,7 +85,8 @@ def test_observed_runtime_counts_for_pods_without_a_declared_one() -> None:
                                                           observed_runtime={"q": 1200.0}))
     decisions = schedule(replace(snapshot, pods=pods, config=config))
     (r,) = decisions.reservations
-    assert r.start == snapshot.config.now
+    assert snapshot.config.now is not None
+    assert r.start == snapshot.config.now + 1800
 
 
 def test_reservation_config_defaults() -> None:

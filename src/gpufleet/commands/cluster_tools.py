@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -106,7 +107,8 @@ def explain(pod: str, namespace: str | None, kubeconfig: str | None, context: st
     if not pod or namespace == "":
         raise CommandError("POD must be NAME or NAMESPACE/NAME")
     explanation: Explanation = with_api(
-        kubeconfig, context, lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod)
+        kubeconfig, context,
+        lambda api: explain_in_cluster(api, namespace or api.default_namespace, pod, now=time.time()),
     )
     for warning in explanation.warnings:
         click.echo(f"warning: {warning}", err=True)

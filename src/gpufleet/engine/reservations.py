@@ -97,6 +97,7 @@ class Held:
     nodes: IntArray
     start: float
     gpus: int
+    borrows: bool = False  # the gang's request was not in quota when it reserved
     holding: dict[int, list[int]] = field(default_factory=dict)
 
 
@@ -141,15 +142,6 @@ class Reservations:
     def start_of(self, info: PodInfo) -> float:
         return info.start if info.pod.bound else self.now
 
-    def expected_end(self, info: PodInfo) -> float:
-        declared = self.declared.get(info.idx)
-        if declared is not None:
-            end = self.start_of(info) + declared
-        else:
-            observed = self.observed[info.queue] if info.queue >= 0 else None
-            end = self.start_of(info) + observed if observed is not None else math.inf
-        return max(end, self.now)
-
     def gang_start(self, gang: Gang) -> float:
         starts = [self.start_of(self.pods[m]) for m in gang.members if self.pods[m].node is not None]
         return min(starts) if starts else self.now
@@ -177,9 +169,14 @@ class Reservations:
         """A later wait start (then a later key): a gang that waited longer is never backfill."""
         return (gang.creation, gang.key) > (than.creation, than.key)
 
-    def may_use(self, gang: Gang, held: Held, members: Sequence[int]) -> bool:
-        """Backfill: whether ``gang`` (pending ``members``) may take ``held``'s GPUs."""
-        if gang.idx == held.gang or gang.preemptible:
+    def may_use(self, gang: Gang, held: Held, members: Sequence[int], borrows: bool) -> bool:
+        """Backfill: whether ``gang`` (pending ``members``; ``borrows``: its request is not in quota)
+        may take ``held``'s GPUs: the reserved gang itself; a preemptible gang that would be backfill of
+        it once running (it waited less, and borrows when the reserved gang borrows); a gang whose
+        declared runtimes end by the start."""
+        if gang.idx == held.gang:
+            return True
+        if gang.preemptible and self.waits_less(gang, self.gangs[held.gang]) and (borrows or not held.borrows):
             return True
         for m in members:
             d = self.declared.get(m)
@@ -190,10 +187,11 @@ class Reservations:
     # -- making them ------------------------------------------------------------------------
 
     def reserve(self, gang: Gang, members: Sequence[int], need: int, feasible: BoolArray,
-                domains: tuple[IntArray, list[str]] | None) -> Held | None:
+                domains: tuple[IntArray, list[str]] | None, borrows: bool = False) -> Held | None:
         """Reserve for ``gang`` (its pending ``members`` all whole-GPU pods of one count; ``need`` of
         them must start) on ``feasible`` nodes not reserved yet; None when no expected end frees
-        enough. ``domains``: the codes of its required topology level (None: one domain)."""
+        enough. ``domains``: the codes of its required topology level (None: one domain); ``borrows``:
+        its request is not in quota."""
         per_pod = {self.pods[m].whole for m in members}
         if len(per_pod) != 1 or any(self.pods[m].fractional for m in members):
             return None
@@ -220,7 +218,7 @@ class Reservations:
         if found is None:
             return None
         start, _, nodes = found
-        held = Held(gang.idx, nodes, start, g * need)
+        held = Held(gang.idx, nodes, start, g * need, borrows)
         self.held[gang.idx] = held
         self.reserved[nodes] = True
         return held
@@ -239,7 +237,10 @@ class Reservations:
                              for i in bound], dtype=np.float64)
         gang = np.array([i.gang for i in bound], dtype=np.int64)
         runtime = np.where(np.isnan(declared), observed, declared)
-        pod_end = np.maximum(np.where(np.isnan(runtime), np.inf, start + np.nan_to_num(runtime)), self.now)
+        # Past its expected end, a pod is expected to run as long again as it has run (docs/semantics.md).
+        end = start + np.nan_to_num(runtime)
+        end = np.where(end >= self.now, end, self.now + (self.now - start))
+        pod_end = np.where(np.isnan(runtime), np.inf, end)
         ours = gang >= 0
         gang_start = np.full(n_gangs + 1, np.inf)  # the last slot: pods of no gang (never backfill)
         slot = np.where(ours, gang, n_gangs)
@@ -261,11 +262,11 @@ class Reservations:
 
     # -- holds --------------------------------------------------------------------------------
 
-    def hold_for(self, gang: Gang, members: Sequence[int]) -> None:
+    def hold_for(self, gang: Gang, members: Sequence[int], borrows: bool) -> None:
         """Set the holds for an attempt of ``gang``: the reservations it may use give their GPUs back,
         the others take every whole GPU of their nodes free now."""
         for held in self.held.values():
-            if self.may_use(gang, held, members):
+            if self.may_use(gang, held, members, borrows):
                 self._release(held)
             else:
                 self._hold(held)

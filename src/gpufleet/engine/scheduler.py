@@ -297,11 +297,14 @@ class Engine:
         if not self.MEMO_FAILURES or gang.alive:
             return None
         if self.reserve is not None and self.reserve.held:
-            # What the holds are for this gang: which reservations it may use (docs/semantics.md).
+            # What the holds are for this gang: which reservations it may use (docs/semantics.md). A
+            # gang holding one is never answered by another's failure: it may evict for it.
             base = self.failure_signature_now(gang, request)
-            members = self.admission.pending_members(gang)
-            return None if base is None else (base, tuple((g, self.reserve.may_use(gang, h, members))
-                                                          for g, h in self.reserve.held.items()))
+            if base is None or gang.idx in self.reserve.held:
+                return None
+            members, borrows = self.admission.pending_members(gang), self.borrows(gang, request)
+            return (base, tuple((g, self.reserve.may_use(gang, h, members, borrows))
+                                for g, h in self.reserve.held.items()))
         return self.failure_signature_now(gang, request)
 
     def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
@@ -364,7 +367,8 @@ class Engine:
     def try_place(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement:
         """Quota gates, then placement on what is free now (committed on success)."""
         if self.reserve is not None and self.reserve.held:
-            self.reserve.hold_for(gang, members)  # before the gates: lending limits count free GPUs
+            # before the gates: lending limits count free GPUs
+            self.reserve.hold_for(gang, members, self.borrows(gang, request))
         reason = self.quota.gate(gang, request)
         if not reason and self.caps is not None:
             reason = self.caps.gate(members)
@@ -466,7 +470,8 @@ class Engine:
                 feasible &= self.feasibility.mask(self.pods[key].pod)
             label = gang.topology_required
             reserve.reserve(gang, members, self.required(gang), feasible,
-                            self.placer.domains(label) if label else None)
+                            self.placer.domains(label) if label else None,
+                            self.borrows(gang, self.gang_request(members)))
 
     def evict_for_reservation(self, reserve: Reservations, gang: Gang, request: list[int]) -> bool:
         """A gang whose reservation is due and that failed its attempt: evict a minimal set of its
@@ -517,6 +522,10 @@ class Engine:
         self.record(gang, placed)
         return True
 
+    def borrows(self, gang: Gang, request: list[int]) -> bool:
+        """Whether a pending gang's request is not in quota (it would borrow)."""
+        return not self.forest.in_quota(gang.queue, request)
+
     def in_quota_if_evicted(self, gang: Gang) -> bool:
         """Whether a running gang, evicted and pending again, would be in quota (could reclaim)."""
         bound = [m for m in gang.members if self.pods[m].node is not None]
@@ -555,11 +564,13 @@ class Engine:
             members = self.admission.pending_members(gang)
             if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
                 continue
+            borrows = self.borrows(gang, self.gang_request(members))
             for held in reserve.held.values():
-                if not reserve.may_use(gang, held, members):
+                if not reserve.may_use(gang, held, members, borrows):
                     gang.pending_reason += (f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} "
-                                            f"from {rfc3339(held.start)} (only preemptible gangs, or gangs whose "
-                                            f"declared runtime ends by then, may use them)")
+                                            f"from {rfc3339(held.start)} (only preemptible gangs that waited less, "
+                                            f"borrowing when it borrows, or gangs whose declared runtime ends "
+                                            f"by then, may use them)")
 
     # -- changes of the live state -------------------------------------------------------------
 

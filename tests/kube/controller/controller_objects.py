@@ -254,12 +254,23 @@ async def caught_up(c: Controller, store: FakeCluster) -> None:
     await eventually(same, what="the cache caught up")
 
 
+class SetClock(RealClock):
+    """Real sleeps, and a time the test sets."""
+
+    def __init__(self, now: float) -> None:
+        self.time = now
+
+    def now(self) -> float:
+        return self.time
+
+
 @contextlib.asynccontextmanager
-async def running_over_http(emulator: ApiServerEmulator, **options: Any) -> AsyncIterator[Controller]:
+async def running_over_http(emulator: ApiServerEmulator, clock: RealClock | None = None,
+                            **options: Any) -> AsyncIterator[Controller]:
     """The real controller against the API server emulator, over HTTP, once its informers (the
-    pod-grouper's too) have synced."""
+    pod-grouper's too) have synced; ``clock``: its clock (default: the real one)."""
     config = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False, **options)
-    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), config,
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), clock or RealClock(), config,
                    ControllerMetrics())
     c.binder.backoff = 0.001
     task = asyncio.create_task(c.run())

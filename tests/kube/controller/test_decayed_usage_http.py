@@ -13,26 +13,16 @@ import pytest
 
 from gpufleet.domain import Queue, QueueName
 from gpufleet.kube.client.lightkube_api import connect
-from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.client.port import Kind
 from gpufleet.kube.controller.decayed_usage import DecayedUsage
 from gpufleet.kube.controller.loop import Controller, ControllerConfig
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.testing.emulator import ApiServerEmulator
 
-from .controller_objects import bound_pods, eventually, node, pod, queue
+from .controller_objects import SetClock, bound_pods, eventually, node, pod, queue
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 HOUR = 3600.0
-
-
-class SetClock(RealClock):
-    """Real sleeps, and a time the test sets."""
-
-    def __init__(self, now: float) -> None:
-        self.time = now
-
-    def now(self) -> float:
-        return self.time
 
 
 @contextlib.asynccontextmanager

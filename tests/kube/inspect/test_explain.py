@@ -170,6 +170,7 @@ A_TRAIN_REPORT = {
         "  - team-b/b-run-1 (reclaim: its queue uses more than its quota, and the queue of team-a/a-train "
         "is within its own)",
     ],
+    "reservation": None,
     "warnings": [],
 }
 
@@ -193,6 +194,7 @@ def test_cli_explain_yaml(serving: FakeCluster) -> None:
         "queuePosition:\n  queue: team-a\n  rank: 3\n  count: 3\n"
         "message:\n- team-a/a-nb is pending; it asks for 20 GiB of one GPU's memory.\n"
         "- gpufleet would bind it to node n3 (25/100 of GPU 0).\n"
+        "reservation: null\n"
         "warnings: []\n"
     )
 

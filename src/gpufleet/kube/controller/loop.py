@@ -88,8 +88,9 @@ from gpufleet.kube.controller.informers import INFORMED_KINDS, Informer, ObjectC
 from gpufleet.kube.controller.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, EvictState
 from gpufleet.kube.controller.metrics import ControllerMetrics
-from gpufleet.kube.controller.metrics_queues import GpuUsageFacts, completion_seconds, cycle_figures
+from gpufleet.kube.controller.metrics_queues import GpuUsageFacts, completion_seconds, cycle_figures, runtime_seconds
 from gpufleet.kube.controller.metrics_usage import TelemetryUsage
+from gpufleet.kube.controller.observed_runtime import ObservedRuntimes
 from gpufleet.kube.controller.pod_status import marked_unschedulable, pending_status_patch
 from gpufleet.kube.controller.reporting import (
     EndState,
@@ -99,6 +100,7 @@ from gpufleet.kube.controller.reporting import (
     project_status,
     queue_reports,
     queue_status,
+    reservations_by_queue,
     same_status,
 )
 from gpufleet.kube.controller.status import PodGroupStatus, ProjectStatus, QueueStatus
@@ -240,6 +242,7 @@ class Controller:
         self.engine: Callable[[Snapshot], Decisions] = engine if engine is not None else IncrementalEngine()
         self.clock = clock
         self.decayed_usage = DecayedUsage()  # the Queues' decayed usage (kube/controller/decayed_usage.py)
+        self.observed_runtime = ObservedRuntimes()  # the queues' runtimes (kube/controller/observed_runtime.py)
         self.config = config
         self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.cache = ObjectCache(INFORMED_KINDS)
@@ -373,6 +376,8 @@ class Controller:
                 self.victims.pop(key, None)
             if (seconds := completion_seconds(old, new)) is not None and key in self._queue_of:
                 self.metrics.queues.completed(self._queue_of[key], seconds)
+            if (run := runtime_seconds(old, new)) is not None and key in self._queue_of:
+                self.observed_runtime.record(self._queue_of[key], run)  # docs/semantics.md, reservations
         if relevant_change(kind, old, new):
             self._dirty.set()
 
@@ -476,7 +481,7 @@ class Controller:
         placed.update(reserved or {})
         overlay = Overlay(placed=placed, gone=frozenset(self.victims),
                           grouped=grouped.grouped if grouped is not None else {})
-        return build_snapshot(objects, overlay, problems, now=self.clock.now())
+        return self.observed_runtime.fill(build_snapshot(objects, overlay, problems, now=self.clock.now()))
 
     def _converted(self) -> tuple[dict[Kind, list[Any]], list[str]]:
         """The informers' objects as domain objects (converted again only where changed), and the
@@ -1123,9 +1128,10 @@ class Controller:
             lambda name: (self.cache.get(Kind.QUEUE, "", name) or {}).get("status"),
             view.snapshot.config.usage_half_life, now)
         self.metrics.set_decayed_usage({q: {r: v / MILLI for r, v in d.usage.items()} for q, d in decayed.items()})
+        held = reservations_by_queue(view, result.decisions.reservations if result is not None else ())
         for name, report in sorted(reports.items()):
             current = (self.cache.get(Kind.QUEUE, "", name) or {}).get("status")
-            wanted = queue_status(report, current, now, decayed.get(name))
+            wanted = queue_status(report, current, now, decayed.get(name), held.get(name, ()))
             if not same_status(QueueStatus, current, wanted):
                 writes.append((Kind.QUEUE, "", name, wanted))
         for facts in self._group_facts(view, state):

@@ -14,7 +14,7 @@ Units are those of ``semantics.md``: a whole GPU counts 1, a fractional pod bloc
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "cycle_figures",
     "health_figures",
     "project_of_queues",
+    "runtime_seconds",
 ]
 
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
@@ -274,6 +275,19 @@ def _timestamp(text: Any) -> float | None:
 def completion_seconds(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> float | None:
     """A pod's completion time (creation to its last container's finish) when this change is the one
     that makes it Succeeded; None for every other change (a first listing of an old pod included)."""
+    return _succeeded_since(old, new, lambda pod: (pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def runtime_seconds(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> float | None:
+    """A pod's runtime (its ``status.startTime`` to its last container's finish) when this change is the
+    one that makes it Succeeded; None for every other change."""
+    return _succeeded_since(old, new, lambda pod: (pod.get("status") or {}).get("startTime"))
+
+
+def _succeeded_since(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None,
+                     since: Callable[[Mapping[str, Any]], Any]) -> float | None:
+    """Seconds from the time ``since`` reads off the pod to its last container's finish, when this change
+    makes the pod Succeeded."""
     if old is None or new is None:
         return None
     if (old.get("status") or {}).get("phase") == "Succeeded":
@@ -281,7 +295,7 @@ def completion_seconds(old: Mapping[str, Any] | None, new: Mapping[str, Any] | N
     status = new.get("status") or {}
     if status.get("phase") != "Succeeded":
         return None
-    created = _timestamp((new.get("metadata") or {}).get("creationTimestamp"))
+    created = _timestamp(since(new))
     finished = [_timestamp(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
                 for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)]
     ends = [f for f in finished if f is not None]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Decisions, Pod, PodGroup, PodKey, Queue
+from gpufleet.domain import GPU, MILLI, MILLI_PER_BLOCK, Decisions, Pod, PodGroup, PodKey, Queue, Reservation
+from gpufleet.domain.queues import gang_key
 from gpufleet.kube.controller.convert import SnapshotView, gang_id
 from gpufleet.kube.controller.decayed_usage import DecayedValue
 from gpufleet.kube.controller.status import (
@@ -22,6 +23,7 @@ from gpufleet.kube.controller.status import (
     PodGroupPhase,
     PodGroupStatus,
     ProjectStatus,
+    QueueReservation,
     QueueStatus,
     format_quantity,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "project_status",
     "queue_reports",
     "queue_status",
+    "reservations_by_queue",
     "same_status",
 ]
 
@@ -183,8 +186,26 @@ def _existing_condition(existing: Mapping[str, Any] | None, kind: str) -> Mappin
     return None
 
 
+def reservations_by_queue(view: SnapshotView, reservations: Sequence[Reservation]) -> dict[str, list[Reservation]]:
+    """Each leaf queue's reservations (docs/semantics.md, "Reservation and backfill"): a gang's queue is
+    its pods' leaf queue as the snapshot placed them."""
+    if not reservations:
+        return {}
+    wanted = {r.gang for r in reservations}
+    queue_of: dict[str, str] = {}
+    for pod in view.snapshot.pods:
+        gang = gang_key(pod)
+        if gang in wanted and gang not in queue_of and (queue := view.queue_of.get(pod.key)) is not None:
+            queue_of[gang] = queue
+    out: dict[str, list[Reservation]] = {}
+    for r in reservations:
+        if r.gang in queue_of:
+            out.setdefault(queue_of[r.gang], []).append(r)
+    return out
+
+
 def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: float,
-                 decayed: DecayedValue | None = None) -> dict[str, Any]:
+                 decayed: DecayedValue | None = None, reservations: Sequence[Reservation] = ()) -> dict[str, Any]:
     over = bool(report.overcommitted)
     status = ConditionStatus.TRUE if over else ConditionStatus.FALSE
     previous = _existing_condition(existing, "OverCommitted")
@@ -198,7 +219,7 @@ def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: f
         message=report.overcommitted,
         lastTransitionTime=since,
     )
-    return QueueStatus(
+    status_now = QueueStatus(
         usage=_quantities(report.usage),
         guaranteedUsage=_quantities(report.guaranteed),
         borrowed=_quantities(report.borrowed),
@@ -206,8 +227,13 @@ def queue_status(report: QueueReport, existing: Mapping[str, Any] | None, now: f
         pendingGangs=report.pending,
         decayedUsage=_quantities(decayed.usage) if decayed is not None else None,
         decayedUsageTime=_time(decayed.at) if decayed is not None else None,
+        reservations=[QueueReservation(gang=r.gang, nodes=list(r.nodes), start=_time(r.start), gpus=r.gpus)
+                      for r in reservations] or None,
         conditions=[condition],
     ).to_api()
+    if not reservations and isinstance(existing, Mapping) and existing.get("reservations"):
+        status_now["reservations"] = None  # the merge patch removes the last ones
+    return status_now
 
 
 @dataclass(frozen=True)

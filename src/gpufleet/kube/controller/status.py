@@ -25,6 +25,7 @@ __all__ = [
     "PodGroupPhase",
     "PodGroupStatus",
     "ProjectStatus",
+    "QueueReservation",
     "QueueStatus",
     "format_quantity",
 ]
@@ -81,6 +82,13 @@ class Condition(_Status):
     )
 
 
+class QueueReservation(_Status):
+    gang: StrictStr = Field(description="The gang holding it: its PodGroup (namespace/name), or its pod alone.")
+    nodes: list[StrictStr] = Field(description="The nodes it holds, in name order.")
+    start: datetime = Field(description="When the gang is expected to fit on them.")
+    gpus: Count = Field(description="Whole GPUs the gang needs there.")
+
+
 class QueueStatus(_Status):
     usage: dict[StrictStr, QuantityText] = Field(
         default_factory=dict, description="Resources held by running and bound pods of this queue (subtree)."
@@ -98,6 +106,11 @@ class QueueStatus(_Status):
         "fair order weighs it); kept by the scheduler, set only while that half-life is on.",
     )
     decayedUsageTime: datetime | None = Field(None, description="When decayedUsage was computed.")
+    reservations: list[QueueReservation] | None = Field(
+        None, description="Nodes held for this queue's gangs that waited longer than the SchedulerConfig's "
+        "reservation.after (docs/semantics.md, \"Reservation and backfill\"), as of the last cycle; set only "
+        "while one is held.",
+    )
     conditions: list[Condition] | None = Field(
         None,
         description="Standard conditions.",

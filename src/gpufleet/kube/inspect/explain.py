@@ -12,12 +12,23 @@ ResourceClaims they are and their devices.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.adapters import InputError, load_snapshot_documents, resolve_devices
-from gpufleet.domain import LABEL_POD_GROUP, SCHEDULER_NAME, Binding, Decisions, Eviction, EvictionReason, Pod, Snapshot
+from gpufleet.domain import (
+    LABEL_POD_GROUP,
+    SCHEDULER_NAME,
+    Binding,
+    Decisions,
+    Eviction,
+    EvictionReason,
+    Pod,
+    Reservation,
+    Snapshot,
+)
 from gpufleet.domain.queues import gang_id, gang_key
+from gpufleet.domain.units import rfc3339
 from gpufleet.engine import admission_order, schedule
 from gpufleet.kube.client.port import ClusterAccessError, ClusterApi, Kind, access_error
 from gpufleet.kube.inspect.snapshot import FINISHED_PHASES, read_cluster
@@ -258,9 +269,20 @@ def explain_pod(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
                      f"{_WHY[eviction.reason].format(by=eviction.by)}.")
     elif pending is not None:
         lines.append(f"It would stay pending: {pending.reason}.")
+        held = _reservation(pod, decisions)
+        if held is not None:
+            lines.append(f"Its gang holds a reservation (docs/semantics.md, \"Reservation and backfill\"): "
+                         f"{held.gpus} GPUs on node{'s' if len(held.nodes) > 1 else ''} {', '.join(held.nodes)}, "
+                         f"expected to fit there from {rfc3339(held.start)}.")
     else:  # every pending pod of ours is in bindings or pending; say so if that ever breaks
         lines.append("The scheduler made no decision about it.")
     return lines
+
+
+def _reservation(pod: Pod, decisions: Decisions) -> Reservation | None:
+    """The reservation the pod's gang holds in the decisions, if any."""
+    gang = gang_key(pod)
+    return next((r for r in decisions.reservations if r.gang == gang), None)
 
 
 EXPLANATION_SCHEMA = "gpufleet.dev/explain/v1"  # docs/controller.md, "gpufleet explain -o json|yaml"
@@ -297,6 +319,7 @@ def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
     if pod is not None and binding is not None:
         members = _gang_members(pod, snapshot)
         evicts = [e for e in decisions.evictions if e.by in members]
+    held = _reservation(pod, decisions) if state == "pending" and pod is not None and binding is None else None
     decision: str | None = None
     if state == "running":
         decision = "evict" if eviction is not None else "keep-running"
@@ -324,6 +347,8 @@ def explain_report(facts: PodFacts, snapshot: Snapshot, decisions: Decisions,
         "evicts": [{"pod": e.pod, "reason": e.reason.value} for e in evicts],
         "queuePosition": _queue_position(pod, order) if state == "pending" and pod is not None else None,
         "message": explain_pod(facts, snapshot, decisions, owner),
+        "reservation": None if held is None else {
+            "nodes": list(held.nodes), "start": rfc3339(held.start), "gpus": held.gpus},
     }
 
 
@@ -349,8 +374,10 @@ async def _owner_of(api: ClusterApi, raw: Mapping[str, Any],
         return None, (str(access_error(api.server, f"reading podgroup {namespace}/{group}", err)),)
 
 
-async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Explanation:
-    """Snapshot the cluster through ``api``, schedule, explain ``namespace/name``.
+async def explain_in_cluster(api: ClusterApi, namespace: str, name: str, now: float | None = None) -> Explanation:
+    """Snapshot the cluster through ``api``, schedule, explain ``namespace/name``. ``now``: the
+    snapshot's time, as the controller sets it to its clock (docs/semantics.md, "The snapshot's time");
+    None leaves the rules that need a time off, unless the SchedulerConfig has ``spec.now``.
 
     Raises :class:`ClusterAccessError`: exit code 2 when the pod does not exist, 1 when the cluster
     cannot be read or holds objects the scheduler cannot read."""
@@ -365,6 +392,8 @@ async def explain_in_cluster(api: ClusterApi, namespace: str, name: str) -> Expl
         snapshot = load_snapshot_documents(snap.documents, SNAPSHOT_SOURCE)
     except InputError as err:
         raise ClusterAccessError(f"the cluster holds an object gpufleet cannot read: {err}") from None
+    if now is not None:
+        snapshot = replace(snapshot, config=replace(snapshot.config, now=now))
     devices = resolve_devices(snapshot)  # DRA claims read as replay and the controller read them
     decisions = devices.attach(schedule(devices.snapshot))
     facts = PodFacts.from_dict(raw, namespace, name)
