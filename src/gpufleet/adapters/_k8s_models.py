@@ -239,6 +239,10 @@ class ConsolidationSpec(_Spec):
         0, description="A gang waits this long (since its queued-at or oldest pod's creation) before moves are "
         "planned for it."
     )
+    gpusPerMove: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        4, description="One plan moves at most one pod per this many whole GPUs of the gang it makes room for "
+        "(at least one; 0: no such bound)."
+    )
 
 
 class ReservationSpec(_Spec):
@@ -485,7 +489,8 @@ def _reservation(spec: ReservationSpec) -> ReservationConfig:
 def _consolidation(spec: ConsolidationSpec | None) -> Consolidation | None:
     if spec is None or not spec.enabled:
         return None
-    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds))
+    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds),
+                         spec.gpusPerMove)
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------

@@ -515,6 +515,7 @@ class Consolidation:
     max_moves_per_cycle: int = 8  # moved pods per schedule() call
     max_moves_per_pod_per_hour: int = 1
     min_wait_s: float = 0.0  # a gang waits this long (its age) before moves are planned for it
+    gpus_per_move: int = 4  # a plan moves at most max(1, GPUs W asks // this) pods (0: no such bound)
 
 
 @dataclass(frozen=True, slots=True)
