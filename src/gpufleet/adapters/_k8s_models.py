@@ -30,6 +30,7 @@ from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping,
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
+    ANNOTATION_MOVED_AT,
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
@@ -435,7 +436,14 @@ def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
         topology_preferred=spec.topology.preferred or None,
         placement=Placement(spec.placement) if spec.placement is not None else None,
         queued_at=_queued_at(meta),
+        moved_at=_annotation(meta, ANNOTATION_MOVED_AT),
     )
+
+
+def _annotation(meta: dict[str, Any], key: str) -> str | None:
+    annotations = meta.get("annotations")
+    value = annotations.get(key) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _queued_at(meta: dict[str, Any]) -> float | None:

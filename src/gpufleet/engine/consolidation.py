@@ -115,6 +115,8 @@ class Consolidator:
                     ok = False
                     break
                 history = max(history, moves_within_hour(pod.annotations.get(ANNOTATION_MOVED_AT), now))
+            if gang.group is not None:  # the PodGroup outlives its moved pods (docs/semantics.md)
+                history = max(history, moves_within_hour(gang.group.moved_at, now))
             out[gang.idx] = ok and history < limit
         return out
 
