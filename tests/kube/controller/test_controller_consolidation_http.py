@@ -7,17 +7,32 @@ fits; a gang whose PodGroup says it moved within the hour does not move again.""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from gpufleet.domain import ANNOTATION_CHECKPOINTED, ANNOTATION_MOVED_AT, ANNOTATION_QUEUED_AT
-from gpufleet.kube.client.port import Kind
+from gpufleet.kube.client.lightkube_api import connect
+from gpufleet.kube.client.port import Kind, RealClock
+from gpufleet.kube.controller.loop import Controller, ControllerConfig
+from gpufleet.kube.controller.metrics import ControllerMetrics
+from gpufleet.ledger import EndReason, open_ledger
 from gpufleet.testing.emulator import ApiServerEmulator
 from gpufleet.testing.fake_cluster import FakeCluster
 
-from .controller_objects import bound_pods, eventually, node, pod, pod_group, queue, running_over_http
+from .controller_objects import (
+    bound_pods,
+    caught_up,
+    eventually,
+    informing_http,
+    node,
+    pod,
+    pod_group,
+    queue,
+    running_over_http,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -118,3 +133,25 @@ async def test_with_consolidation_off_nothing_moves(emulator: ApiServerEmulator)
         assert [p.pod for p in c.last.decisions.pending] == ["ml/w"]
     assert not [r for r in store.calls if r.op == "evict"]
     assert bound_pods(store)["ml/m-0"] == "n1"
+
+
+async def test_the_moved_pods_ledger_interval_ends_moved(emulator: ApiServerEmulator, tmp_path: Path) -> None:
+    store = emulator.store
+    ledger = open_ledger(str(tmp_path / "ledger.db"))
+    store.put(Kind.SCHEDULER_CONFIG, config())
+    fragmented(store)
+    options = ControllerConfig(identity="c", min_interval=0.0, concurrency=16, engine_in_thread=False,
+                               scheduled_events=False)
+    c = Controller(connect(server=emulator.url_text, field_manager="c", timeout=5.0), RealClock(), options,
+                   ControllerMetrics(), ledger=ledger)
+    async with informing_http(c):
+        await caught_up(c, store)
+        assert c.accountant is not None  # the running pods' intervals opened, as at a start
+        await c.accountant.reconcile(c.snapshot, lambda: c.cache.objects(Kind.POD))
+        result = await c.cycle()
+        assert [(e.pod, e.reason.value, e.by) for e in result.decisions.evictions] == [
+            ("ml/m-0", "consolidation", "ml/w")]
+        assert [o.result for o in result.evicted] == ["evicted"]
+        assert c.accountant is not None and c.accountant.writer.flush(force=True)
+    ended = {i.start.pod_name: (i.end_reason, i.preemptor) for i in ledger.intervals() if i.end_reason is not None}
+    assert ended == {"m-0": (EndReason.MOVED, "ml/w")}
