@@ -70,7 +70,7 @@ def fragmented(store: FakeCluster, group_annotations: dict[str, str] | None = No
     store.put(Kind.POD, pod("w", 4, created="2026-01-01T00:10:00Z"))
 
 
-def annotations(store: FakeCluster, kind: Kind, name: str) -> dict[str, str]:
+def annotations_of(store: FakeCluster, kind: Kind, name: str) -> dict[str, str]:
     [obj] = [o for o in store.objects(kind) if o["metadata"]["name"] == name]
     return dict(obj["metadata"].get("annotations") or {})
 
@@ -90,10 +90,10 @@ async def test_a_move_evicts_stamps_and_binds_the_gang_and_the_replacement(emula
         # The pod's own moved-at was written before its eviction.
         writes = [(r.op, r.kind, r.name) for r in store.calls if r.op in ("patch", "evict") and r.name == "m-0"]
         assert writes == [("patch", Kind.POD, "m-0"), ("evict", Kind.POD, "m-0")], writes
-        assert annotations(store, Kind.POD, "m-0")[ANNOTATION_MOVED_AT].startswith("20")
+        assert annotations_of(store, Kind.POD, "m-0")[ANNOTATION_MOVED_AT].startswith("20")
         # The move's history is on the PodGroup too, which outlives the pod, with the gang's age.
-        group = annotations(store, Kind.POD_GROUP, "mover")
-        assert group[ANNOTATION_MOVED_AT] == annotations(store, Kind.POD, "m-0")[ANNOTATION_MOVED_AT]
+        group = annotations_of(store, Kind.POD_GROUP, "mover")
+        assert group[ANNOTATION_MOVED_AT] == annotations_of(store, Kind.POD, "m-0")[ANNOTATION_MOVED_AT]
         assert group[ANNOTATION_QUEUED_AT].startswith("2026-01-01T00:00:00")
         await eventually(lambda: len(moved_events(store)) == 1, what="a Moved event")
         event = moved_events(store)[0]
