@@ -52,7 +52,7 @@ def test_min_wait(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("field", "value"), [("maxMovesPerCycle", "-1"), ("maxMovesPerPodPerHour", "'x'"),
                                               ("enabled", "'yes'"), ("nope", "1"),
-                                              ("minWaitSeconds", "-5")])
+                                              ("minWaitSeconds", "-5"), ("gpusPerMove", "-1")])
 def test_bad_consolidation_field_is_one_line(tmp_path: Path, field: str, value: str) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(CONFIG.read_text().replace("enabled: true", f"enabled: true, {field}: {value}")

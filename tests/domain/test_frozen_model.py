@@ -106,9 +106,10 @@ def test_enums_are_their_api_spelling() -> None:
     # The loaders build them from YAML strings and the JSON output writes .value: both must match api.md.
     assert [p.value for p in Placement] == ["binpack", "spread", "defrag"]
     # "idle" and the drains' reasons are the controller's own, never in the engine's Decisions;
-    # "reservation" is the engine's with reservations on (docs/semantics.md, "Reservation and backfill")
+    # "reservation" is the engine's with reservations on (docs/semantics.md, "Reservation and backfill");
+    # "consolidation" is the controller's eviction of a moved pod (the engine reports moves)
     assert [r.value for r in EvictionReason] == ["reclaim", "preempt", "idle", "spot", "maintenance", "gpu-failure",
-                                                 "reservation"]
+                                                 "reservation", "consolidation"]
     assert [w.value for w in WithinQueue] == ["LowerPriority", "Never"]
     assert TaintEffect("NoExecute") is TaintEffect.NO_EXECUTE and TaintEffect.NO_SCHEDULE == "NoSchedule"
 

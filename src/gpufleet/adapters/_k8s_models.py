@@ -29,6 +29,7 @@ from gpufleet.adapters._fields import INT32_MAX, INT32_MIN, FieldError, mapping,
 from gpufleet.adapters.errors import describe
 from gpufleet.adapters.quantity import to_milli
 from gpufleet.domain import (
+    ANNOTATION_MOVED_AT,
     ANNOTATION_QUEUED_AT,
     DEFAULT_INTERRUPTION_KEYS,
     AdmissionMode,
@@ -241,6 +242,10 @@ class ConsolidationSpec(_Spec):
         0, description="A gang waits this long (since its queued-at or oldest pod's creation) before moves are "
         "planned for it."
     )
+    gpusPerMove: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = Field(
+        4, description="One plan moves at most one pod per this many whole GPUs of the gang it makes room for "
+        "(at least one; 0: no such bound)."
+    )
 
 
 class ReservationSpec(_Spec):
@@ -433,7 +438,14 @@ def pod_group_from_dict(doc: dict[str, Any]) -> PodGroup:
         topology_preferred=spec.topology.preferred or None,
         placement=Placement(spec.placement) if spec.placement is not None else None,
         queued_at=_queued_at(meta),
+        moved_at=_annotation(meta, ANNOTATION_MOVED_AT),
     )
+
+
+def _annotation(meta: dict[str, Any], key: str) -> str | None:
+    annotations = meta.get("annotations")
+    value = annotations.get(key) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _queued_at(meta: dict[str, Any]) -> float | None:
@@ -487,7 +499,8 @@ def _reservation(spec: ReservationSpec) -> ReservationConfig:
 def _consolidation(spec: ConsolidationSpec | None) -> Consolidation | None:
     if spec is None or not spec.enabled:
         return None
-    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds))
+    return Consolidation(True, spec.maxMovesPerCycle, spec.maxMovesPerPodPerHour, float(spec.minWaitSeconds),
+                         spec.gpusPerMove)
 
 
 # --- Project (docs/semantics-notes.md, "Projects (tenancy)") ------------------------------------

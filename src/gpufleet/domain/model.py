@@ -68,6 +68,9 @@ class EvictionReason(str, Enum):
     MAINTENANCE = "maintenance"  # its node is going for maintenance (a notice, or a marked cordon)
     GPU_FAILURE = "gpu-failure"  # a pod of its gang holds a GPU listed unhealthy (onGPUFailure: evict)
     RESERVATION = "reservation"  # evicted for a due reservation (docs/semantics.md, "Reservation and backfill")
+    # A consolidation move carried out by the controller (docs/semantics.md, "Consolidation"): the engine
+    # reports moves, never evictions of this reason.
+    CONSOLIDATION = "consolidation"
 
 
 class GpuFailurePolicy(str, Enum):
@@ -500,6 +503,8 @@ class PodGroup:
     # The gang's age kept across a drain (annotation gpufleet.dev/queued-at, written by the controller),
     # never earlier than the PodGroup's creation; None: none.
     queued_at: float | None = None
+    # Its gpufleet.dev/moved-at (docs/semantics.md, "Consolidation"), as written: the gang's move history.
+    moved_at: str | None = None
 
     @property
     def key(self) -> GroupKey:
@@ -515,6 +520,7 @@ class Consolidation:
     max_moves_per_cycle: int = 8  # moved pods per schedule() call
     max_moves_per_pod_per_hour: int = 1
     min_wait_s: float = 0.0  # a gang waits this long (its age) before moves are planned for it
+    gpus_per_move: int = 4  # a plan moves at most max(1, GPUs W asks // this) pods (0: no such bound)
 
 
 @dataclass(frozen=True, slots=True)

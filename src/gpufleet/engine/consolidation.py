@@ -115,6 +115,8 @@ class Consolidator:
                     ok = False
                     break
                 history = max(history, moves_within_hour(pod.annotations.get(ANNOTATION_MOVED_AT), now))
+            if gang.group is not None:  # the PodGroup outlives its moved pods (docs/semantics.md)
+                history = max(history, moves_within_hour(gang.group.moved_at, now))
             out[gang.idx] = ok and history < limit
         return out
 
@@ -138,7 +140,20 @@ class Consolidator:
 
     def plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
         """A committed placement of ``gang`` (``members`` pending, ``required`` of them at least)
-        with the moves that make room for it, or None (nothing changed)."""
+        with the moves that make room for it, or None (nothing changed). One plan moves at most
+        ``max(1, need // gpusPerMove)`` pods (docs/semantics.md, "Limits": moves per GPU)."""
+        per = self.config.gpus_per_move
+        if per <= 0:
+            return self._plan(gang, members, required)
+        before = self.budget
+        cap = min(before, max(1, sum(self.pods[m].whole for m in members[:required]) // per))
+        self.budget = cap
+        try:
+            return self._plan(gang, members, required)
+        finally:
+            self.budget = before - (cap - self.budget)
+
+    def _plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
         if self.budget <= 0 or self.plans_left <= 0 or not self.g_movable.any():
             return None
         if self.now - gang.creation < self.config.min_wait_s:

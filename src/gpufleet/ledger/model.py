@@ -47,6 +47,7 @@ class EndReason(StrEnum):
     MAINTENANCE = "maintenance"  # drained: its node was going for maintenance (a notice or a marked cordon)
     GPU_FAILURE = "gpu-failure"  # drained: its gang held a GPU listed unhealthy (onGPUFailure: evict)
     OPERATOR = "operator"  # evicted by an operator's `gpufleet admin` command (annotation ANNOTATION_EVICTED_BY)
+    MOVED = "moved"  # evicted by a consolidation move; its owner recreates it (the preemptor: the gang made room for)
 
 
 # Written on a pod by `gpufleet admin reclaim` / `drain NODE/GPU` just before they evict it: the

@@ -42,8 +42,8 @@ _END_REASONS = {
     InterruptKind.PREEMPT: EndReason.EVICTED_PREEMPTION,
     InterruptKind.FAILURE: EndReason.NODE_FAILURE,
     InterruptKind.SPOT: EndReason.SPOT_RECLAIM,
-    # A consolidation move: the pod is evicted and restarts at once elsewhere (no "moved" reason yet).
-    InterruptKind.MOVE: EndReason.EVICTED_PREEMPTION,
+    # A consolidation move: the pod is evicted and restarts at once elsewhere.
+    InterruptKind.MOVE: EndReason.MOVED,
 }
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 

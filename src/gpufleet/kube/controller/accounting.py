@@ -86,7 +86,8 @@ _ENDED = {"Succeeded": EndReason.COMPLETED, "Failed": EndReason.FAILED}
 _EVICTED = {EvictionReason.RECLAIM: EndReason.EVICTED_RECLAIM, EvictionReason.PREEMPT: EndReason.EVICTED_PREEMPTION,
             EvictionReason.RESERVATION: EndReason.EVICTED_PREEMPTION,
             EvictionReason.IDLE: EndReason.IDLE, EvictionReason.SPOT: EndReason.SPOT_RECLAIM,
-            EvictionReason.MAINTENANCE: EndReason.MAINTENANCE, EvictionReason.GPU_FAILURE: EndReason.GPU_FAILURE}
+            EvictionReason.MAINTENANCE: EndReason.MAINTENANCE, EvictionReason.GPU_FAILURE: EndReason.GPU_FAILURE,
+            EvictionReason.CONSOLIDATION: EndReason.MOVED}
 # Evictions no pod caused: the policy's own (idle, drains); their interval has no preemptor.
 _NO_PREEMPTOR = frozenset({EvictionReason.IDLE, EvictionReason.SPOT, EvictionReason.MAINTENANCE,
                            EvictionReason.GPU_FAILURE})

@@ -224,10 +224,6 @@ def build_snapshot(
     if now is not None:  # the controller's clock is the snapshot's time (docs/semantics.md)
         config = dataclasses.replace(config, now=now)
     extra_problems: list[str] = []
-    if config.consolidation is not None:  # moves are not carried out here yet (docs/semantics.md)
-        config = dataclasses.replace(config, consolidation=None)
-        extra_problems.append("SchedulerConfig consolidation: moves are decided by replay and the simulator only; "
-                              "the controller schedules without it")
     projects: list[Project] = sorted(objects.get(Kind.PROJECT, ()), key=lambda p: p.name)
     default_queue = _default_queues(projects, namespaces, config.default_queue)
     groups: dict[str, PodGroup] = {str(g.key): g for g in groups_list}

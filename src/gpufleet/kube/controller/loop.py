@@ -90,6 +90,7 @@ from gpufleet.kube.controller.lifecycle import EVICTION, BindStage, EvictEvent, 
 from gpufleet.kube.controller.metrics import ControllerMetrics
 from gpufleet.kube.controller.metrics_queues import GpuUsageFacts, completion_seconds, cycle_figures, runtime_seconds
 from gpufleet.kube.controller.metrics_usage import TelemetryUsage
+from gpufleet.kube.controller.moves import move_evictions, moved_at_writes, target_text
 from gpufleet.kube.controller.observed_runtime import ObservedRuntimes
 from gpufleet.kube.controller.pod_status import marked_unschedulable, pending_status_patch
 from gpufleet.kube.controller.reporting import (
@@ -662,7 +663,7 @@ class Controller:
         if self._drain.closed:  # nothing new lands on a draining node
             view = replace(view, snapshot=self._drain_inputs.closed(view.snapshot, self._drain.closed))
         self.binder.claim_context = ClaimContext.of(devices.snapshot)
-        decisions = devices.attach(await self._decide(view))
+        decisions = move_evictions(view, devices.attach(await self._decide(view)))  # moves are evictions here
         gate: Callable[[str], Awaitable[str | None]] | None = None
         if self.grouper is not None:
             if decisions.evictions or virtual or self._drain.drains:
@@ -745,12 +746,18 @@ class Controller:
             pod = view.pods[binding.pod]
             gangs.setdefault(gang_id(pod), []).append(binding)
         caused: dict[str, set[PodKey]] = {}
+        moved: list[PodKey] = []
         for eviction in decisions.evictions:
             by = view.pods.get(eviction.by)
             caused.setdefault(gang_id(by) if by else eviction.by, set()).add(eviction.pod)
             if eviction.pod not in self.victims:
                 node = view.pods[eviction.pod].node_name if eviction.pod in view.pods else None
-                self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED)
+                self.victims[eviction.pod] = Victim(eviction, str(node or ""), EvictState.REQUESTED,
+                                                    why=target_text(decisions, eviction.pod))
+                if eviction.reason is EvictionReason.CONSOLIDATION:
+                    moved.append(eviction.pod)
+        if moved:
+            await self._stamp_moves(view, moved, now)
         drained = await self._drain_gangs(view, now)
         busy = self._busy_nodes()
         ready: list[tuple[str, Sequence[Binding]]] = []
@@ -852,6 +859,17 @@ class Controller:
                                                                                group.name, patch))
         except ApiError as err:
             log.warning("podgroup %s: queued-at not written (it requeues as new): %s", gang, err)
+
+    async def _stamp_moves(self, view: SnapshotView, moved: Sequence[PodKey], now: float) -> None:
+        """``gpufleet.dev/moved-at`` on the moved pods and their PodGroups before they are evicted
+        (docs/semantics.md, "Consolidation"). A failed write is logged: the move goes on."""
+        async def write(kind: Kind, namespace: str, name: str, patch: JsonDict) -> None:
+            try:
+                await self.binder._call(f"patch {kind.plural}", lambda: self.api.patch(kind, namespace, name, patch))
+            except ApiError as err:
+                log.warning("%s %s/%s: moved-at not written: %s", kind.kind, namespace, name, err)
+
+        await asyncio.gather(*(write(w.kind, w.namespace, w.name, w.patch) for w in moved_at_writes(view, moved, now)))
 
     async def _requeued(self, view: SnapshotView, outcomes: Sequence[BindOutcome]) -> None:
         """A drained gang bound again has had its requeue: its group's ``queued-at`` is removed, so that a
@@ -1052,7 +1070,11 @@ class Controller:
                     events.append((self._event(e.pod, "DrainBlocked", f"{self._blocked_text(victim)}",
                                                "Warning", "Draining"), False))
                 continue
-            if outcome.result == "evicted":
+            if outcome.result == "evicted" and e.reason is EvictionReason.CONSOLIDATION:
+                note = (f"Moved by gpufleet (consolidation) to make room for {e.by}; {victim.why}; "
+                        "its owner recreates it")
+                events.append((self._event(e.pod, "Moved", note, "Normal", "Consolidating"), True))
+            elif outcome.result == "evicted":
                 note = f"Evicted by gpufleet ({e.reason.value}) to make room for {e.by}"
                 events.append((self._event(e.pod, "Preempted", note, "Normal", "Preempting"), True))
             elif outcome.result in ("blocked", "failed"):
