@@ -35,6 +35,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
 
 if TYPE_CHECKING:
+    from gpufleet.engine.placement import Assignment, Placer
     from gpufleet.engine.queues import QueueForest
 
 __all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_any_flavor", "with_flavor"]
@@ -156,6 +157,11 @@ class FlavorBook:
         self._pods: dict[tuple[int, int], Pod] = {}
         self._reach: dict[tuple[object, int], bool] = {}
         self._original: dict[int, Pod] = {}
+        # The batch path (:meth:`admit_lone`): candidates per (leaf, static key), the last quota
+        # request per (leaf, flavor) with the requests it was made of, masks per flavor set.
+        self._lone: dict[tuple[int, object], list[int]] = {}
+        self._last: dict[tuple[int, int], tuple[Mapping[str, int], int, list[int]]] = {}
+        self._union: dict[tuple[int, ...], BoolArray] = {}
 
     @staticmethod
     def of_snapshot(flavors: Sequence[ResourceFlavor], queues: Sequence[Queue],
@@ -385,6 +391,114 @@ class FlavorBook:
             info.pod = original
         info.flavor = -1
         return False
+
+    # -- the batch path (engine/batch.py) ------------------------------------------------------
+
+    def admit_lone(self, info: PodInfo, gang: Gang, placer: Placer, in_quota: Callable[[int, list[int]], bool],
+                   limits: Callable[[int, list[int]], bool] | None,
+                   quota_vec: Callable[[PodInfo], list[int]]) -> tuple[Assignment, list[int]] | None:
+        """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
+        flavor, with no lending limits, user caps, claims or holds: what :meth:`attempt` commits
+        without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
+        flavor is set), not committed; None (nothing changed) where that attempt would not admit it
+        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits)."""
+        leaf = gang.queue
+        feas = placer.feasibility
+        key = feas.key(info.pod)
+        cands = self._lone.get((leaf, key))
+        if cands is None:
+            cands = self._lone[(leaf, key)] = self._lone_candidates(leaf, info, feas.mask, key)
+        if not cands:
+            return None
+
+        def admits(req: list[int], inside: bool) -> bool:  # QuotaGates.gate without lending limits
+            return (limits is None or limits(leaf, req)) and (inside or gang.preemptible)
+
+        # The in-quota test and the request of each candidate, as far as needed (pass 1 stops at
+        # the first flavor that admits and places the pod).
+        requests: list[list[int]] = []
+        outside: list[int] = []
+        if leaf in self.best_leaves:
+            inside: list[int] = []
+            for i, f in enumerate(cands):
+                requests.append(req := self._request_on(info, f, quota_vec))
+                (inside if in_quota(leaf, req) else outside).append(i)
+            for tier, ok in ((inside, True), (outside, False)):
+                admitted = [cands[i] for i in tier if admits(requests[i], ok)]
+                if admitted and (a := self._place_on(placer, info, key, admitted)) is not None:
+                    f = int(self.node_flavor[a.node])
+                    info.flavor = f
+                    return a, requests[cands.index(f)]
+        else:
+            for i, f in enumerate(cands):
+                requests.append(req := self._request_on(info, f, quota_vec))
+                if not in_quota(leaf, req):
+                    outside.append(i)
+                elif admits(req, True) and (a := self._place_on(placer, info, key, [f])) is not None:
+                    info.flavor = f
+                    return a, req
+            for i in outside:
+                if admits(requests[i], False) and (a := self._place_on(placer, info, key, [cands[i]])) is not None:
+                    info.flavor = cands[i]
+                    return a, requests[i]
+        info.flavor = -1
+        return None
+
+    def _lone_candidates(self, leaf: int, info: PodInfo, feasible: Callable[[Pod], BoolArray],
+                         key: object) -> list[int]:
+        """:meth:`candidates` of a pending lone pod (no member running): its leaf's usable flavors,
+        in order, that its static mask meets."""
+        out = []
+        for f in self.leaf_flavors[leaf]:
+            if self.names[f] in self.unusable:
+                continue
+            ok = self._reach.get((key, f))
+            if ok is None:
+                ok = self._reach[(key, f)] = bool((feasible(info.pod) & self.masks[f]).any())
+            if ok:
+                out.append(f)
+        return out
+
+    def _request_on(self, info: PodInfo, f: int, quota_vec: Callable[[PodInfo], list[int]]) -> list[int]:
+        """The pod's quota request on flavor ``f`` (kept per leaf and flavor for pods alike)."""
+        last = self._last.get((info.queue, f))
+        requests = info.pod.requests
+        if last is not None and last[1] == info.whole and (last[0] is requests or last[0] == requests):
+            return last[2]
+        info.flavor = f
+        vec = quota_vec(info)
+        self._last[(info.queue, f)] = (requests, info.whole, vec)
+        return vec
+
+    def _place_on(self, placer: Placer, info: PodInfo, key: object, flavors: list[int]) -> Assignment | None:
+        """Where the placement puts the pod on the nodes of ``flavors`` (one: that flavor's
+        placement; more: BestPlacement's over all of them), as :meth:`applied` and
+        :meth:`_best_placement` place it: from the free-GPU index with the pod's static mask
+        narrowed to those nodes, else on the flavored copy of the pod."""
+        fs = tuple(flavors)
+        feas = placer.feasibility
+        pod = info.pod
+        answered, a = placer.indexed_as(info, ("flavors", key, fs), lambda: feas.mask(pod) & self._nodes_of(fs))
+        if answered:
+            return a
+        copy = self._flavored_pod(info, fs[0]) if len(fs) == 1 else \
+            with_any_flavor(self._original.get(info.idx, pod), [self.labels[f] for f in fs])
+        if copy is None:
+            return None
+        info.pod = copy
+        try:
+            return placer.best_node(info)
+        finally:
+            info.pod = pod
+
+    def _nodes_of(self, flavors: tuple[int, ...]) -> BoolArray:
+        """The nodes of any of ``flavors``."""
+        if len(flavors) == 1:
+            return self.masks[flavors[0]]
+        got = self._union.get(flavors)
+        if got is None:
+            got = self._union[flavors] = np.logical_or.reduce([self.masks[f] for f in flavors])
+        return got
 
     def name_of(self, info: PodInfo) -> str | None:
         """The flavor a pod took (None: none)."""
