@@ -216,9 +216,10 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
                 break
             if not gang.preemptible and not f.in_quota(leaf, request):
                 break
-            a = placer.best_node(pods[m])
-            if a is None:
+            placed = placer.best_node(pods[m])
+            if placed is None:
                 break
+            a = placed
         placer.commit(a)
         # Engine.record for a gang of one pod.
         victims.admit(gang)
