@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
 
 if TYPE_CHECKING:
-    from gpufleet.engine.placement import Assignment, Placer
+    from gpufleet.engine.feasibility import StaticFeasibility
     from gpufleet.engine.queues import QueueForest
 
 __all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_any_flavor", "with_flavor"]
@@ -93,6 +93,27 @@ class FlavorHost(Protocol):
 
 
 Outcome = tuple[bool, str]
+
+
+class Chosen(Protocol):
+    """A pod's placement (engine/placement.py's Assignment, as this module reads it)."""
+
+    @property
+    def node(self) -> int: ...
+
+
+A = TypeVar("A", bound=Chosen, covariant=True)
+
+
+class LonePlacer(Protocol[A]):
+    """The placement (engine/placement.py's Placer) as the batch path's flavor choice calls it."""
+
+    @property
+    def feasibility(self) -> StaticFeasibility: ...
+
+    def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, A | None]: ...
+
+    def best_node(self, info: PodInfo) -> A | None: ...
 
 
 class FlavorBook:
@@ -394,9 +415,9 @@ class FlavorBook:
 
     # -- the batch path (engine/batch.py) ------------------------------------------------------
 
-    def admit_lone(self, info: PodInfo, gang: Gang, placer: Placer, in_quota: Callable[[int, list[int]], bool],
+    def admit_lone(self, info: PodInfo, gang: Gang, placer: LonePlacer[A], in_quota: Callable[[int, list[int]], bool],
                    limits: Callable[[int, list[int]], bool] | None,
-                   quota_vec: Callable[[PodInfo], list[int]]) -> tuple[Assignment, list[int]] | None:
+                   quota_vec: Callable[[PodInfo], list[int]]) -> tuple[A, list[int]] | None:
         """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
         flavor, with no lending limits, user caps, claims or holds: what :meth:`attempt` commits
         without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
@@ -470,7 +491,7 @@ class FlavorBook:
         self._last[(info.queue, f)] = (requests, info.whole, vec)
         return vec
 
-    def _place_on(self, placer: Placer, info: PodInfo, key: object, flavors: list[int]) -> Assignment | None:
+    def _place_on(self, placer: LonePlacer[A], info: PodInfo, key: object, flavors: list[int]) -> A | None:
         """Where the placement puts the pod on the nodes of ``flavors`` (one: that flavor's
         placement; more: BestPlacement's over all of them), as :meth:`applied` and
         :meth:`_best_placement` place it: from the free-GPU index with the pod's static mask
