@@ -240,3 +240,15 @@ def test_flavored_best_placement_is_batched_over_in_quota_flavors_first() -> Non
                                               {"a": 2, "b": 8}))
     assert engine.batched == 5
     assert [(b.node, b.flavor) for b in decisions.bindings] == [("b", "fb")] * 2 + [("a", "fa")] * 2 + [("b", "fb")]
+
+
+def test_a_run_from_a_queue_without_flavors_admits_a_flavored_queue_s_pods_on_a_flavor() -> None:
+    """A run started at a queue without flavors goes on to the heads of a queue with them: those take
+    a flavor and count on it (the batch once admitted them there as without flavors)."""
+    pods = [_lone(f"p{i}", "pq"[i % 2], created=i) for i in range(6)]
+    snapshot = _typed_snapshot(pods, _flavor_queue(FlavorChoice.IN_ORDER, 8, 8), {"a": 8, "b": 8})
+    snapshot = replace(snapshot, queues=(*snapshot.queues, Queue(QueueName("p"), resources={GPU: QueueResource(8 * MILLI)})))
+    engine, decisions = _both(snapshot)
+    assert engine.batches == 1 and engine.batched == 6
+    assert {b.pod: b.flavor for b in decisions.bindings} == {
+        f"{NS}/p{i}": ("fa" if i % 2 else None) for i in range(6)}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -30,7 +29,7 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.flavors import flavored, overlapping_flavors
+from gpufleet.domain.flavors import flavored
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -123,7 +122,26 @@ class FlavorBook:
     def __init__(self, flavors: Sequence[ResourceFlavor], queues: Sequence[Queue], cluster: ClusterState) -> None:
         nodes = cluster.nodes
         self.warnings: list[str] = []
-        bad = overlapping_flavors(flavors, nodes)
+        # Each flavor's nodes: one vector test per label (a flavor without labels: every node).
+        values: dict[str, np.ndarray] = {}
+        of_flavor: list[BoolArray] = []
+        for f in flavors:
+            mask = np.ones(len(nodes), dtype=np.bool_)
+            for key, value in f.node_labels:
+                got = values.get(key)
+                if got is None:
+                    got = values[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
+                mask &= got == value
+            of_flavor.append(mask)
+        # Overlapping flavors (domain.flavors.overlapping_flavors): each flavor of a node of two or
+        # more, with the first such node.
+        bad: dict[str, str] = {}
+        if len(flavors) > 1:
+            shared = np.sum(of_flavor, axis=0) > 1
+            for f, mask in zip(flavors, of_flavor, strict=True):
+                both = np.flatnonzero(mask & shared)
+                if len(both):
+                    bad[f.name] = nodes[int(both[0])].name
         for name, node in sorted(bad.items()):
             self.warnings.append(f"ResourceFlavor {name}: node {node} is of another flavor too (overlapping "
                                  "flavors): the flavor is left out")
@@ -138,15 +156,12 @@ class FlavorBook:
         self.names: list[str] = [f.name for f in usable] + sorted(self.unusable)
         self.labels: list[dict[str, str]] = [dict(f.node_labels) for f in usable] + [{} for _ in self.unusable]
         self.of: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-        # Node -> its flavor (-1: none); one vector test per label, once per call.
+        # Node -> its flavor (-1: none).
         self.node_flavor: IntArray = np.full(len(nodes), -1, dtype=np.int64)
-        self.masks: list[BoolArray] = []
-        for i, rf in enumerate(usable):
-            mask = np.ones(len(nodes), dtype=np.bool_)
-            for key, value in rf.node_labels:
-                mask &= np.array([n.labels.get(key) == value for n in nodes], dtype=np.bool_)
+        self.masks: list[BoolArray] = [m for f, m in zip(flavors, of_flavor, strict=True)
+                                       if f.name not in bad and f.node_labels]
+        for i, mask in enumerate(self.masks):
             self.node_flavor[mask] = i
-            self.masks.append(mask)
         self.masks += [np.zeros(len(nodes), dtype=np.bool_) for _ in self.unusable]
         # The flavors each queue lists (usable ones, in its order) and the resources they name.
         self.queue_flavors: dict[str, list[tuple[int, Mapping[str, QueueResource]]]] = {}
@@ -363,16 +378,20 @@ class FlavorBook:
             for tier in (inside, outside):
                 if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
                     return True, ""
+        # Why each flavor's placement failed, asked only when the victim search fails too (a
+        # reason costs a pass over the nodes), with the members on that flavor again: the state is
+        # the same (failed attempts and victim searches leave it as it was).
+        whys: dict[int, Callable[[], str]] = {}
         for f in inside + outside:
             with self.applied(members, pods, f):
                 placed = host.try_place(gang, members, requests[f])
                 if placed.ok:
                     host.record_placed(gang, placed)
                     return True, ""
-                tried[f] = placed.why()
+                whys[f] = placed.why
         for f in cands:
             with self.applied(members, pods, f):
-                ok, reason = host.preempt_for(gang, members, requests[f], partial(tried.__getitem__, f))
+                ok, reason = host.preempt_for(gang, members, requests[f], whys[f])
             if ok:
                 return True, ""
             tried[f] = reason
