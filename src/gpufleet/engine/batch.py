@@ -206,7 +206,8 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
             break
         gang = gangs[heads.head[leaf]]
         if leaf in flavored and book is not None and book.takes(pods[m]):
-            got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec)
+            got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec,
+                                  (heads.req[leaf], heads.inq[leaf]))  # its request on its first flavor
             if got is None:
                 break
             a, request = got  # its request on the flavor it takes

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -61,6 +62,12 @@ def with_any_flavor(pod: Pod, flavors: Sequence[Mapping[str, str]]) -> Pod | Non
         SelectorTerm(t.expressions + tuple(SelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items())),
                      t.fields)
         for t in terms for labels in usable))
+
+
+def _in_quota_knowing(in_quota: Callable[[int, list[int]], bool], known: tuple[list[int], bool], leaf: int,
+                      request: list[int]) -> bool:
+    """``in_quota(leaf, request)``, answered from ``known`` (a request and its verdict now) when equal."""
+    return known[1] if request == known[0] else in_quota(leaf, request)
 
 
 class Placed(Protocol):
@@ -435,14 +442,17 @@ class FlavorBook:
     # -- the batch path (engine/batch.py) ------------------------------------------------------
 
     def admit_lone(self, info: PodInfo, gang: Gang, placer: LonePlacer[A], in_quota: Callable[[int, list[int]], bool],
-                   limits: Callable[[int, list[int]], bool] | None,
-                   quota_vec: Callable[[PodInfo], list[int]]) -> tuple[A, list[int]] | None:
+                   limits: Callable[[int, list[int]], bool] | None, quota_vec: Callable[[PodInfo], list[int]],
+                   known: tuple[list[int], bool] | None = None) -> tuple[A, list[int]] | None:
         """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
         flavor, with no lending limits, user caps, claims or holds: what :meth:`attempt` commits
         without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
         flavor is set), not committed; None (nothing changed) where that attempt would not admit it
-        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits)."""
+        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits);
+        ``known``: a request of the pod whose in-quota verdict is known now (the fair order's)."""
         leaf = gang.queue
+        if known is not None:
+            in_quota = partial(_in_quota_knowing, in_quota, known)
         feas = placer.feasibility
         key = feas.key(info.pod)
         cands = self._lone.get((leaf, key))
