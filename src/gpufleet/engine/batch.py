@@ -113,8 +113,8 @@ class Heads:
             for leaf in self.head:
                 self._walk(mode, leaf)
         self.stale: set[int] = set()  # leaves whose path's entries over all heads are out of date
-        # The last lone pod's requests, whole GPUs, leaf (-1 without flavors: a pod's request
-        # then does not depend on it) and quota request (identical pods share it).
+        # The last lone pod's requests, whole GPUs, leaf (read only with flavors: without, a pod's
+        # request does not depend on it) and quota request (identical pods share it).
         self.last: tuple[Mapping[str, int], int, int, list[int]] = ({}, -1, -1, [])
         self.by_leaf = engine.flavors is not None
 
@@ -161,11 +161,11 @@ class Heads:
             m = self.pod[leaf] = lone_pod(engine, gang)
             if m >= 0:  # what Turn.request_for gives a lone pod, kept for its turn as head
                 info = engine.pods[m]
-                at = leaf if self.by_leaf else -1
-                if info.pod.requests != self.last[0] or info.whole != self.last[1] or at != self.last[2]:
+                last = self.last
+                if info.pod.requests != last[0] or info.whole != last[1] or (self.by_leaf and leaf != last[2]):
                     # quota_vec of a whole-GPU pod: its GPUs and its requests (on its leaf's first
                     # flavor, where it takes one), nothing else
-                    self.last = (info.pod.requests, info.whole, at, engine.quota.quota_vec(info))
+                    self.last = (info.pod.requests, info.whole, leaf, engine.quota.quota_vec(info))
                 req = self.req[leaf] = turn.order.whole_requests[g] = self.last[3]
             else:
                 req = self.req[leaf] = turn.request_for(g)
@@ -205,7 +205,7 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
         if m < 0:
             break
         gang = gangs[heads.head[leaf]]
-        if leaf in flavored and book is not None and book.takes(pods[m]):
+        if flavored and leaf in flavored and book is not None and book.takes(pods[m]):
             got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec,
                                   (heads.req[leaf], heads.inq[leaf]))  # its request on its first flavor
             if got is None:

@@ -285,14 +285,11 @@ class Placer:
             return FALLBACK
         if self.interpod is not None and self.interpod.rules(info.idx):
             return FALLBACK
-        feas = self.feasibility
-        return self._choose(info, feas.key(pod), lambda: feas.mask(pod))
-
-    def _choose(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> int:
         index = self._index
         if index is None:
             index = self._index = FreeGpuIndex(self.cluster)
-        return index.choose(key, static, info.whole, info.res, self.spread)
+        feas = self.feasibility
+        return index.choose(feas.key(pod), lambda: feas.mask(pod), info.whole, info.res, self.spread)
 
     def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, Assignment | None]:
         """:meth:`best_node` of the pod with its static mask replaced by ``static()`` (a narrowing
@@ -306,7 +303,10 @@ class Placer:
             return False, None
         if self.interpod is not None and self.interpod.rules(info.idx):
             return False, None
-        node = self._choose(info, key, static)
+        index = self._index
+        if index is None:
+            index = self._index = FreeGpuIndex(self.cluster)
+        node = index.choose(key, static, info.whole, info.res, self.spread)
         if node == FALLBACK:
             return False, None
         if node < 0:
