@@ -10,7 +10,10 @@ the cycle just made and admits, one after the other, the pods the one-by-one loo
 there: each winner's head is a lone whole-GPU pod, passes the quota gates and has a node (the
 same ``Placer.best_node``: the node index's order of nodes and GPUs). It stops at the first head
 that is none of these, before touching it, and hands the fair order (``Turn.skip``) the leaves'
-new heads, so the cycle's next pick is that head, as it would have been. A gang that fails, and
+new heads, so the cycle's next pick is that head, as it would have been. A head of a queue with
+flavors is admitted as its one-by-one attempt would admit it without preemption
+(``FlavorBook.admit_lone``: its flavor passes in order, each flavor's gates and placement), with its
+request on the flavor it takes. A gang that fails, and
 everything the batch does not know (lending limits, Projects' user caps, claims and volumes,
 queue trees, many leaves), stays on the one-by-one path.
 
