@@ -6,6 +6,8 @@ cordoned, tainted, partly unhealthy or partly full, with gangs, fractional and n
 pods between them: ``Engine.run()`` with the batch path on and off gives the same decisions, the
 same bindings in the same order of admission, the same evictions and the same pending reasons.
 Unit tests show the path taken (``Engine.batches``) where it applies and not where it must not.
+The same holds with GPU-model quotas (docs/semantics.md, "GPU-model quotas"): leaves that give their
+GPU quota per flavor, in either order and flavorChoice, with pods pinned to a model or not.
 """
 
 from __future__ import annotations
@@ -18,10 +20,25 @@ from hypothesis import strategies as st
 
 from gpufleet import domain
 from gpufleet.bench.shapes import make_shape
-from gpufleet.domain import CPU, GPU, MILLI, PODS, Pod, Queue, QueueName, QueueResource, Snapshot
+from gpufleet.domain import (
+    CPU,
+    GPU,
+    MILLI,
+    PODS,
+    FlavorChoice,
+    Placement,
+    Pod,
+    Queue,
+    QueueFlavor,
+    QueueName,
+    QueueResource,
+    ResourceFlavor,
+    Snapshot,
+)
 from gpufleet.engine.scheduler import Engine
 
 from .strategies import (
+    GPU_TYPE,
     NS,
     PRIORITY_CLASSES,
     Draw,
@@ -36,7 +53,7 @@ from .strategies import (
 
 
 @st.composite
-def batch_snapshots(draw: Draw) -> Snapshot:
+def batch_snapshots(draw: Draw, pinned: bool = False) -> Snapshot:
     """Families of identical lone pods over the leaves, between random running and pending work."""
     cluster = draw(nodes(2, 12))
     queues = draw(queue_forests(1, 6, flat=draw(st.booleans())))
@@ -53,16 +70,46 @@ def batch_snapshots(draw: Draw) -> Snapshot:
         shape = draw(shapes(gpu=True, min_whole=1, max_whole=4))
         priority = draw(st.sampled_from([0, 50, 100]))
         label = draw(st.sampled_from([None, None, True, False]))
+        selector = {GPU_TYPE: draw(st.sampled_from("ab"))} if pinned and _chance(draw, 2) else {}
         for _ in range(draw(st.integers(2, 14))):
             queue = draw(st.sampled_from(b.queue_leaves))
             created = b.clock if _chance(draw, 2) else b.tick()  # equal creation: ties by name
             b.pods.append(Pod(namespace=NS, name=f"f{f}-{count:02d}", requests=shape.requests(),
                               gpu_blocks=shape.blocks, priority=priority, preemptible_label=label,
-                              queue_label=queue, creation_time=created))
+                              queue_label=queue, creation_time=created, node_selector=selector))
             count += 1
     b.extras()
     return Snapshot(nodes=cluster, pods=tuple(b.pods), priority_classes=PRIORITY_CLASSES, queues=queues,
                     pod_groups=tuple(b.groups), config=_config(draw))
+
+
+FLAVORS = (ResourceFlavor("fa", ((GPU_TYPE, "a"),)), ResourceFlavor("fb", ((GPU_TYPE, "b"),)))
+
+
+@st.composite
+def flavored_batch_snapshots(draw: Draw) -> Snapshot:
+    """:func:`batch_snapshots` (some families pinned to a GPU type) whose leaves mostly give their
+    GPU quota per flavor (one or both, in either order, with limits, either flavorChoice)."""
+    snapshot = draw(batch_snapshots(pinned=True))
+    parents = {q.parent for q in snapshot.queues}
+    queues = []
+    for q in snapshot.queues:
+        if q.name in parents or _chance(draw, 3):
+            queues.append(q)
+            continue
+        order = draw(st.permutations(["fa", "fb"]))
+        gpu = q.resources[GPU]
+        entries = []
+        for name in order[:draw(st.integers(1, 2))]:
+            limit = draw(st.integers(0, 12)) * MILLI if _chance(draw, 2) else None
+            lending = gpu.lending_limit if _chance(draw, 2) else None
+            entries.append(QueueFlavor(name, {GPU: QueueResource(draw(st.integers(0, 8)) * MILLI, limit, lending)}))
+        queues.append(replace(q, resources={r: v for r, v in q.resources.items() if r != GPU}, flavors=tuple(entries),
+                              flavor_choice=draw(st.sampled_from(list(FlavorChoice)))))
+    config = snapshot.config
+    if _chance(draw, 3):  # the defrag score: no node index, flavored copies of the pods
+        config = replace(config, placement=Placement.DEFRAG)
+    return replace(snapshot, queues=tuple(queues), flavors=FLAVORS, config=config)
 
 
 def run(snapshot: Snapshot, batch: bool) -> tuple[Any, ...]:
@@ -75,6 +122,15 @@ def run(snapshot: Snapshot, batch: bool) -> tuple[Any, ...]:
 @settings(max_examples=150, deadline=None)
 @given(batch_snapshots())
 def test_the_batch_path_decides_as_the_one_by_one_loop(snapshot: Snapshot) -> None:
+    *batched, _ = run(snapshot, True)
+    *single, none = run(snapshot, False)
+    assert none == 0
+    assert batched == single
+
+
+@settings(max_examples=150, deadline=None)
+@given(flavored_batch_snapshots())
+def test_the_batch_path_decides_as_the_one_by_one_loop_with_flavors(snapshot: Snapshot) -> None:
     *batched, _ = run(snapshot, True)
     *single, none = run(snapshot, False)
     assert none == 0
@@ -146,3 +202,53 @@ def test_a_sibling_falls_out_of_quota_when_its_parent_fills() -> None:
     engine, _ = _both(_snapshot(pods, queues))
     assert engine.batched == 4
     assert [engine.pods[p].pod.name for p in engine.log.bindings] == ["l0", "x0", "x1", "l1"]
+
+
+def _typed_snapshot(pods: list[Pod], queue: Queue, free: dict[str, int]) -> Snapshot:
+    """Nodes ``a`` and ``b`` (GPU types a and b) of 8 GPUs, ``8 - free[n]`` of them held by a running pod."""
+    nodes, running = [], []
+    for n in ("a", "b"):
+        nodes.append(domain.Node(domain.NodeName(n), labels={GPU_TYPE: n},
+                                 allocatable={GPU: 8 * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI}))
+        if free[n] < 8:
+            running.append(Pod(NS, f"run-{n}", requests={GPU: (8 - free[n]) * MILLI}, queue_label="other",
+                               node_name=domain.NodeName(n), gpu_index=tuple(range(8 - free[n]))))
+    return Snapshot(nodes=tuple(nodes), pods=(*running, *pods), flavors=FLAVORS,
+                    queues=(queue, Queue(QueueName("other"))))
+
+
+def _flavor_queue(choice: FlavorChoice, quota_a: int, quota_b: int) -> Queue:
+    return Queue(QueueName("q"), flavor_choice=choice,
+                 flavors=(QueueFlavor("fa", {GPU: QueueResource(quota_a * MILLI)}),
+                          QueueFlavor("fb", {GPU: QueueResource(quota_b * MILLI)})))
+
+
+def test_flavored_pods_are_batched_in_quota_first_then_borrowing_in_order() -> None:
+    pods = [_lone(f"p{i}", "q", created=i) for i in range(9)]
+    engine, decisions = _both(_typed_snapshot(pods, _flavor_queue(FlavorChoice.IN_ORDER, 2, 4), {"a": 8, "b": 8}))
+    assert engine.batches == 1 and engine.batched == 9
+    # fa in quota (p0, p1), then fb in quota (p2-p5), then borrowing on the first flavor, fa.
+    assert [b.flavor for b in decisions.bindings] == ["fa"] * 2 + ["fb"] * 4 + ["fa"] * 3
+    assert [b.node for b in decisions.bindings] == ["a"] * 2 + ["b"] * 4 + ["a"] * 3
+
+
+def test_flavored_best_placement_is_batched_over_in_quota_flavors_first() -> None:
+    """fa is out of quota (0), fb in quota for 2 GPUs: p0, p1 go to b although binpack's best node is
+    a (2 GPUs free); then both borrow and the best node over both, a, takes p2, p3; then b."""
+    pods = [_lone(f"p{i}", "q", created=i) for i in range(5)]
+    engine, decisions = _both(_typed_snapshot(pods, _flavor_queue(FlavorChoice.BEST_PLACEMENT, 0, 2),
+                                              {"a": 2, "b": 8}))
+    assert engine.batched == 5
+    assert [(b.node, b.flavor) for b in decisions.bindings] == [("b", "fb")] * 2 + [("a", "fa")] * 2 + [("b", "fb")]
+
+
+def test_a_run_from_a_queue_without_flavors_admits_a_flavored_queue_s_pods_on_a_flavor() -> None:
+    """A run started at a queue without flavors goes on to the heads of a queue with them: those take
+    a flavor and count on it (the batch once admitted them there as without flavors)."""
+    pods = [_lone(f"p{i}", "pq"[i % 2], created=i) for i in range(6)]
+    snapshot = _typed_snapshot(pods, _flavor_queue(FlavorChoice.IN_ORDER, 8, 8), {"a": 8, "b": 8})
+    snapshot = replace(snapshot, queues=(*snapshot.queues, Queue(QueueName("p"), resources={GPU: QueueResource(8 * MILLI)})))
+    engine, decisions = _both(snapshot)
+    assert engine.batches == 1 and engine.batched == 6
+    assert {b.pod: b.flavor for b in decisions.bindings} == {
+        f"{NS}/p{i}": ("fa" if i % 2 else None) for i in range(6)}

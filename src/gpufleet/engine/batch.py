@@ -10,7 +10,10 @@ the cycle just made and admits, one after the other, the pods the one-by-one loo
 there: each winner's head is a lone whole-GPU pod, passes the quota gates and has a node (the
 same ``Placer.best_node``: the node index's order of nodes and GPUs). It stops at the first head
 that is none of these, before touching it, and hands the fair order (``Turn.skip``) the leaves'
-new heads, so the cycle's next pick is that head, as it would have been. A gang that fails, and
+new heads, so the cycle's next pick is that head, as it would have been. A head of a queue with
+flavors is admitted as its one-by-one attempt would admit it without preemption
+(``FlavorBook.admit_lone``: its flavor passes in order, each flavor's gates and placement), with its
+request on the flavor it takes. A gang that fails, and
 everything the batch does not know (lending limits, Projects' user caps, claims and volumes,
 queue trees, many leaves), stays on the one-by-one path.
 
@@ -25,6 +28,7 @@ from typing import Protocol
 
 from gpufleet.engine.admission import Tiebreak, Turn
 from gpufleet.engine.decisions import DecisionLog
+from gpufleet.engine.flavors import FlavorBook
 from gpufleet.engine.placement import Placer
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates
@@ -39,6 +43,7 @@ class BatchHost(Protocol):
 
     forest: QueueForest
     caps: UserCaps | None
+    flavors: FlavorBook | None
     placer: Placer
     pods: list[PodInfo]
     gangs: list[Gang]
@@ -111,8 +116,10 @@ class Heads:
             for leaf in self.head:
                 self._walk(mode, leaf)
         self.stale: set[int] = set()  # leaves whose path's entries over all heads are out of date
-        # The last lone pod's requests, whole GPUs and quota request (identical pods share it).
-        self.last: tuple[Mapping[str, int], int, list[int]] = ({}, -1, [])
+        # The last lone pod's requests, whole GPUs, leaf (read only with flavors: without, a pod's
+        # request does not depend on it) and quota request (identical pods share it).
+        self.last: tuple[Mapping[str, int], int, int, list[int]] = ({}, -1, -1, [])
+        self.by_leaf = engine.flavors is not None
 
     def _walk(self, mode: int, leaf: int) -> None:
         """Recompute the entries on ``leaf``'s path, children before parents."""
@@ -157,10 +164,12 @@ class Heads:
             m = self.pod[leaf] = lone_pod(engine, gang)
             if m >= 0:  # what Turn.request_for gives a lone pod, kept for its turn as head
                 info = engine.pods[m]
-                if info.pod.requests != self.last[0] or info.whole != self.last[1]:
-                    # quota_vec of a whole-GPU pod: its GPUs and its requests, nothing else
-                    self.last = (info.pod.requests, info.whole, engine.quota.quota_vec(info))
-                req = self.req[leaf] = turn.order.whole_requests[g] = self.last[2]
+                last = self.last
+                if info.pod.requests != last[0] or info.whole != last[1] or (self.by_leaf and leaf != last[2]):
+                    # quota_vec of a whole-GPU pod: its GPUs and its requests (on its leaf's first
+                    # flavor, where it takes one), nothing else
+                    self.last = (info.pod.requests, info.whole, leaf, engine.quota.quota_vec(info))
+                req = self.req[leaf] = turn.order.whole_requests[g] = self.last[3]
             else:
                 req = self.req[leaf] = turn.request_for(g)
             self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
@@ -187,6 +196,9 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
     heads = Heads(engine, turn)
     limits = f.has_limits
     bindings, victims = engine.log.bindings, engine.victims
+    book = engine.flavors
+    flavored = book.leaf_flavors if book is not None else {}
+    limit_ok = (lambda leaf, req: f.limit_verdict(leaf, req).ok) if limits else None
     done: dict[int, int] = {}
     n = 0
     while (leaf := heads.pick()) >= 0:
@@ -196,14 +208,22 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
         if m < 0:
             break
         gang = gangs[heads.head[leaf]]
-        request = heads.req[leaf]
-        if limits and not f.limit_verdict(leaf, request).ok:
-            break
-        if not gang.preemptible and not f.in_quota(leaf, request):
-            break
-        a = placer.best_node(pods[m])
-        if a is None:
-            break
+        if flavored and leaf in flavored and book is not None and book.takes(pods[m]):
+            got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec,
+                                  (heads.req[leaf], heads.inq[leaf]))  # its request on its first flavor
+            if got is None:
+                break
+            a, request = got  # its request on the flavor it takes
+        else:
+            request = heads.req[leaf]
+            if limits and not f.limit_verdict(leaf, request).ok:
+                break
+            if not gang.preemptible and not f.in_quota(leaf, request):
+                break
+            placed = placer.best_node(pods[m])
+            if placed is None:
+                break
+            a = placed
         placer.commit(a)
         # Engine.record for a gang of one pod.
         victims.admit(gang)

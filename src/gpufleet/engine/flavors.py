@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -30,11 +30,12 @@ from gpufleet.domain import (
     SelectorRequirement,
     SelectorTerm,
 )
-from gpufleet.domain.flavors import flavored, overlapping_flavors
+from gpufleet.domain.flavors import flavored
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.workload import Gang, PodInfo
 
 if TYPE_CHECKING:
+    from gpufleet.engine.feasibility import StaticFeasibility
     from gpufleet.engine.queues import QueueForest
 
 __all__ = ["FlavorBook", "FlavorHost", "Outcome", "with_any_flavor", "with_flavor"]
@@ -61,6 +62,12 @@ def with_any_flavor(pod: Pod, flavors: Sequence[Mapping[str, str]]) -> Pod | Non
         SelectorTerm(t.expressions + tuple(SelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items())),
                      t.fields)
         for t in terms for labels in usable))
+
+
+def _in_quota_knowing(in_quota: Callable[[int, list[int]], bool], known: tuple[list[int], bool], leaf: int,
+                      request: list[int]) -> bool:
+    """``in_quota(leaf, request)``, answered from ``known`` (a request and its verdict now) when equal."""
+    return known[1] if request == known[0] else in_quota(leaf, request)
 
 
 class Placed(Protocol):
@@ -94,6 +101,27 @@ class FlavorHost(Protocol):
 Outcome = tuple[bool, str]
 
 
+class Chosen(Protocol):
+    """A pod's placement (engine/placement.py's Assignment, as this module reads it)."""
+
+    @property
+    def node(self) -> int: ...
+
+
+A = TypeVar("A", bound=Chosen, covariant=True)
+
+
+class LonePlacer(Protocol[A]):
+    """The placement (engine/placement.py's Placer) as the batch path's flavor choice calls it."""
+
+    @property
+    def feasibility(self) -> StaticFeasibility: ...
+
+    def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, A | None]: ...
+
+    def best_node(self, info: PodInfo) -> A | None: ...
+
+
 class FlavorBook:
     """The flavors of one engine call: which node is of which flavor, each leaf's flavors in order,
     and the pods' flavored copies."""
@@ -101,7 +129,26 @@ class FlavorBook:
     def __init__(self, flavors: Sequence[ResourceFlavor], queues: Sequence[Queue], cluster: ClusterState) -> None:
         nodes = cluster.nodes
         self.warnings: list[str] = []
-        bad = overlapping_flavors(flavors, nodes)
+        # Each flavor's nodes: one vector test per label (a flavor without labels: every node).
+        values: dict[str, np.ndarray] = {}
+        of_flavor: list[BoolArray] = []
+        for f in flavors:
+            mask = np.ones(len(nodes), dtype=np.bool_)
+            for key, value in f.node_labels:
+                got = values.get(key)
+                if got is None:
+                    got = values[key] = np.array([n.labels.get(key) for n in nodes], dtype=object)
+                mask &= got == value
+            of_flavor.append(mask)
+        # Overlapping flavors (domain.flavors.overlapping_flavors): each flavor of a node of two or
+        # more, with the first such node.
+        bad: dict[str, str] = {}
+        if len(flavors) > 1:
+            shared = np.sum(of_flavor, axis=0) > 1
+            for f, mask in zip(flavors, of_flavor, strict=True):
+                both = np.flatnonzero(mask & shared)
+                if len(both):
+                    bad[f.name] = nodes[int(both[0])].name
         for name, node in sorted(bad.items()):
             self.warnings.append(f"ResourceFlavor {name}: node {node} is of another flavor too (overlapping "
                                  "flavors): the flavor is left out")
@@ -116,15 +163,12 @@ class FlavorBook:
         self.names: list[str] = [f.name for f in usable] + sorted(self.unusable)
         self.labels: list[dict[str, str]] = [dict(f.node_labels) for f in usable] + [{} for _ in self.unusable]
         self.of: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-        # Node -> its flavor (-1: none); one vector test per label, once per call.
+        # Node -> its flavor (-1: none).
         self.node_flavor: IntArray = np.full(len(nodes), -1, dtype=np.int64)
-        self.masks: list[BoolArray] = []
-        for i, rf in enumerate(usable):
-            mask = np.ones(len(nodes), dtype=np.bool_)
-            for key, value in rf.node_labels:
-                mask &= np.array([n.labels.get(key) == value for n in nodes], dtype=np.bool_)
+        self.masks: list[BoolArray] = [m for f, m in zip(flavors, of_flavor, strict=True)
+                                       if f.name not in bad and f.node_labels]
+        for i, mask in enumerate(self.masks):
             self.node_flavor[mask] = i
-            self.masks.append(mask)
         self.masks += [np.zeros(len(nodes), dtype=np.bool_) for _ in self.unusable]
         # The flavors each queue lists (usable ones, in its order) and the resources they name.
         self.queue_flavors: dict[str, list[tuple[int, Mapping[str, QueueResource]]]] = {}
@@ -156,6 +200,11 @@ class FlavorBook:
         self._pods: dict[tuple[int, int], Pod] = {}
         self._reach: dict[tuple[object, int], bool] = {}
         self._original: dict[int, Pod] = {}
+        # The batch path (:meth:`admit_lone`): candidates per (leaf, static key), the last quota
+        # request per (leaf, flavor) with the requests it was made of, masks per flavor set.
+        self._lone: dict[tuple[int, object], list[int]] = {}
+        self._last: dict[tuple[int, int], tuple[Mapping[str, int], int, list[int]]] = {}
+        self._union: dict[tuple[int, ...], BoolArray] = {}
 
     @staticmethod
     def of_snapshot(flavors: Sequence[ResourceFlavor], queues: Sequence[Queue],
@@ -336,16 +385,20 @@ class FlavorBook:
             for tier in (inside, outside):
                 if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
                     return True, ""
+        # Why each flavor's placement failed, asked only when the victim search fails too (a
+        # reason costs a pass over the nodes), with the members on that flavor again: the state is
+        # the same (failed attempts and victim searches leave it as it was).
+        whys: dict[int, Callable[[], str]] = {}
         for f in inside + outside:
             with self.applied(members, pods, f):
                 placed = host.try_place(gang, members, requests[f])
                 if placed.ok:
                     host.record_placed(gang, placed)
                     return True, ""
-                tried[f] = placed.why()
+                whys[f] = placed.why
         for f in cands:
             with self.applied(members, pods, f):
-                ok, reason = host.preempt_for(gang, members, requests[f], partial(tried.__getitem__, f))
+                ok, reason = host.preempt_for(gang, members, requests[f], whys[f])
             if ok:
                 return True, ""
             tried[f] = reason
@@ -385,6 +438,117 @@ class FlavorBook:
             info.pod = original
         info.flavor = -1
         return False
+
+    # -- the batch path (engine/batch.py) ------------------------------------------------------
+
+    def admit_lone(self, info: PodInfo, gang: Gang, placer: LonePlacer[A], in_quota: Callable[[int, list[int]], bool],
+                   limits: Callable[[int, list[int]], bool] | None, quota_vec: Callable[[PodInfo], list[int]],
+                   known: tuple[list[int], bool] | None = None) -> tuple[A, list[int]] | None:
+        """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
+        flavor, with no lending limits, user caps, claims or holds: what :meth:`attempt` commits
+        without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
+        flavor is set), not committed; None (nothing changed) where that attempt would not admit it
+        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits);
+        ``known``: a request of the pod whose in-quota verdict is known now (the fair order's)."""
+        leaf = gang.queue
+        if known is not None:
+            in_quota = partial(_in_quota_knowing, in_quota, known)
+        feas = placer.feasibility
+        key = feas.key(info.pod)
+        cands = self._lone.get((leaf, key))
+        if cands is None:
+            cands = self._lone[(leaf, key)] = self._lone_candidates(leaf, info, feas.mask, key)
+        if not cands:
+            return None
+
+        def admits(req: list[int], inside: bool) -> bool:  # QuotaGates.gate without lending limits
+            return (limits is None or limits(leaf, req)) and (inside or gang.preemptible)
+
+        # The in-quota test and the request of each candidate, as far as needed (pass 1 stops at
+        # the first flavor that admits and places the pod).
+        requests: list[list[int]] = []
+        outside: list[int] = []
+        if leaf in self.best_leaves:
+            inside: list[int] = []
+            for i, f in enumerate(cands):
+                requests.append(req := self._request_on(info, f, quota_vec))
+                (inside if in_quota(leaf, req) else outside).append(i)
+            for tier, ok in ((inside, True), (outside, False)):
+                admitted = [cands[i] for i in tier if admits(requests[i], ok)]
+                if admitted and (a := self._place_on(placer, info, key, admitted)) is not None:
+                    f = int(self.node_flavor[a.node])
+                    info.flavor = f
+                    return a, requests[cands.index(f)]
+        else:
+            for i, f in enumerate(cands):
+                requests.append(req := self._request_on(info, f, quota_vec))
+                if not in_quota(leaf, req):
+                    outside.append(i)
+                elif admits(req, True) and (a := self._place_on(placer, info, key, [f])) is not None:
+                    info.flavor = f
+                    return a, req
+            for i in outside:
+                if admits(requests[i], False) and (a := self._place_on(placer, info, key, [cands[i]])) is not None:
+                    info.flavor = cands[i]
+                    return a, requests[i]
+        info.flavor = -1
+        return None
+
+    def _lone_candidates(self, leaf: int, info: PodInfo, feasible: Callable[[Pod], BoolArray],
+                         key: object) -> list[int]:
+        """:meth:`candidates` of a pending lone pod (no member running): its leaf's usable flavors,
+        in order, that its static mask meets."""
+        out = []
+        for f in self.leaf_flavors[leaf]:
+            if self.names[f] in self.unusable:
+                continue
+            ok = self._reach.get((key, f))
+            if ok is None:
+                ok = self._reach[(key, f)] = bool((feasible(info.pod) & self.masks[f]).any())
+            if ok:
+                out.append(f)
+        return out
+
+    def _request_on(self, info: PodInfo, f: int, quota_vec: Callable[[PodInfo], list[int]]) -> list[int]:
+        """The pod's quota request on flavor ``f`` (kept per leaf and flavor for pods alike)."""
+        last = self._last.get((info.queue, f))
+        requests = info.pod.requests
+        if last is not None and last[1] == info.whole and (last[0] is requests or last[0] == requests):
+            return last[2]
+        info.flavor = f
+        vec = quota_vec(info)
+        self._last[(info.queue, f)] = (requests, info.whole, vec)
+        return vec
+
+    def _place_on(self, placer: LonePlacer[A], info: PodInfo, key: object, flavors: list[int]) -> A | None:
+        """Where the placement puts the pod on the nodes of ``flavors`` (one: that flavor's
+        placement; more: BestPlacement's over all of them), as :meth:`applied` and
+        :meth:`_best_placement` place it: from the free-GPU index with the pod's static mask
+        narrowed to those nodes, else on the flavored copy of the pod."""
+        fs = tuple(flavors)
+        feas = placer.feasibility
+        pod = info.pod
+        answered, a = placer.indexed_as(info, ("flavors", key, fs), lambda: feas.mask(pod) & self._nodes_of(fs))
+        if answered:
+            return a
+        copy = self._flavored_pod(info, fs[0]) if len(fs) == 1 else \
+            with_any_flavor(self._original.get(info.idx, pod), [self.labels[f] for f in fs])
+        if copy is None:
+            return None
+        info.pod = copy
+        try:
+            return placer.best_node(info)
+        finally:
+            info.pod = pod
+
+    def _nodes_of(self, flavors: tuple[int, ...]) -> BoolArray:
+        """The nodes of any of ``flavors``."""
+        if len(flavors) == 1:
+            return self.masks[flavors[0]]
+        got = self._union.get(flavors)
+        if got is None:
+            got = self._union[flavors] = np.logical_or.reduce([self.masks[f] for f in flavors])
+        return got
 
     def name_of(self, info: PodInfo) -> str | None:
         """The flavor a pod took (None: none)."""

@@ -291,6 +291,29 @@ class Placer:
         feas = self.feasibility
         return index.choose(feas.key(pod), lambda: feas.mask(pod), info.whole, info.res, self.spread)
 
+    def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, Assignment | None]:
+        """:meth:`best_node` of the pod with its static mask replaced by ``static()`` (a narrowing
+        of its own, named ``key``: GPU-model quotas' flavors, engine/flavors.py), from the free-GPU
+        index: (True, the answer), or (False, None) where the index cannot give it (then place a
+        pod whose own static mask is that one)."""
+        if self.defrag or self.soft or not self.USE_INDEX or not info.whole or info.fractional:
+            return False, None
+        pod = info.pod
+        if pod.host_ports or (pod.claims and self.volumes is not None):
+            return False, None
+        if self.interpod is not None and self.interpod.rules(info.idx):
+            return False, None
+        index = self._index
+        if index is None:
+            index = self._index = FreeGpuIndex(self.cluster)
+        node = index.choose(key, static, info.whole, info.res, self.spread)
+        if node == FALLBACK:
+            return False, None
+        if node < 0:
+            return True, None
+        gpus = self.cluster.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+        return True, Assignment(info.idx, node, tuple(gpus), None)
+
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:
         """``rank`` refined by the pod's node penalty (docs/semantics-notes.md, "Soft scores"):
         the static part (preferred node affinity, PreferNoSchedule taints) plus the inter-pod part

@@ -249,7 +249,6 @@ class Engine:
         memo_at = self.version if failed else -1
         # Held GPUs differ by gang (reservations, docs/semantics.md): no batch while one is held.
         batching = self.USE_BATCH and batch_applies(self, turn) and not (self.reserve and self.reserve.held)
-        flavored = self.flavors.leaf_flavors if self.flavors is not None else {}  # never batched
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -262,7 +261,7 @@ class Engine:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
                     advance(leaf)
                     continue
-            if batching and leaf not in flavored and (n := admit_run(self, turn, leaf)):
+            if batching and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
                 self.batches += 1
                 self.batched += n
