@@ -4,10 +4,13 @@ what a caller who may see only some queues or projects does not."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from gpufleet.adapters import load_objects_file, load_snapshot_file
 from gpufleet.domain import MILLI, Project
 from gpufleet.web.access import EVERYTHING, Visibility
 from gpufleet.web.fleet import FREE, NO_PROJECT, Fleet
+from gpufleet.web.source import build_fleet
 from gpufleet.web.views.cluster import OTHER, cluster_group, cluster_view
 from gpufleet.web.views.jobs import JobFilters, blocking, job_detail, job_list
 from gpufleet.web.views.queues import queues_view
@@ -138,3 +141,50 @@ def test_blocking_words_and_pieces() -> None:
     assert words == ("limit", "gpus")
     assert [t for t, hot in parts if hot] == ["limit", "GPUs", "GPUs"]
     assert blocking("") == ((), ())
+
+
+def test_job_detail_names_the_workload_owning_a_pod_grouper_podgroup(tmp_path: Path) -> None:
+    """Issue 16's item 3 on the dashboard: the job page names the owner, as `gpufleet explain` does,
+    from the PodGroup's controller ownerReference (only a pod-grouper PodGroup; a pod's labels never)."""
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text("""\
+apiVersion: v1
+kind: Node
+metadata: {name: n0}
+status: {allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "2"}}
+---
+apiVersion: gpufleet.dev/v1alpha1
+kind: Queue
+metadata: {name: team-a}
+spec: {resources: {nvidia.com/gpu: {quota: "8"}}}
+---
+apiVersion: gpufleet.dev/v1alpha1
+kind: PodGroup
+metadata:
+  name: pytorchjob-llama-0123456789
+  namespace: ml
+  labels: {app.kubernetes.io/managed-by: gpufleet-pod-grouper}
+  ownerReferences: [{apiVersion: kubeflow.org/v1, kind: PyTorchJob, name: llama, uid: u1, controller: true}]
+spec: {minMember: 4, queue: team-a}
+---
+apiVersion: gpufleet.dev/v1alpha1
+kind: PodGroup
+metadata: {name: by-hand, namespace: ml}
+spec: {minMember: 4, queue: team-a}
+""" + "".join(f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {group}-{i}, namespace: ml, labels: {{gpufleet.dev/pod-group: {label}}}}}
+spec:
+  schedulerName: gpufleet
+  containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: "1"}}}}}}]
+""" for group, label in (("llama", "pytorchjob-llama-0123456789"), ("hand", "by-hand")) for i in range(4)))
+    fleet = build_fleet(load_snapshot_file(snapshot), load_objects_file(snapshot))
+    detail = job_detail(fleet, EVERYTHING, "ml/pytorchjob-llama-0123456789")
+    assert detail is not None and detail.explanation is not None
+    owner = detail.explanation["owner"]
+    assert (owner["kind"], owner["namespace"], owner["name"], owner["placed"], owner["members"]) == (
+        "PyTorchJob", "ml", "llama", 0, 4)
+    assert detail.explanation["message"][0].startswith("PyTorchJob ml/llama: 0 of 4 pods placed")
+    hand = job_detail(fleet, EVERYTHING, "ml/by-hand")
+    assert hand is not None and hand.explanation is not None and hand.explanation["owner"] is None

@@ -49,6 +49,7 @@ from gpufleet.adapters.errors import InputError
 from gpufleet.adapters.k8s_yaml import (
     load_config_file,
     load_config_text,
+    load_objects_file,
     load_snapshot_documents,
     load_snapshot_file,
     load_snapshot_text,
@@ -101,6 +102,7 @@ __all__ = [
     "load_config_file",
     "load_config_text",
     "load_nodes",
+    "load_objects_file",
     "load_snapshot_documents",
     "load_snapshot_file",
     "load_snapshot_text",

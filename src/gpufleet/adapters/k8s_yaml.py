@@ -332,6 +332,13 @@ def load_snapshot_file(path: str | Path, *, config: SchedulerConfig | None = Non
     return load_snapshot_text(_read_text(path), str(path), config=config)
 
 
+def load_objects_file(path: str | Path) -> list[dict[str, Any]]:
+    """The objects of a snapshot file as parsed, ``kind: List`` expanded, for what the domain does
+    not keep (a PodGroup's ownerReferences: the workload ``gpufleet explain`` names)."""
+    source = str(path)
+    return [obj for _, obj in _iter_objects(parse_input(_read_text(path), source), source)]
+
+
 def load_config_text(text: str, source: str) -> SchedulerConfig:
     """The one SchedulerConfig among the documents of ``text``, YAML or JSON (other kinds are read and
     ignored)."""

@@ -87,9 +87,10 @@ def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, con
     result = _result(result_path) if result_path is not None else None
     source: DashboardSource
     if snapshot_path is not None:
-        from gpufleet.adapters.k8s_yaml import load_snapshot_file
+        from gpufleet.adapters import load_objects_file, load_snapshot_file
 
-        source = SnapshotSource(load_snapshot_file(snapshot_path), snapshot_path, ledger=ledger, prices=prices,
+        source = SnapshotSource(load_snapshot_file(snapshot_path), snapshot_path,
+                                documents=load_objects_file(snapshot_path), ledger=ledger, prices=prices,
                                 result=result)
     else:
         source = ClusterSource(_cluster_reader(kubeconfig, context), refresh, ledger=ledger, prices=prices,

@@ -35,6 +35,7 @@ from gpufleet.domain.selectors import namespace_labels
 from gpufleet.engine import admission_order, schedule
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.scheduler import Engine
+from gpufleet.kube.inspect.explain import GroupOwner
 from gpufleet.policy import ProjectIndex
 
 __all__ = ["FREE", "NO_GPU", "NO_PROJECT", "Fleet", "Job", "Share"]
@@ -116,6 +117,9 @@ class Fleet:
     cell_pods: dict[tuple[int, int], str]  # (node, gpu) -> the whole-GPU pod holding it
     group_cache: dict[str, tuple[list[str], IntArray]] = field(default_factory=dict)  # views.cluster's groups
     view_cache: dict[object, object] = field(default_factory=dict)  # what views build once per fleet (and caller)
+    # gang key -> the workload whose pod-grouper PodGroup it is (read from the raw PodGroups, which the
+    # domain does not keep; empty when the source gave none): the job page names it, as explain does
+    owners: dict[str, GroupOwner] = field(default_factory=dict)
 
     @classmethod
     def build(cls, snapshot: Snapshot) -> Fleet:

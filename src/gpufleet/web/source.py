@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufleet.adapters import load_snapshot_documents
@@ -18,14 +18,20 @@ from gpufleet.web.fleet import Fleet
 __all__ = ["ClusterSource", "DashboardSource", "SnapshotSource", "build_fleet"]
 
 
-def build_fleet(snapshot: Snapshot) -> Fleet:
+def build_fleet(snapshot: Snapshot, documents: Iterable[Mapping[str, Any]] = ()) -> Fleet:
     """:meth:`Fleet.build`, and what the first pages would otherwise build on a visitor's time (the
-    job list's columns and facets, the rack groups)."""
+    job list's columns and facets, the rack groups). ``documents``: the source's raw objects, for the
+    workloads owning the pod-grouper's PodGroups (``gpufleet explain``'s :func:`group_owner`)."""
+    from gpufleet.kube.inspect.explain import group_owner
     from gpufleet.web.access import EVERYTHING
     from gpufleet.web.views.cluster import group_ids
     from gpufleet.web.views.jobs import JobFilters, job_list
 
     fleet = Fleet.build(snapshot)
+    for doc in documents:
+        if doc.get("kind") == "PodGroup" and (owner := group_owner(doc)) is not None:
+            meta = doc.get("metadata") or {}
+            fleet.owners[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = owner
     job_list(fleet, EVERYTHING, JobFilters())
     group_ids(fleet, "rack")
     return fleet
@@ -52,9 +58,11 @@ class DashboardSource:
 class SnapshotSource(DashboardSource):
     """A snapshot, decided once (``Fleet.build``) when first asked for."""
 
-    def __init__(self, snapshot: Snapshot, name: str = "snapshot", **kwargs: Any) -> None:
+    def __init__(self, snapshot: Snapshot, name: str = "snapshot", *,
+                 documents: Sequence[Mapping[str, Any]] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.snapshot = snapshot
+        self.documents = documents  # the file's raw objects (the PodGroups' owners)
         self.name = name
         self._fleet: Fleet | None = None
         self._lock: asyncio.Lock | None = None  # made in the server's event loop, on first use
@@ -65,7 +73,7 @@ class SnapshotSource(DashboardSource):
                 self._lock = asyncio.Lock()
             async with self._lock:
                 if self._fleet is None:
-                    self._fleet = await asyncio.to_thread(build_fleet, self.snapshot)
+                    self._fleet = await asyncio.to_thread(build_fleet, self.snapshot, self.documents)
         return self._fleet
 
     def describe(self) -> str:
@@ -91,7 +99,7 @@ class ClusterSource(DashboardSource):
             if self._fleet is None or self.clock() - self._at >= self.refresh_s:
                 documents, self._server = await self._read()
                 snapshot = load_snapshot_documents(documents, f"cluster {self._server}")
-                self._fleet = await asyncio.to_thread(build_fleet, snapshot)
+                self._fleet = await asyncio.to_thread(build_fleet, snapshot, documents)
                 self._at = self.clock()
             return self._fleet
 

@@ -219,7 +219,7 @@ def job_detail(fleet: Fleet, vis: Visibility, key: str, history: Sequence[Any] |
     first = next((pk for pk in job.pods if not fleet.pods[pk].bound), job.pods[0])
     pod = fleet.pods[first]
     report = explain_report(PodFacts(pod.namespace, pod.name, pod.phase, pod.scheduler_name, pod.node_name),
-                            fleet.snapshot, fleet.decisions, fleet.order)
+                            fleet.snapshot, fleet.decisions, fleet.order, fleet.owners.get(key))
     reason = report.get("pendingReason") or ""
     words, parts = blocking(reason)
     rank = None
