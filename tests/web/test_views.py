@@ -15,6 +15,8 @@ from gpufleet.web.views.cluster import OTHER, cluster_group, cluster_view
 from gpufleet.web.views.jobs import JobFilters, blocking, job_detail, job_list
 from gpufleet.web.views.queues import queues_view
 
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
+
 TEAM_B = Visibility(queues=frozenset({"team-b"}))
 
 
@@ -188,3 +190,31 @@ spec:
     assert detail.explanation["message"][0].startswith("PyTorchJob ml/llama: 0 of 4 pods placed")
     hand = job_detail(fleet, EVERYTHING, "ml/by-hand")
     assert hand is not None and hand.explanation is not None and hand.explanation["owner"] is None
+
+
+def test_cluster_shows_allocated_against_used_from_the_ledger(tmp_path: Path) -> None:
+    """Where the usage ledger has utilisation samples, a group shows the GPUs used beside those held,
+    each GPU its pod's measured utilisation; a GPU the caller may not see shows none."""
+    from gpufleet.ledger import IntervalStart, UtilisationSample, open_ledger
+
+    with open_ledger(str(tmp_path / "ledger.db")) as ledger:
+        ledger.write([IntervalStart(pod_uid="u1", bound_at=1000.0, namespace="ml", pod_name="b-train-1",
+                                    queue="team-b", node="gpu-a1", gpus=8)])
+        ledger.write([UtilisationSample("u1", 1000.0, 1060.0, gpu_util=40.0),
+                      UtilisationSample("u1", 1000.0, 1120.0, gpu_util=60.0)])
+        fleet = build_fleet(load_snapshot_file(DEMO), (), ledger)
+    view = cluster_view(fleet, EVERYTHING, "rack")
+    [rack] = [g for g in view.groups if g.key == "rack-a"]
+    assert (rack.measured, rack.used) == (8, 4.0)  # 8 GPUs at 50% mean
+    assert (view.measured, view.used) == (8, 4.0)
+    page = cluster_group(fleet, EVERYTHING, "rack", "rack-a")
+    assert page is not None
+    [node] = [n for n in page.nodes if n.name == "gpu-a1"]
+    assert [c.used for d in node.domains for c in d] == [50.0] * 8
+    other = [n for n in page.nodes if n.name != "gpu-a1"]
+    assert all(c.used is None for n in other for d in n.domains for c in d)
+    hidden = Visibility(all=False, queues=frozenset({"team-a"}))
+    assert cluster_view(fleet, hidden, "rack").measured == 0
+    page = cluster_group(fleet, hidden, "rack", "rack-a")
+    assert page is not None and all(c.used is None for n in page.nodes for d in n.domains for c in d)
+    assert Fleet.build(load_snapshot_file(DEMO)).used is None  # no ledger: nothing measured, nothing shown

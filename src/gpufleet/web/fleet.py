@@ -120,6 +120,18 @@ class Fleet:
     # gang key -> the workload whose pod-grouper PodGroup it is (read from the raw PodGroups, which the
     # domain does not keep; empty when the source gave none): the job page names it, as explain does
     owners: dict[str, GroupOwner] = field(default_factory=dict)
+    # (nodes, max GPUs): the measured GPU utilisation (%) of the whole-GPU pod holding each GPU, the mean
+    # of its open ledger interval; NaN where none is known (no ledger, no sample, a free or shared GPU)
+    used: npt.NDArray[np.float64] | None = None
+
+    def measure(self, utilisation: Mapping[str, float]) -> None:
+        """Take the pods' measured GPU utilisation (pod key -> mean %, from the usage ledger)."""
+        used = np.full(self.grid.shape, np.nan)
+        for (i, g), pod in self.cell_pods.items():
+            value = utilisation.get(pod)
+            if value is not None:
+                used[i, g] = value
+        self.used = used
 
     @classmethod
     def build(cls, snapshot: Snapshot) -> Fleet:

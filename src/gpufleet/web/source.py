@@ -18,7 +18,14 @@ from gpufleet.web.fleet import Fleet
 __all__ = ["ClusterSource", "DashboardSource", "SnapshotSource", "build_fleet"]
 
 
-def build_fleet(snapshot: Snapshot, documents: Iterable[Mapping[str, Any]] = ()) -> Fleet:
+def open_utilisation(ledger: Any) -> dict[str, float]:
+    """pod key -> the mean GPU utilisation (%) of its open interval in the usage ledger (those with
+    samples): the Cluster page's "used" beside "allocated"."""
+    return {f"{i.start.namespace}/{i.start.pod_name}": float(i.gpu_util_mean) for i in ledger.intervals()
+            if i.ended_at is None and i.gpu_util_mean is not None}
+
+
+def build_fleet(snapshot: Snapshot, documents: Iterable[Mapping[str, Any]] = (), ledger: Any = None) -> Fleet:
     """:meth:`Fleet.build`, and what the first pages would otherwise build on a visitor's time (the
     job list's columns and facets, the rack groups). ``documents``: the source's raw objects, for the
     workloads owning the pod-grouper's PodGroups (``gpufleet explain``'s :func:`group_owner`)."""
@@ -32,6 +39,8 @@ def build_fleet(snapshot: Snapshot, documents: Iterable[Mapping[str, Any]] = ())
         if doc.get("kind") == "PodGroup" and (owner := group_owner(doc)) is not None:
             meta = doc.get("metadata") or {}
             fleet.owners[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = owner
+    if ledger is not None:
+        fleet.measure(open_utilisation(ledger))
     job_list(fleet, EVERYTHING, JobFilters())
     group_ids(fleet, "rack")
     return fleet
@@ -73,7 +82,7 @@ class SnapshotSource(DashboardSource):
                 self._lock = asyncio.Lock()
             async with self._lock:
                 if self._fleet is None:
-                    self._fleet = await asyncio.to_thread(build_fleet, self.snapshot, self.documents)
+                    self._fleet = await asyncio.to_thread(build_fleet, self.snapshot, self.documents, self.ledger)
         return self._fleet
 
     def describe(self) -> str:
@@ -99,7 +108,7 @@ class ClusterSource(DashboardSource):
             if self._fleet is None or self.clock() - self._at >= self.refresh_s:
                 documents, self._server = await self._read()
                 snapshot = load_snapshot_documents(documents, f"cluster {self._server}")
-                self._fleet = await asyncio.to_thread(build_fleet, snapshot, documents)
+                self._fleet = await asyncio.to_thread(build_fleet, snapshot, documents, self.ledger)
                 self._at = self.clock()
             return self._fleet
 

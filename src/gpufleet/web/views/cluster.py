@@ -35,6 +35,8 @@ class GroupSummary:
     unhealthy: int
     cordoned: int
     bar: tuple[tuple[int, float], ...]  # (colour index or OTHER, GPUs), largest first
+    measured: int = 0  # whole GPUs held (visible to the caller) whose pod's utilisation the ledger has
+    used: float = 0.0  # their utilisation summed in GPUs (a GPU at 40% counts 0.4)
 
     @property
     def free(self) -> float:
@@ -52,6 +54,8 @@ class ClusterView:
     held: float
     unhealthy: int
     cordoned: int
+    measured: int = 0  # as GroupSummary's, over the whole cluster
+    used: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class Cell:
     pod: str | None  # the whole-GPU pod, when visible
     shares: tuple[tuple[int, int, str | None], ...]  # fractional: (colour or OTHER, blocks, pod or None)
     unhealthy: bool
+    used: float | None = None  # the pod's measured GPU utilisation (%), when the ledger has it
 
     @property
     def free_blocks(self) -> int:
@@ -156,6 +161,13 @@ def cluster_view(fleet: Fleet, vis: Visibility, by: str = "rack", color: str = "
     bad = np.bincount(ids, weights=fleet.unhealthy.sum(axis=1), minlength=n_groups)
     cordoned = np.bincount(ids, weights=fleet.cordoned, minlength=n_groups)
     count = np.bincount(ids, minlength=n_groups)
+    measured = np.zeros(n_groups)
+    used = np.zeros(n_groups)
+    if fleet.used is not None:  # allocated against used: the visible whole GPUs with a sample
+        sampled = (cells >= 0) & ~np.isnan(fleet.used)
+        measured = np.bincount(ids, weights=sampled.sum(axis=1), minlength=n_groups).astype(np.float64)
+        used = np.bincount(ids, weights=np.where(sampled, fleet.used, 0.0).sum(axis=1) / 100.0,
+                           minlength=n_groups).astype(np.float64)
     groups = []
     for k, name in enumerate(names):
         row = matrix[k]
@@ -163,9 +175,9 @@ def cluster_view(fleet: Fleet, vis: Visibility, by: str = "rack", color: str = "
         rest = float(row.sum() - row[order].sum())
         bar = tuple((q, float(row[q])) for q in order) + (((OTHER, rest),) if rest > 1e-9 else ())
         groups.append(GroupSummary(name, int(count[k]), int(gpus[k]), float(row.sum()), int(bad[k]), int(cordoned[k]),
-                                   bar))
+                                   bar, int(measured[k]), float(used[k])))
     return ClusterView(by, color, tuple(groups), tuple(colors), len(fleet.nodes), int(gpus.sum()),
-                       float(matrix.sum()), int(bad.sum()), int(cordoned.sum()))
+                       float(matrix.sum()), int(bad.sum()), int(cordoned.sum()), int(measured.sum()), float(used.sum()))
 
 
 def cluster_group(fleet: Fleet, vis: Visibility, by: str, key: str, offset: int = 0,
@@ -194,7 +206,9 @@ def cluster_group(fleet: Fleet, vis: Visibility, by: str, key: str, offset: int 
             if c == FREE and shares:
                 c = shares[0][0]
             pod = fleet.cell_pods.get((i, g)) if int(cells[i, g]) >= 0 else None
-            row.append(Cell(g, c, pod, shares, bool(fleet.unhealthy[i, g])))
+            used = float(fleet.used[i, g]) if pod is not None and fleet.used is not None else None
+            row.append(Cell(g, c, pod, shares, bool(fleet.unhealthy[i, g]),
+                            None if used is None or np.isnan(used) else used))
         domains = node.nvlink_domains or (tuple(range(node.gpu_count)),)
         grouped = tuple(tuple(row[g] for g in d if g < len(row)) for d in domains)
         rows.append(NodeRow(node.name, node.gpu_product or "", bool(fleet.cordoned[i]), grouped))
