@@ -43,7 +43,7 @@ def browser_missing(chromium: str = CHROMIUM, env: Mapping[str, str] = os.enviro
     when ``GPUFLEET_REQUIRE_BROWSER`` is set in ``env`` (CI: a missing browser is a failure)."""
     reason = None
     if not Path(chromium).is_file():
-        reason = f"Debian's chromium is not installed ({chromium} is missing): apt-get install chromium, or bash .ci/run"
+        reason = f"Debian's chromium is not installed ({chromium} is missing): bash scripts/setup-system.sh (apt-get install chromium)"
     else:
         try:
             import playwright.sync_api  # noqa: F401
