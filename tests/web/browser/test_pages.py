@@ -124,6 +124,10 @@ def test_the_cluster_page_opens_a_group_into_nodes_and_gpus(web: BrowserPage, la
 def test_the_cluster_pages_first_paint_is_recorded(web: BrowserPage, large: str) -> None:
     _load(web, large + "/cluster", "Cluster")  # once to warm the server's caches and the browser's
     _load(web, large + "/cluster", "Cluster")
+    # The paint entry is recorded when a frame is painted, which may come after the load event
+    # (headless Chromium paints on its own schedule): wait for the entry, not for a time.
+    web.page.wait_for_function("() => performance.getEntriesByName('first-contentful-paint').length > 0",
+                               timeout=60_000)
     timings = web.page.evaluate("""() => {
         const paint = performance.getEntriesByName('first-contentful-paint')[0];
         const nav = performance.getEntriesByType('navigation')[0];
