@@ -1,0 +1,129 @@
+"""The cost of every issue-17 option at once on the bench shapes (issue 17: "Bench shapes keep their
+targets with every option on").
+
+    .venv/bin/python scripts/bench_options.py [--options all] [--shape basic ...] [--scale 1.0] [--repeat 3]
+
+``plain`` is bench_flavors.py's plain snapshot (every other rack relabelled A100, no option on);
+``flavors`` its flavored one (ResourceFlavors h100 and a100, every queue's GPU quota split between
+them); ``all`` (``--options all``) the flavored one with every other option of issue 17 on as well, with
+the snapshot's own time set so that each rule engages:
+
+- ``now``: 30 minutes after the latest creation or start time in the shape, so every pending pod has
+  waited at least 30 minutes;
+- reservation: ``after`` 15m, ``max`` 4, every leaf an ``observedRuntime`` of 2h, and every fourth
+  running pod a declared ``gpufleet.dev/expected-runtime`` of 3h: gangs that cannot be placed (gang and
+  topology shapes, stuck-gangs) have waited past ``after`` and hold reservations;
+- consolidation: enabled (defaults: 8 moves a call, 1 per pod per hour, no minimum wait, 4 GPUs per
+  move), every other running pod ``gpufleet.dev/checkpointed: "true"``;
+- fair share over time: ``usageHalfLife`` 24h, every leaf a ``status.decayedUsage`` of GPUs (0 to 3x
+  its quota, by its position) as of an hour before ``now``;
+- disruption guards: every queue ``minRuntime`` 1h (the running pods started in the last hour before
+  ``now`` are no victims: a few percent in ``preemption``) and ``preemptionDelay`` 10m (shorter than
+  every pending pod's wait, so the shape's preemptions still happen: the rule is checked, not
+  triggered).
+
+Each shape runs its modes alternately, ``--repeat`` times each, and prints per mode the median CPU
+seconds of one ``schedule()`` call, the ratio to ``plain``, the pods decided per CPU second and
+whether the shape's target (bench_flavors.TARGETS) is met; then the table in Markdown. ``--options
+flavors`` runs plain and flavors only (bench_flavors.py's comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_flavors import flavored, timed, two_models, verdict  # noqa: E402
+
+from gpufleet.bench.shapes import SHAPES, make_shape  # noqa: E402
+from gpufleet.domain import (  # noqa: E402
+    ANNOTATION_CHECKPOINTED,
+    ANNOTATION_EXPECTED_RUNTIME,
+    GPU,
+    MILLI,
+    Consolidation,
+    ReservationConfig,
+    Snapshot,
+)
+
+HOUR = 3600.0
+
+
+def every_option(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` (flavored) with every other option of issue 17 on (see the module's docstring)."""
+    latest = max((max(p.creation_time, p.start_time or 0.0) for p in snapshot.pods), default=0.0)
+    now = latest + 1800.0
+    parents = {q.parent for q in snapshot.queues if q.parent is not None}
+    leaves = {q.name: k for k, q in enumerate(q for q in snapshot.queues if q.name not in parents)}
+    queues = []
+    for q in snapshot.queues:
+        q = replace(q, min_runtime=HOUR, preemption_delay=600.0)
+        if q.name not in parents:
+            quota = sum((f.resources[GPU].quota or 0) for f in q.flavors if GPU in f.resources)
+            quota += (q.resources[GPU].quota or 0) if GPU in q.resources else 0
+            k = leaves[q.name]
+            usage = max(MILLI, quota) * (k % 4)
+            q = replace(q, decayed_usage={GPU: usage} if usage else {}, decayed_at=now - HOUR)
+        queues.append(q)
+    pods = []
+    running = 0
+    for p in snapshot.pods:
+        if p.node_name is not None:
+            extra = {}
+            if running % 2 == 0:
+                extra[ANNOTATION_CHECKPOINTED] = "true"
+            if running % 4 == 1:
+                extra[ANNOTATION_EXPECTED_RUNTIME] = "3h"
+            running += 1
+            if extra:
+                p = replace(p, annotations={**p.annotations, **extra})
+        pods.append(p)
+    config = replace(
+        snapshot.config,
+        now=now,
+        usage_half_life=24 * HOUR,
+        consolidation=Consolidation(enabled=True),
+        reservation=ReservationConfig(after=900.0, max=4, observed_runtime=dict.fromkeys(leaves, 2 * HOUR)),
+    )
+    return replace(snapshot, queues=tuple(queues), pods=tuple(pods), config=config)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--options", choices=("all", "flavors"), default="all")
+    parser.add_argument("--shape", action="append", choices=list(SHAPES), help="only these shapes (default: all)")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    modes = ("plain", "flavors", "all") if args.options == "all" else ("plain", "flavors")
+    rows = []
+    basic: dict[str, float] = {}
+    for shape in args.shape or SHAPES:
+        plain = two_models(make_shape(shape, args.scale))
+        snapshots = {"plain": plain, "flavors": flavored(plain)}
+        if args.options == "all":
+            snapshots["all"] = every_option(snapshots["flavors"])
+        got = timed(snapshots, args.repeat)
+        cells = []
+        for mode in modes:
+            _, cpu, n = got[mode]
+            rate = n / cpu
+            if shape == "basic":
+                basic[mode] = rate
+            cells.append((mode, cpu, cpu / got["plain"][1], rate, verdict(shape, cpu, rate, basic.get(mode))))
+        rows.append((shape, cells))
+        print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {rate:,.0f}/s [{ok}]"
+                                          for m, c, r, rate, ok in cells), flush=True)
+    print("\n| shape | mode | CPU s | ratio to plain | pods/CPU s | target |")
+    print("|---|---|---|---|---|---|")
+    for shape, cells in rows:
+        for mode, cpu, ratio, rate, ok in cells:
+            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {rate:,.0f} | {ok} |")
+
+
+if __name__ == "__main__":
+    main()
