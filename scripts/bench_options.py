@@ -37,10 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_flavors import flavored, timed, two_models, verdict  # noqa: E402
+from bench_flavors import flavored, timed, two_models, verdict
 
-from gpufleet.bench.shapes import SHAPES, make_shape  # noqa: E402
-from gpufleet.domain import (  # noqa: E402
+from gpufleet.bench.shapes import SHAPES, make_shape
+from gpufleet.domain import (
     ANNOTATION_CHECKPOINTED,
     ANNOTATION_EXPECTED_RUNTIME,
     GPU,
