@@ -26,11 +26,17 @@ Each shape runs its modes alternately, ``--repeat`` times each, and prints per m
 seconds of one ``schedule()`` call, the ratio to ``plain``, the pods decided per CPU second and
 whether the shape's target (bench_flavors.TARGETS) is met; then the table in Markdown. ``--options
 flavors`` runs plain and flavors only (bench_flavors.py's comparison).
+
+``--digest`` times nothing: it prints per shape and mode the numbers of bindings, evictions, pending
+pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does), to
+compare the decisions of two trees (the old tree's ``src`` first on ``PYTHONPATH``) with every option
+on; ``--one-by-one`` turns the batch path off (``Engine.USE_BATCH``), whose decisions must be the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_flavors import flavored, timed, two_models, verdict
 
+from gpufleet.adapters.output import render_json
 from gpufleet.bench.shapes import SHAPES, make_shape
 from gpufleet.domain import (
     ANNOTATION_CHECKPOINTED,
@@ -49,6 +56,8 @@ from gpufleet.domain import (
     ReservationConfig,
     Snapshot,
 )
+from gpufleet.engine import schedule
+from gpufleet.engine.scheduler import Engine
 
 HOUR = 3600.0
 
@@ -98,8 +107,22 @@ def main() -> None:
     parser.add_argument("--shape", action="append", choices=list(SHAPES), help="only these shapes (default: all)")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--digest", action="store_true", help="print the decisions' digests, time nothing")
+    parser.add_argument("--one-by-one", action="store_true", help="with --digest: the batch path off")
     args = parser.parse_args()
     modes = ("plain", "flavors", "all") if args.options == "all" else ("plain", "flavors")
+    if args.digest:
+        Engine.USE_BATCH = not args.one_by_one
+        for shape in args.shape or SHAPES:
+            plain = two_models(make_shape(shape, args.scale))
+            snapshots = {"plain": plain, "flavors": flavored(plain)}
+            snapshots["all"] = every_option(snapshots["flavors"])
+            for mode in modes:
+                d = schedule(snapshots[mode])
+                digest = hashlib.sha256(render_json(d).encode()).hexdigest()[:16]
+                print(f"{shape:15s} {mode:8s} {len(d.bindings):6d} {len(d.evictions):6d} {len(d.pending):6d} "
+                      f"{len(d.moves or ()):3d} {len(d.reservations):3d} {digest}", flush=True)
+        return
     rows = []
     basic: dict[str, float] = {}
     for shape in args.shape or SHAPES:
