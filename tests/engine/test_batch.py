@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from gpufleet import domain
 from gpufleet.bench.shapes import make_shape
 from gpufleet.domain import (
+    ANNOTATION_EXPECTED_RUNTIME,
     CPU,
     GPU,
     MILLI,
@@ -32,7 +33,9 @@ from gpufleet.domain import (
     QueueFlavor,
     QueueName,
     QueueResource,
+    ReservationConfig,
     ResourceFlavor,
+    SchedulerConfig,
     Snapshot,
 )
 from gpufleet.engine.scheduler import Engine
@@ -252,3 +255,65 @@ def test_a_run_from_a_queue_without_flavors_admits_a_flavored_queue_s_pods_on_a_
     assert engine.batches == 1 and engine.batched == 6
     assert {b.pod: b.flavor for b in decisions.bindings} == {
         f"{NS}/p{i}": ("fa" if i % 2 else None) for i in range(6)}
+
+
+@st.composite
+def reserved_batch_snapshots(draw: Draw) -> Snapshot:
+    """:func:`batch_snapshots` or :func:`flavored_batch_snapshots` with reservation and backfill on
+    (docs/semantics.md): the snapshot's time a little after its last event, a short ``after``,
+    observed runtimes for some queues and declared ones for some pods, so that gangs hold
+    reservations while runs of lone pods, some of which may use them, are admitted."""
+    snapshot = draw(st.one_of(batch_snapshots(), flavored_batch_snapshots()))
+    latest = max([p.creation_time for p in snapshot.pods] + [p.start_time or 0.0 for p in snapshot.pods] + [0.0])
+    pods = [replace(p, annotations={**p.annotations, ANNOTATION_EXPECTED_RUNTIME: f"{draw(st.integers(0, 300))}s"})
+            if _chance(draw, 2) else p for p in snapshot.pods]
+    observed = {q.name: float(draw(st.integers(0, 300))) for q in snapshot.queues if draw(st.booleans())}
+    config = replace(snapshot.config, now=latest + draw(st.integers(0, 120)), reservation=ReservationConfig(
+        after=float(draw(st.integers(0, 60))), max=draw(st.integers(1, 3)), observed_runtime=observed))
+    return replace(snapshot, pods=tuple(pods), config=config)
+
+
+@settings(max_examples=150, deadline=None)
+@given(reserved_batch_snapshots())
+def test_the_batch_path_decides_as_the_one_by_one_loop_with_reservations_held(snapshot: Snapshot) -> None:
+    *batched, _ = run(snapshot, True)
+    *single, none = run(snapshot, False)
+    assert none == 0
+    assert batched == single
+
+
+def _reserving_snapshot(pods: list[Pod]) -> Snapshot:
+    """One node of 8 GPUs, 6 held by a non-preemptible pod that started at 30 s and declares an hour's runtime (no
+    backfill of ``big``: it started before ``big``'s reservation time, 60 s); ``big`` (4 GPUs, waiting
+    since 0) is overdue at 1000 s and reserves the node, whose 2 free GPUs it holds."""
+    node = domain.Node(domain.NodeName("n0"), allocatable={GPU: 8 * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI})
+    running = Pod(NS, "run", requests={GPU: 6 * MILLI}, queue_label="b", node_name=node.name, phase="Running",
+                  gpu_index=tuple(range(6)), start_time=30.0, annotations={ANNOTATION_EXPECTED_RUNTIME: "1h"},
+                  preemptible_label=False)
+    queues = (Queue(QueueName("a"), resources={GPU: QueueResource(4 * MILLI)}),
+              Queue(QueueName("b"), resources={GPU: QueueResource(4 * MILLI)}))
+    config = SchedulerConfig(now=1000.0, reservation=ReservationConfig(after=60.0))
+    return Snapshot(nodes=(node,), pods=(running, _lone("big", "a", whole=4, created=0.0), *pods), queues=queues,
+                    config=config)
+
+
+def test_a_run_admits_the_pods_a_held_reservation_yields_to() -> None:
+    """Preemptible pods that waited less than the reserved gang may use its held GPUs: batched."""
+    pods = [_lone(f"p{i}", "ab"[i % 2], created=100.0 + i, preemptible_label=True) for i in range(4)]
+    engine, decisions = _both(_reserving_snapshot(pods))
+    assert [r.gang for r in decisions.reservations] == [f"{NS}/big"]
+    assert engine.batches == 1 and engine.batched == 2  # b borrows (6 GPUs of 4): a's pods first
+    assert sorted(b.pod for b in decisions.bindings) == [f"{NS}/p0", f"{NS}/p2"]
+
+
+def test_a_run_stops_at_a_pod_a_held_reservation_does_not_yield_to() -> None:
+    """p1 is not preemptible (nor declares a runtime): the reservation holds its GPUs against it, so
+    the run stops before it and it waits; p2 (preemptible) starts a run of its own."""
+    pods = [_lone("p0", "a", created=100.0, preemptible_label=True),
+            _lone("p1", "a", created=101.0, preemptible_label=False),
+            _lone("p2", "a", created=102.0, preemptible_label=True)]
+    engine, decisions = _both(_reserving_snapshot(pods))
+    assert [r.gang for r in decisions.reservations] == [f"{NS}/big"]
+    assert sorted(b.pod for b in decisions.bindings) == [f"{NS}/p0", f"{NS}/p2"]
+    assert engine.batched == 2 and engine.batches == 2
+    assert "reserved for" in {p.pod: p.reason for p in decisions.pending}[f"{NS}/p1"]

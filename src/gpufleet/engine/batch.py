@@ -15,7 +15,9 @@ flavors is admitted as its one-by-one attempt would admit it without preemption
 (``FlavorBook.admit_lone``: its flavor passes in order, each flavor's gates and placement), with its
 request on the flavor it takes. A gang that fails, and
 everything the batch does not know (lending limits, Projects' user caps, claims and volumes,
-queue trees, many leaves), stays on the one-by-one path.
+queue trees, many leaves), stays on the one-by-one path. While reservations are held, a run admits
+only pods every reservation yields to whatever they ask (``Reservations.yields_all``: their
+one-by-one attempts release every hold), and drops the reservation of a reserved pod it admits.
 
 The fair order's rules (admission.py): heads in quota first, by dominant usage; else all heads
 by borrowed share; ties by the heads' priority, creation and name, then the queue's position.
@@ -32,6 +34,7 @@ from gpufleet.engine.flavors import FlavorBook
 from gpufleet.engine.placement import Placer
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates
+from gpufleet.engine.reservations import Reservations
 from gpufleet.engine.tenancy import UserCaps
 from gpufleet.engine.victims import VictimIndex
 from gpufleet.engine.workload import Gang, PodInfo
@@ -50,6 +53,7 @@ class BatchHost(Protocol):
     log: DecisionLog
     victims: VictimIndex
     quota: QuotaGates
+    reserve: Reservations | None
     version: int
     committed: int
 
@@ -190,6 +194,13 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
     returned); how many were admitted (0: the head is left to the one-by-one path)."""
     if lone_pod(engine, engine.gangs[turn.head[first]]) < 0:
         return 0
+    # Reservations held (docs/semantics.md): a run admits only gangs every one of them yields to,
+    # whose one-by-one attempts hold nothing (Reservations.hold_for releases every hold for them).
+    reserve = engine.reserve if engine.reserve is not None and engine.reserve.held else None
+    if reserve is not None:
+        if not reserve.yields_all(engine.gangs[turn.head[first]]):
+            return 0
+        reserve.release_all()
     f = engine.forest
     gangs, pods, placer = engine.gangs, engine.pods, engine.placer
     per_leaf, ptr = turn.per_leaf, turn.ptr
@@ -208,6 +219,8 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
         if m < 0:
             break
         gang = gangs[heads.head[leaf]]
+        if reserve is not None and reserve.held and not reserve.yields_all(gang):
+            break
         if flavored and leaf in flavored and book is not None and book.takes(pods[m]):
             got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec,
                                   (heads.req[leaf], heads.inq[leaf]))  # its request on its first flavor
@@ -228,6 +241,8 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
         # Engine.record for a gang of one pod.
         victims.admit(gang)
         engine.version += 1
+        if reserve is not None:
+            reserve.drop(gang.idx)
         engine.committed += 1
         bindings[m] = a
         gang.alive += 1

@@ -184,6 +184,19 @@ class Reservations:
                 return False
         return bool(members)
 
+    def yields_all(self, gang: Gang) -> bool:
+        """Whether every reservation lets ``gang`` take its GPUs whatever the gang's request: it is
+        the reserved gang, or it is preemptible, waited less and the reserved gang did not borrow
+        (:meth:`may_use`'s first two cases, neither depending on whether ``gang`` borrows). An attempt
+        of such a gang holds nothing (``hold_for`` releases every hold): the batch path may admit it."""
+        for held in self.held.values():
+            if gang.idx == held.gang:
+                continue
+            if gang.preemptible and not held.borrows and self.waits_less(gang, self.gangs[held.gang]):
+                continue
+            return False
+        return True
+
     # -- making them ------------------------------------------------------------------------
 
     def reserve(self, gang: Gang, members: Sequence[int], need: int, feasible: BoolArray,

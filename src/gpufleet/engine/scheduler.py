@@ -247,12 +247,9 @@ class Engine:
         # is only needed once its attempt has failed (a failed attempt leaves the state as it was,
         # so the signature is the same either way).
         memo_at = self.version if failed else -1
-        # Held GPUs differ by gang (reservations, docs/semantics.md): no batch while one is held. The
-        # holds end as their gangs are admitted (often the cycle's first picks: a reserved gang is its
-        # leaf's head); from then on the batch may run (it starts from any pick of a cycle).
-        can_batch = self.USE_BATCH and batch_applies(self, turn)
-        reserve = self.reserve
-        batching = can_batch and not (reserve and reserve.held)
+        # Held GPUs differ by gang (reservations, docs/semantics.md): while one is held, a run admits
+        # only the gangs every reservation yields to (admit_run).
+        batching = self.USE_BATCH and batch_applies(self, turn)
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -265,8 +262,6 @@ class Engine:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
                     advance(leaf)
                     continue
-            if not batching and can_batch and reserve is not None and not reserve.held:
-                batching = True
             if batching and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
                 self.batches += 1
