@@ -120,3 +120,20 @@ def test_flavors_bind_on_one_flavor_within_limits(snapshot: Snapshot) -> None:
 def test_flavors_no_queue_lists_change_nothing(snapshot: Snapshot) -> None:
     """ResourceFlavors that no queue lists leave the decisions as they were."""
     assert schedule(replace(snapshot, flavors=FLAVORS)) == schedule(snapshot)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flavored_snapshots())
+def test_running_pods_count_on_their_flavor_as_quota_vec_says(snapshot: Snapshot) -> None:
+    """The running pods' queue usage, set by column at the start of a call (running._flavored_usage),
+    is the sum of each pod's own ``quota_vec`` (its requests, its GPUs moved to its node's flavor)."""
+    from gpufleet.engine.scheduler import Engine
+
+    engine = Engine(snapshot)
+    forest, quota = engine.forest, engine.quota
+    want = [[0] * len(forest.managed) for _ in forest.queues]
+    for info in engine.pods:
+        if info.node is not None and info.gang >= 0 and info.queue >= 0:
+            for q in forest.paths[info.queue]:
+                want[q] = [u + v for u, v in zip(want[q], quota.quota_vec(info), strict=True)]
+    assert [list(row) for row in forest.usage] == want

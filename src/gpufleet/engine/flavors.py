@@ -302,6 +302,11 @@ class FlavorBook:
             vec[dim] += amount
         return vec
 
+    def flavor_moves(self, leaf: int, f: int) -> list[tuple[str, int, int]]:
+        """What :meth:`move` moves for a pod of ``leaf`` on flavor ``f``: (resource, its plain
+        dimension or -1, its flavored dimension)."""
+        return self._moves.get((leaf, f)) or []
+
     # -- placement on a flavor -------------------------------------------------------------------
 
     def _flavored_pod(self, info: PodInfo, f: int) -> Pod | None:

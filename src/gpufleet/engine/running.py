@@ -10,7 +10,7 @@ count towards their gangs, and their usage towards their queues.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -21,6 +21,46 @@ from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.workload import Gang, PodInfo
 
 __all__ = ["bind_running", "preset_node_warnings"]
+
+
+def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res_index: Mapping[str, int]) -> None:
+    """Rows of ``usage`` (those of ``ours`` on a flavor's node) set to ``quota.quota_vec`` of their
+    pod, by column and by (leaf, flavor) instead of pod by pod: the rows hold each pod's GPUs
+    (``gpu_milli``) and requests on the resources nodes have; the other managed resources' requests
+    are read here, then each flavored request moves to its flavor's dimension (FlavorBook.move)."""
+    book = quota.flavors
+    assert book is not None
+    at = [k for k, info in enumerate(ours) if info.flavor >= 0 and info.queue in book.leaf_flavors]
+    if not at:
+        return
+    rows = np.array(at, dtype=np.int64)
+    infos = [ours[k] for k in at]
+    managed = list(quota.forest.managed)
+    column = {r: j for j, r in enumerate(managed)}
+    for j, r in enumerate(managed):
+        if r != GPU and not (r in res_index and r != PODS):
+            usage[rows, j] = [i.pod.requests.get(r, 0) for i in infos]
+    groups: dict[tuple[int, int], list[int]] = {}
+    for n, info in enumerate(infos):
+        groups.setdefault((info.queue, info.flavor), []).append(n)
+    for key, members in groups.items():
+        moves = book.flavor_moves(*key)
+        if not moves:
+            continue
+        at_rows = rows[members]
+        amounts = []  # read before any is moved, as quota_vec reads them from the pod
+        for r, _, _ in moves:
+            col = column.get(r)
+            if col is not None:
+                amounts.append(usage[at_rows, col].copy())
+            elif r == GPU:
+                amounts.append(np.array([quota.gpu_milli(infos[n]) for n in members], dtype=np.int64))
+            else:
+                amounts.append(np.array([infos[n].pod.requests.get(r, 0) for n in members], dtype=np.int64))
+        for (_, plain, dim), amount in zip(moves, amounts, strict=True):
+            if plain >= 0:
+                usage[at_rows, plain] -= amount
+            usage[at_rows, dim] += amount
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
@@ -133,9 +173,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)
-            for k, info in enumerate(ours):
-                if info.flavor >= 0:
-                    usage[k] = quota.quota_vec(info)
+            _flavored_usage(quota, ours, usage, c.res_index)
         order = np.argsort(leaves, kind="stable")
         by_leaf, starts = np.unique(leaves[order], return_index=True)
         sums = np.add.reduceat(usage[order], starts, axis=0).tolist()
