@@ -137,3 +137,60 @@ def test_running_pods_count_on_their_flavor_as_quota_vec_says(snapshot: Snapshot
             for q in forest.paths[info.queue]:
                 want[q] = [u + v for u, v in zip(want[q], quota.quota_vec(info), strict=True)]
     assert [list(row) for row in forest.usage] == want
+
+
+@st.composite
+def preempting_flavored_snapshots(draw: st.DrawFn) -> Snapshot:
+    """:func:`flavored_snapshots`, sometimes with consolidation on (its moves change running gangs'
+    nodes, after which the victim walk per static mask is not used)."""
+    from gpufleet.domain import ANNOTATION_CHECKPOINTED, Consolidation
+
+    snapshot = draw(flavored_snapshots())
+    if draw(st.booleans()):
+        pods = tuple(replace(p, annotations={**p.annotations, ANNOTATION_CHECKPOINTED: "true"})
+                     if p.node_name is not None and draw(st.booleans()) else p for p in snapshot.pods)
+        latest = max([p.creation_time for p in pods] + [p.start_time or 0.0 for p in pods] + [0.0])
+        snapshot = replace(snapshot, pods=pods, config=replace(
+            snapshot.config, now=latest + 60.0, consolidation=Consolidation(enabled=True, gpus_per_move=0)))
+    return snapshot
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preempting_flavored_snapshots())
+def test_the_victim_walk_per_static_mask_changes_no_decision(snapshot: Snapshot) -> None:
+    """VictimIndex.walk_small_for (a single-pod preemptor walks only the gangs that can free room on
+    its nodes) decides as the walk over every gang."""
+    from gpufleet.engine.victims import VictimIndex
+
+    fast = schedule(snapshot)
+    VictimIndex.WALK_BY_MASK = False
+    try:
+        slow = schedule(snapshot)
+    finally:
+        VictimIndex.WALK_BY_MASK = True
+    assert fast == slow
+
+
+def test_the_victim_walk_per_static_mask_decides_as_the_whole_walk_on_the_preemption_shape() -> None:
+    """The bench's preemption shape with two GPU models and the queue's quota split between them:
+    each preemptor tries its first flavor's victims (the walk per static mask skips the others')."""
+    from gpufleet.bench.shapes import RACK_LABEL, make_shape
+    from gpufleet.domain import LABEL_GPU_PRODUCT
+    from gpufleet.engine.victims import VictimIndex
+
+    base = make_shape("preemption", 0.05)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_GPU_PRODUCT: "ab"[int(n.labels[RACK_LABEL][5:]) % 2]})
+                  for n in base.nodes)
+    quota = base.queues[0].resources[GPU].quota or 0
+    half = QueueResource(quota // 2)
+    queue = replace(base.queues[0], resources={}, flavors=(QueueFlavor("fa", {GPU: half}), QueueFlavor("fb", {GPU: half})))
+    flavors = (ResourceFlavor("fa", ((LABEL_GPU_PRODUCT, "a"),)), ResourceFlavor("fb", ((LABEL_GPU_PRODUCT, "b"),)))
+    snapshot = replace(base, nodes=nodes, queues=(queue,), flavors=flavors)
+    fast = schedule(snapshot)
+    VictimIndex.WALK_BY_MASK = False
+    try:
+        slow = schedule(snapshot)
+    finally:
+        VictimIndex.WALK_BY_MASK = True
+    assert len(fast.evictions) == 50
+    assert fast == slow

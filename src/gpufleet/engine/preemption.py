@@ -203,7 +203,14 @@ class Search:
                     best = [int(v)]
                     break
         ix = self.ix
-        order = ix.g_sorted_small[ix.first_live_small():]
+        order = None
+        if self.single_pod() and not self.quota_blocked and len(self.u_size) == len(ix.g_size):
+            # Only gangs could_fit_alone may keep: one pass per static mask, not one per preemptor
+            # past the gangs on nodes it cannot use (another flavor's, with GPU-model quotas).
+            pod = ix.pods[self.members[0]].pod
+            order = ix.walk_small_for(ix.feasibility.key(pod), ix.feasibility.mask(pod))
+        if order is None:
+            order = ix.g_sorted_small[ix.first_live_small():]
         tries = 0
         at, size = 0, FIRST_CHUNK
         while at < len(order):

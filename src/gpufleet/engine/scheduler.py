@@ -442,6 +442,7 @@ class Engine:
         placed = c.plan(gang, members, self.required(gang))
         if placed is not None:
             self.version += 1
+            self.victims.moved = True  # running gangs changed nodes
         return placed
 
     # -- reservations (docs/semantics.md, "Reservation and backfill") ---------------------------

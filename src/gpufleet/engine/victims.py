@@ -58,6 +58,9 @@ class VictimIndex:
     written, here.
     """
 
+    # The singleton walk per static mask (walk_small_for); False (tests): the whole walk always.
+    WALK_BY_MASK = True
+
     def __init__(self, gangs: Sequence[Gang], pods: Sequence[PodInfo], requests: IntArray,
                  forest: QueueForest, cluster: ClusterState, feasibility: StaticFeasibility,
                  node_of: IntArray) -> None:
@@ -155,6 +158,7 @@ class VictimIndex:
         self.p_start = start
         self._p_order: PodOrder | None = None
         self._stale = False
+        self.moved = False  # set by the engine when a consolidation move commits (walk_small_for)
 
     def _rank(self) -> None:
         """Victim preference keys are fixed per gang: rank all gangs once. A gang admitted by this
@@ -164,6 +168,9 @@ class VictimIndex:
         self.g_sorted_small = np.lexsort((self.g_rank, -self.g_start, self.g_cap))
         self.g_sorted_large = np.lexsort((self.g_rank, -self.g_start, -self.g_cap))
         self._small_cursor = 0
+        # The walk in that order for one static mask (feasibility key), less the single-pod gangs
+        # on a node outside it, and its cursor (:meth:`walk_small_for`); made again with the order.
+        self._small_for: dict[object, tuple[IntArray, list[int]]] = {}
         self.g_order_small = np.empty(n, dtype=np.int64)
         self.g_order_small[self.g_sorted_small] = np.arange(n)
         self.g_order_large = np.empty(n, dtype=np.int64)
@@ -280,6 +287,34 @@ class VictimIndex:
             at += len(window)
         self._small_cursor = at
         return at
+
+    def walk_small_for(self, key: object, mask: BoolArray) -> IntArray | None:
+        """``g_sorted_small`` from its first gang that may still be a victim (as
+        :meth:`first_live_small`), less the gangs of one pod whose node is outside ``mask`` (the
+        static mask of feasibility key ``key``): those a single-pod preemptor of that mask can never
+        free room with on their own (``Search.could_fit_alone`` drops them). A superset of what that
+        check keeps, in the same order. None once a consolidation move changed a running gang's
+        node (the cached nodes would be stale)."""
+        if self.moved or not self.WALK_BY_MASK:
+            return None
+        got = self._small_for.get(key)
+        if got is None:
+            order = self.g_sorted_small
+            keep = (self.g_size[order] != 1) | mask[self.node_of[self.g_first_pod[order]]]
+            got = self._small_for[key] = (order[keep], [0])
+        order, cursor = got
+        walk = self.g_walk
+        at = cursor[0]
+        while at < len(order):
+            window = walk[order[at:at + WALK_WINDOW]]
+            hit = int(np.argmax(window))
+            if window[hit]:
+                at += hit
+                break
+            at += len(window)
+        cursor[0] = at
+        out: IntArray = order[at:]
+        return out
 
     def gang_quota(self, g: int, quota_of: Callable[[list[int]], list[int]]) -> list[int]:
         """What gang ``g``'s running members count against quota (what evicting it gives back),
