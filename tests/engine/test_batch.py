@@ -317,3 +317,27 @@ def test_a_run_stops_at_a_pod_a_held_reservation_does_not_yield_to() -> None:
     assert sorted(b.pod for b in decisions.bindings) == [f"{NS}/p0", f"{NS}/p2"]
     assert engine.batched == 2 and engine.batches == 2
     assert "reserved for" in {p.pod: p.reason for p in decisions.pending}[f"{NS}/p1"]
+
+
+def test_flavored_lone_pods_of_many_leaves_are_admitted_one_by_one_without_copies() -> None:
+    """More leaves than the batch takes (MAX_LEAVES): each lone pod is still admitted as the batch
+    admits it (Engine.admit_lone_flavored: no flavored copy of the pod), with the same decisions."""
+    from gpufleet.engine.batch import MAX_LEAVES
+
+    n = MAX_LEAVES + 2
+    queues = tuple(replace(_flavor_queue(FlavorChoice.IN_ORDER, 1, 1), name=QueueName(f"q{i}")) for i in range(n))
+    pods = [_lone(f"p{i:02d}", f"q{i % n}", created=i) for i in range(3 * n)]
+    snapshot = _typed_snapshot(pods, queues[0], {"a": 8, "b": 8})
+    snapshot = replace(snapshot, queues=(*queues, Queue(QueueName("other"))))
+    engine, decisions = _both(snapshot)
+    assert engine.batches == 0 and len(decisions.bindings) == 16
+    assert engine.flavors is not None
+    # Only pods whose attempt failed once went through the flavor attempt (a copy per flavor tried):
+    # none of those admitted on their first one, p00-p07 on fa then p10, p11 on fb.
+    copied = {engine.pods[m].key for m, _ in engine.flavors._pods}
+    first = {f"{NS}/p{i:02d}" for i in (*range(8), 10, 11)}
+    assert first <= {b.pod for b in decisions.bindings} and not copied & first
+    plain = Engine(snapshot)
+    plain.USE_BATCH = False
+    plain.run()  # the flavor attempt copies them
+    assert plain.flavors is not None and first <= {plain.pods[m].key for m, _ in plain.flavors._pods}

@@ -58,7 +58,7 @@ class BatchHost(Protocol):
     committed: int
 
 
-__all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies"]
+__all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies", "lone_pod"]
 
 # Leaves with a head beyond which the pick over one entry per leaf no longer pays.
 MAX_LEAVES = 8

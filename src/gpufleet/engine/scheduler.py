@@ -34,7 +34,7 @@ from gpufleet.domain import (
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.domain.units import rfc3339
 from gpufleet.engine.admission import FairOrder
-from gpufleet.engine.batch import admit_run, batch_applies
+from gpufleet.engine.batch import admit_run, batch_applies, lone_pod
 from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.consolidation import Consolidator
 from gpufleet.engine.decisions import DecisionLog
@@ -383,6 +383,8 @@ class Engine:
             return Attempt(False, waiting)
         flavors = self.flavors
         if flavors is not None and flavors.takes_gang(gang, members, self.pods):
+            if self.USE_BATCH and self.admit_lone_flavored(flavors, gang):
+                return Attempt(True)
             ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
             return Attempt(ok, reason)
         placed = self.try_place(gang, members, request)
@@ -394,6 +396,41 @@ class Engine:
             return Attempt(True)
         ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
+
+    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang) -> bool:
+        """A lone whole-GPU pod that takes a flavor, admitted as the batch path admits it
+        (``FlavorBook.admit_lone``: what the flavor attempt commits without preemption, placed from
+        the free-GPU index on the flavor's nodes, no copy of the pod), where the batch's conditions
+        hold (no lending limits, user caps, claims or volumes; every reservation held yields to it),
+        whatever the number of leaves; committed on success. False: nothing changed, the flavor
+        attempt decides."""
+        m = lone_pod(self, gang)
+        if m < 0 or self.caps is not None or self.placer.volumes is not None or self.forest.has_lending:
+            return False
+        info = self.pods[m]
+        if not flavors.takes(info):
+            return False
+        reserve = self.reserve
+        if reserve is not None and reserve.held:
+            if not reserve.yields_all(gang):
+                return False
+            reserve.release_all()
+        f = self.forest
+        limit_ok = (lambda leaf, req: f.limit_verdict(leaf, req).ok) if f.has_limits else None
+        got = flavors.admit_lone(info, gang, self.placer, f.in_quota, limit_ok, self.quota.quota_vec)
+        if got is None:
+            return False
+        a, request = got
+        self.placer.commit(a)
+        self.victims.admit(gang)  # Engine.record for a gang of one pod, its request on its flavor
+        self.version += 1
+        if reserve is not None:
+            reserve.drop(gang.idx)
+        self.committed += 1
+        self.log.bindings[m] = a
+        gang.alive += 1
+        f.add(gang.queue, request)
+        return True
 
     def preempt_for(self, gang: Gang, members: list[int], request: list[int],
                     failed: Callable[[], str]) -> tuple[bool, str]:
