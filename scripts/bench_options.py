@@ -18,7 +18,8 @@ the snapshot's own time set so that each rule engages:
 - fair share over time: ``usageHalfLife`` 24h, every leaf a ``status.decayedUsage`` of GPUs (0 to 3x
   its quota, by its position) as of an hour before ``now``;
 - disruption guards: every queue ``minRuntime`` 1h (the running pods started in the last hour before
-  ``now`` are no victims: a few percent in ``preemption``) and ``preemptionDelay`` 10m (shorter than
+  ``now`` are no victims: 2% in ``preemption`` at scale 1, more at smaller scales, all of them below
+  0.05) and ``preemptionDelay`` 10m (shorter than
   every pending pod's wait, so the shape's preemptions still happen: the rule is checked, not
   triggered).
 
