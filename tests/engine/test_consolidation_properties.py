@@ -20,6 +20,7 @@ from gpufleet.domain import (
     ANNOTATION_GPU_INDEX,
     CPU,
     GPU,
+    LABEL_GPU_PRODUCT,
     MEMORY,
     MILLI,
     PODS,
@@ -30,8 +31,10 @@ from gpufleet.domain import (
     Pod,
     PodGroup,
     Queue,
+    QueueFlavor,
     QueueName,
     QueueResource,
+    ResourceFlavor,
     SchedulerConfig,
     Snapshot,
 )
@@ -168,3 +171,38 @@ def test_nothing_checkpointed_decides_as_off(snapshot: Snapshot) -> None:
     got = schedule(on)
     assert got.moves == ()
     assert replace(got, moves=None) == schedule(snapshot)
+
+
+H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
+
+
+@st.composite
+def fragmented_flavored(draw: st.DrawFn) -> Snapshot:
+    """:func:`fragmented` on nodes of two GPU models, queue q's GPU quota split by flavor (h100,
+    a100); the pending gangs of q, or of a queue without flavors."""
+    snapshot = draw(fragmented())
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_GPU_PRODUCT: draw(st.sampled_from([H100, A100]))})
+                  for n in snapshot.nodes)
+    half = QueueResource(quota=32 * MILLI)
+    q = Queue(QueueName("q"), flavors=(QueueFlavor("h100", {GPU: half}), QueueFlavor("a100", {GPU: half})))
+    plain = Queue(QueueName("plain"), resources={GPU: QueueResource(quota=64 * MILLI)})
+    to_plain = draw(st.booleans())
+    pods = tuple(replace(p, queue_label=plain.name) if to_plain and p.node_name is None else p for p in snapshot.pods)
+    groups = tuple(replace(g, queue=plain.name) if to_plain and g.name.startswith("w") else g
+                   for g in snapshot.pod_groups)
+    flavors = (ResourceFlavor("h100", ((LABEL_GPU_PRODUCT, H100),)), ResourceFlavor("a100", ((LABEL_GPU_PRODUCT, A100),)))
+    return replace(snapshot, nodes=nodes, pods=pods, pod_groups=groups, queues=(q, plain), flavors=flavors)
+
+
+@PROPERTY
+@given(fragmented_flavored())
+def test_a_moved_pod_keeps_its_flavor(snapshot: Snapshot) -> None:
+    """A mover of a queue with flavors lands on a node of its own model (its usage stays on that
+    flavor's quota); the old invariants hold with the moves carried out."""
+    decisions = schedule(snapshot)
+    model = {n.name: n.labels[LABEL_GPU_PRODUCT] for n in snapshot.nodes}
+    for m in decisions.moves or ():
+        assert model[m.to_node] == model[m.from_node], f"{m.pod} moved from {m.from_node} to {m.to_node}"
+    after = _after_moves(snapshot, decisions)
+    violations = check_all(after, replace(decisions, moves=None))
+    assert not violations, "\n".join(map(str, violations)) + f"\nmoves: {decisions.moves}"

@@ -15,7 +15,8 @@ keep running), so only the placement state is touched: ``Placer.release`` and ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,8 +76,12 @@ class Consolidator:
     """One ``schedule`` call's consolidation: the movable gangs, the moves made, the budget left."""
 
     def __init__(self, config: Consolidation, now: float, gangs: Sequence[Gang], pods: Sequence[PodInfo],
-                 placer: Placer) -> None:
+                 placer: Placer,
+                 on_flavor: Callable[[Sequence[int], int], AbstractContextManager[None]] | None = None) -> None:
         self.config = config
+        # Members as placed on a flavor (engine/flavors.py FlavorBook.applied): a mover that took
+        # a flavor is re-placed on that flavor's nodes only (docs/semantics.md, "Consolidation").
+        self.on_flavor = on_flavor
         self.now = now
         self.gangs = gangs
         self.pods = pods
@@ -273,8 +278,7 @@ class Consolidator:
         if ok:
             done += placed.assignments
             for g in sorted(movers, key=lambda g: (-int(self.g_gpus[g]), -int(self.g_pods[g]), gangs[g].key)):
-                mover = gangs[g]
-                got = placer.place_gang(mover, mover.members_by_size, len(mover.members))
+                got = self._place_mover(gangs[g])
                 if not got.ok:
                     ok = False
                     break
@@ -292,3 +296,11 @@ class Consolidator:
         self.g_movable[movers] = False
         self.budget -= len(saved)
         return GangPlacement(True, placed.assignments)
+
+    def _place_mover(self, mover: Gang) -> GangPlacement:
+        """``mover`` placed whole by the ordinary placement, on its flavor's nodes when it took one
+        (its usage stays on that flavor's quota dimensions)."""
+        f = self.pods[mover.members[0]].flavor
+        pinned = self.on_flavor(mover.members, f) if self.on_flavor is not None and f >= 0 else nullcontext()
+        with pinned:
+            return self.placer.place_gang(mover, mover.members_by_size, len(mover.members))

@@ -97,6 +97,11 @@ class FlavorHost(Protocol):
     def preempt_for(self, gang: Gang, members: list[int], request: list[int],
                     failed: Callable[[], str]) -> tuple[bool, str]: ...
 
+    @property
+    def consolidating(self) -> bool: ...
+
+    def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> Placed | None: ...
+
 
 Outcome = tuple[bool, str]
 
@@ -371,8 +376,8 @@ class FlavorBook:
 
     def attempt(self, host: FlavorHost, gang: Gang, members: list[int], pods: Sequence[PodInfo],
                 feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> Outcome:
-        """Try the gang on its candidate flavors: in quota, then borrowing, then with preemption
-        (docs/semantics.md); commit on the first that admits it."""
+        """Try the gang on its candidate flavors: in quota, then borrowing, then by consolidation
+        (when on), then with preemption (docs/semantics.md); commit on the first that admits it."""
         cands, why = self.candidates(gang, members, pods, feasible, key)
         leaf = gang.queue
         if not cands:
@@ -401,6 +406,13 @@ class FlavorBook:
                     host.record_placed(gang, placed)
                     return True, ""
                 whys[f] = placed.why
+        if host.consolidating:  # moves before victims, per flavor in the placement's order
+            for f in inside + outside:
+                with self.applied(members, pods, f):
+                    planned = host.consolidate(gang, members, requests[f])
+                    if planned is not None:
+                        host.record_placed(gang, planned)
+                        return True, ""
         for f in cands:
             with self.applied(members, pods, f):
                 ok, reason = host.preempt_for(gang, members, requests[f], whys[f])

@@ -219,8 +219,10 @@ class Engine:
     def consolidator(self) -> Consolidator | None:
         """The call's consolidation (None: off, or no ``now`` to read move histories against)."""
         if self._consolidator is None and self.consolidation is not None and self._consolidation_now is not None:
-            self._consolidator = Consolidator(self.consolidation, self._consolidation_now, self.gangs, self.pods,
-                                              self.placer)
+            flavors = self.flavors
+            self._consolidator = Consolidator(
+                self.consolidation, self._consolidation_now, self.gangs, self.pods, self.placer,
+                None if flavors is None else (lambda members, f: flavors.applied(members, self.pods, f)))
         return self._consolidator
 
     def moves(self) -> tuple[Move, ...]:
