@@ -162,3 +162,43 @@ def test_the_server_decides_its_source_at_start_up() -> None:
         assert started.get("/healthz").text == "ok\n"
         assert started.get("/queues").status_code == 200
     assert source._fleet is not None
+
+
+@pytest.mark.parametrize(("form", "message"), [
+    ({"trace": "nope"}, "trace: no workload named &#x27;nope&#x27; (one of ledger, snapshot, openb, week.csv)"),
+    ({"trace": "ledger", "days": "0"}, "days: 0 is outside 1..90"),
+    ({"days": "a week"}, "days: &#x27;a week&#x27; is not a whole number"),
+    ({"days": "1e9"}, "days: &#x27;1e9&#x27; is not a whole number"),
+    ({"trace": "week.csv", "days": "-3"}, "days: -3 is outside 1..90"),
+])
+def test_bad_workload_fields_are_a_400_in_one_line(ledger: LedgerStore, form: dict[str, str], message: str) -> None:
+    from gpufleet.adapters.traces.records import TraceJob
+
+    traces = {"week.csv": [TraceJob("j1", 0.0, 600.0, 1, 1000, attrs={"queue": "team-a"})]}
+    client = TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo", ledger=ledger, traces=traces,
+                                                  clock=lambda: NOW)))
+    bad = client.post("/whatif", data=form)
+    assert bad.status_code == 400
+    assert bad.text == f'<p class="error">{message}</p>'
+
+
+def test_a_what_if_over_a_chosen_trace_says_which_workload_ran(ledger: LedgerStore) -> None:
+    from gpufleet.adapters.traces.records import TraceJob
+
+    day = 86400.0
+    traces = {"week.csv": [TraceJob("j1", 0.0, 600.0, 1, 1000, attrs={"queue": "team-a"}),
+                           TraceJob("j2", 3600.0, 600.0, 2, 1000, attrs={"user": "zoe"}),
+                           TraceJob("j3", 2 * day, 600.0, 1, 1000)]}
+    client = TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo", ledger=ledger, traces=traces,
+                                                  clock=lambda: NOW)))
+    form = client.get("/whatif").text
+    assert re.findall(r'<option value="([^"]+)">', form)[:4] == ["ledger", "snapshot", "openb", "week.csv"]
+    assert 'name="days" size="3" value="7"' in form
+    started = client.post("/whatif", data={"trace": "week.csv", "days": "1", "queue": "team-a", "quota": "4"})
+    assert started.status_code == 200, started.text
+    done = _finish(client, started.text)
+    assert 'data-phase="done"' in done and "<th>before</th><th>after</th>" in done
+    assert ("Workload: trace week.csv, its first 1 day(s): 2 jobs; queues: 1 by name, "
+            "1 assigned to a leaf queue by hash") in done
+    ledger_run = _finish(client, client.post("/whatif", data={"days": "30", "add_nodes": "1"}).text)
+    assert "Workload: the usage ledger&#39;s last 30 day(s): 2 jobs" in ledger_run
