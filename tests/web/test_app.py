@@ -186,9 +186,9 @@ def test_a_what_if_over_a_chosen_trace_says_which_workload_ran(ledger: LedgerSto
     from gpufleet.adapters.traces.records import TraceJob
 
     day = 86400.0
-    traces = {"week.csv": [TraceJob("j1", 0.0, 600.0, 1, 1000, attrs={"queue": "team-a"}),
-                           TraceJob("j2", 3600.0, 600.0, 2, 1000, attrs={"user": "zoe"}),
-                           TraceJob("j3", 2 * day, 600.0, 1, 1000)]}
+    traces = {"week.csv": [TraceJob("j0", 0.0, 600.0, 1, 1000),  # before the last day: left out
+                           TraceJob("j1", 2 * day, 600.0, 1, 1000, attrs={"queue": "team-a"}),
+                           TraceJob("j2", 2 * day + 3600, 600.0, 2, 1000, attrs={"user": "zoe"})]}
     client = TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo", ledger=ledger, traces=traces,
                                                   clock=lambda: NOW)))
     form = client.get("/whatif").text
@@ -198,7 +198,7 @@ def test_a_what_if_over_a_chosen_trace_says_which_workload_ran(ledger: LedgerSto
     assert started.status_code == 200, started.text
     done = _finish(client, started.text)
     assert 'data-phase="done"' in done and "<th>before</th><th>after</th>" in done
-    assert ("Workload: trace week.csv, its first 1 day(s): 2 jobs; queues: 1 by name, "
+    assert ("Workload: trace week.csv, its last 1 day(s): 2 jobs; queues: 1 by name, "
             "1 assigned to a leaf queue by hash") in done
     ledger_run = _finish(client, client.post("/whatif", data={"days": "30", "add_nodes": "1"}).text)
     assert "Workload: the usage ledger&#39;s last 30 day(s): 2 jobs" in ledger_run

@@ -93,13 +93,17 @@ def test_a_snapshot_without_queues_sends_every_job_to_the_default_queue() -> Non
     assert counts == Mapped(defaulted=2)
 
 
-def test_a_trace_is_cut_to_its_first_days_and_the_newest_max_jobs() -> None:
+def test_a_trace_is_cut_to_its_last_days_from_which_time_counts() -> None:
     day = 86400.0
-    jobs = [job("late", 2 * day + 1), job("b", day - 1, None), job("a", 0.0), job("edge", day)]
+    jobs = [job("late", 3 * day), job("b", 2 * day + 5, None), job("a", 0.0), job("edge", 2 * day)]
     work = trace_workload("week.csv", jobs, DEMO, 1)
-    assert [j.name for j in work.jobs] == ["a", "b"]  # submitted before the end of day 1, in submission order
+    assert [(j.name, j.submit_s) for j in work.jobs] == [("edge", 0.0), ("b", 5.0), ("late", day)]
     assert work.jobs[1].duration_s == SNAPSHOT_JOB_S  # no duration: an hour
-    assert trace_workload("week.csv", jobs, DEMO, 3).jobs[-1].name == "late"
+    assert work.jobs[0].duration_s == 60.0
+    whole = trace_workload("week.csv", jobs, DEMO, 3)  # the trace's whole span: its times as they are
+    assert [(j.name, j.submit_s) for j in whole.jobs] == [("a", 0.0), ("edge", 2 * day), ("b", 2 * day + 5),
+                                                          ("late", 3 * day)]
+    assert trace_workload("week.csv", jobs, DEMO, 90).jobs == whole.jobs
     many = [job(f"j{i}", float(i)) for i in range(MAX_JOBS + 5)]
     capped = trace_workload("big", many, DEMO, 1)
     assert len(capped.jobs) == MAX_JOBS and capped.dropped == 5 and capped.jobs[0].name == "j5"
@@ -109,17 +113,20 @@ def test_a_trace_is_cut_to_its_first_days_and_the_newest_max_jobs() -> None:
 def test_the_result_page_says_which_workload_ran() -> None:
     jobs = [job("a", queue="team-a"), job("b", 10.0)]
     assert trace_workload("week.csv", jobs, DEMO, 2).describe() == (
-        "trace week.csv, its first 2 day(s): 2 jobs; queues: 1 by name, 1 assigned to a leaf queue by hash")
+        "trace week.csv, its last 2 day(s): 2 jobs; queues: 1 by name, 1 assigned to a leaf queue by hash")
 
 
 def test_choose_workload_reads_the_bundled_trace_as_simulate_run_does() -> None:
     fleet = build_fleet(DEMO)
     work = choose_workload(Choice("openb", 1), fleet)
     bundled = load_trace("openb")[0]
-    first_day = [j for j in bundled if j.submit_s < 86400]
-    assert len(work.jobs) == len(first_day) > 0 and work.source == "openb" and work.days == 1
-    assert {j.attrs["queue"] for j in work.jobs} <= set(LEAVES)
-    assert work.mapped is not None and work.mapped.assigned == len(first_day)  # openb names no queue
+    end = max(j.submit_s for j in bundled)
+    last_day = [j for j in bundled if j.submit_s >= end - 86400]
+    assert len(work.jobs) == len(last_day) > 100 and work.source == "openb" and work.days == 1
+    assert sorted(j.name for j in work.jobs) == sorted(j.name for j in last_day)
+    assert min(j.submit_s for j in work.jobs) >= 0 and max(j.submit_s for j in work.jobs) == 86400
+    assert {j.attrs["queue"] for j in work.jobs} == set(LEAVES)  # spread over every leaf
+    assert work.mapped is not None and work.mapped.assigned == len(last_day)  # openb names no queue
 
 
 def test_choose_workload_snapshot_and_ledger() -> None:

@@ -12,7 +12,8 @@ The workload, chosen on the form (``trace``; :func:`parse_workload`):
 - a named trace: ``openb`` (the bundled openb default task list, read by
   :func:`gpufleet.adapters.traces.load_trace` as ``gpufleet simulate run --trace openb`` reads it) or
   a trace file given to ``gpufleet dashboard --trace FILE`` (named by its file name): its jobs
-  submitted in the first ``days`` days from the trace's start; a job without a duration runs
+  submitted in its last ``days`` days (up to its last submission, as the ledger's are the last days
+  up to now; the window's start is the simulation's time 0); a job without a duration runs
   :data:`SNAPSHOT_JOB_S`. Each job goes to a queue of the snapshot by :func:`map_queues`.
 
 At most :data:`MAX_JOBS` jobs, the newest. The cluster: the snapshot's nodes (plus those added). The
@@ -60,7 +61,7 @@ __all__ = [
 SNAPSHOT_JOB_S = 3600.0  # how long a snapshot's job runs in the what-if (the snapshot does not say)
 MAX_ADDED_NODES = 1000
 MAX_JOBS = 20_000  # the newest are kept when the workload is larger
-DEFAULT_DAYS = 7  # the days of ledger (or of a trace, from its start) replayed unless the form says
+DEFAULT_DAYS = 7  # the last days of the ledger (or of a trace) replayed unless the form says
 MAX_DAYS = 90
 LEDGER, SNAPSHOT = "ledger", "snapshot"
 BUNDLED_TRACES = ("openb",)  # load_trace's bundled task list (BUNDLED_TASK_NAMES' first name)
@@ -201,7 +202,7 @@ class Workload:
         elif self.source == SNAPSHOT:
             text = "the snapshot's jobs (each running one hour)"
         else:
-            text = f"trace {self.source}, its first {self.days} day(s)"
+            text = f"trace {self.source}, its last {self.days} day(s)"
         text += f": {len(self.jobs):,} jobs"
         if self.dropped:
             text += f" (the newest {MAX_JOBS:,}; {self.dropped:,} older left out)"
@@ -227,12 +228,16 @@ def bundled_trace(name: str) -> list[TraceJob]:
 
 
 def trace_workload(name: str, jobs: Sequence[TraceJob], snapshot: Snapshot, days: int) -> Workload:
-    """A trace's jobs submitted in its first ``days`` days (a job without a duration runs
-    :data:`SNAPSHOT_JOB_S`), the newest :data:`MAX_JOBS`, mapped onto the snapshot's queues."""
-    window = days * 86400.0
-    kept = sorted((j for j in jobs if j.submit_s < window), key=lambda j: j.submit_s)
+    """A trace's jobs submitted in its last ``days`` days: at or after its last submission time less
+    ``days``, submit times then counted from that start (a trace shorter than that: all its jobs,
+    their times as they are); the newest :data:`MAX_JOBS`; a job without a duration runs
+    :data:`SNAPSHOT_JOB_S`; mapped onto the snapshot's queues by :func:`map_queues`."""
+    end = max((j.submit_s for j in jobs), default=0.0)
+    start = max(0.0, end - days * 86400.0)
+    kept = sorted((j for j in jobs if j.submit_s >= start), key=lambda j: j.submit_s)
     dropped = max(0, len(kept) - MAX_JOBS)
-    kept = [j if j.duration_s is not None else replace(j, duration_s=SNAPSHOT_JOB_S) for j in kept[dropped:]]
+    kept = [replace(j, submit_s=j.submit_s - start,
+                    duration_s=SNAPSHOT_JOB_S if j.duration_s is None else j.duration_s) for j in kept[dropped:]]
     mapped, counts = map_queues(kept, snapshot)
     return Workload(name, days, mapped, counts, dropped)
 

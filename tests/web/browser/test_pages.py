@@ -62,10 +62,10 @@ class Restricted:
         return Visibility(queues=frozenset({"team-a"}))
 
 
-# A trace file offered on the What-if page (as `gpufleet dashboard --trace week.csv` offers it): a job
-# for team-a by name, two of other tenants spread over the leaf queues, one after the first day.
+# A trace file offered on the What-if page (as `gpufleet dashboard --trace week.csv` offers it): one job
+# before its last day, then a job for team-a by name and two of another tenant, spread over the leaf queues.
 WEEK_CSV = ("name,submit_time,duration,gpus,queue,user\n"
-            "tune,0,1800,4,team-a,\nsweep-1,600,3600,2,,zoe\nsweep-2,900,3600,2,,zoe\nlater,90000,600,1,,ann\n")
+            "early,0,600,1,,ann\ntune,90000,1800,4,team-a,\nsweep-1,90600,3600,2,,zoe\nsweep-2,90900,3600,2,,zoe\n")
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_a_what_if_over_a_chosen_trace_and_days(web: BrowserPage, demo: str) -> 
     headers = [h.inner_text() for h in page.locator("#whatif-table tr").first.locator("th").all()]
     assert headers[-2:] == ["before", "after"] and page.locator("#whatif-table tr").count() >= 3
     assert page.locator("#whatif-workload").inner_text() == (
-        "Workload: trace week.csv, its first 1 day(s): 3 jobs; queues: 1 by name, 2 assigned to a leaf queue by hash")
+        "Workload: trace week.csv, its last 1 day(s): 3 jobs; queues: 1 by name, 2 assigned to a leaf queue by hash")
     assert "3 jobs" in page.locator("#whatif-run").inner_text()
     web.screenshot("demo-whatif-trace", full_page=True)
 
