@@ -21,7 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -213,8 +213,8 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         try:
             change = parse_change(form, [str(q.name) for q in fleet.snapshot.queues])
             choice = parse_workload(form, choices())
-        except ValueError as err:
-            return HTMLResponse(f'<p class="error">{_escape(str(err))}</p>', status_code=400)
+        except ValueError as err:  # one line of text: the page's script shows it, escaped, in the result's place
+            return PlainTextResponse(str(err), status_code=400)
         # the ledger's SQL or the bundled trace's first read: off the event loop
         work = await asyncio.to_thread(choose_workload, choice, fleet, ledger=source.ledger, now=source.clock(),
                                        traces=source.traces)

@@ -247,7 +247,10 @@ def test_a_bad_number_of_days_is_said_in_one_line(web: BrowserPage, demo: str) -
     page.fill("#whatif-form input[name='days']", "365")
     with page.expect_response(lambda r: r.url.endswith("/whatif") and r.request.method == "POST") as answer:
         page.click("#whatif-form button[type='submit']")
-    assert answer.value.status == 400 and answer.value.text() == '<p class="error">days: 365 is outside 1..90</p>'
+    assert answer.value.status == 400 and answer.value.text() == "days: 365 is outside 1..90"
+    shown = page.locator("#whatif-result .error")
+    shown.wait_for()
+    assert shown.inner_text() == "Error 400: days: 365 is outside 1..90"
     assert page.locator("#whatif-run").count() == 0
 
 
