@@ -99,6 +99,12 @@ def test_a_bad_trace_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     empty.write_text("name,submit_time,gpus\n")
     code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(empty), "--auth", "none")
     assert code == 2 and "no jobs" in out and out.count("\n") == 1
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(binary), "--auth", "none")
+    assert code == 2 and "bin.csv:1: file: not UTF-8 text" in out and out.count("\n") == 1
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(tmp_path), "--auth", "none")
+    assert code == 2 and "is a directory" in out and out.count("\n") == 1
     taken = tmp_path / "openb"
     taken.write_text(TRACE)
     code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(taken), "--auth", "none")
