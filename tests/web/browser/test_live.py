@@ -205,6 +205,14 @@ def test_a_tenant_sees_its_projects_queues_and_jobs_only(web: BrowserPage, live:
     cluster = _open(web, live.url + "/cluster", "Cluster")
     assert re.search(r"live: http://127\.0\.0\.1:\d+ · restricted view", web.page.locator("header .who").inner_text())
     assert "nlp" not in cluster
+    group = web.page.locator("details.group").first
+    group.locator("summary").click()
+    group.locator(".node[data-node='gpu-2']").wait_for()
+    cells = [(g.get_attribute("class") or "").split() for g in group.locator(".gpu").all()]
+    assert len(cells) == 16
+    assert sum(bool(re.fullmatch(r"q\d+", c)) for cls in cells for c in cls) == 4  # its own pod's, coloured
+    assert sum("q-other" in cls for cls in cells) == 2  # the other tenant's two GPUs: held, grey, unnamed
+    assert "nlp" not in group.inner_html()
     web.screenshot("live-tenant-cluster")
     queues = _open(web, live.url + "/queues", "Queues")
     assert {r.get_attribute("data-queue") for r in web.page.locator("tr[data-queue]").all()} == {"vision-train"}
