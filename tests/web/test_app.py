@@ -162,3 +162,44 @@ def test_the_server_decides_its_source_at_start_up() -> None:
         assert started.get("/healthz").text == "ok\n"
         assert started.get("/queues").status_code == 200
     assert source._fleet is not None
+
+
+@pytest.mark.parametrize(("form", "message"), [
+    ({"trace": "nope"}, "trace: no workload named 'nope' (one of ledger, snapshot, openb, week.csv)"),
+    ({"trace": "ledger", "days": "0"}, "days: 0 is outside 1..90"),
+    ({"days": "a week"}, "days: 'a week' is not a whole number"),
+    ({"days": "1e9"}, "days: '1e9' is not a whole number"),
+    ({"queue": "team-a", "weight": "0"}, "weight: 0 is outside 0.001..1000"),
+    ({"trace": "week.csv", "days": "-3"}, "days: -3 is outside 1..90"),
+])
+def test_bad_workload_fields_are_a_400_in_one_line(ledger: LedgerStore, form: dict[str, str], message: str) -> None:
+    from gpufleet.adapters.traces.records import TraceJob
+
+    traces = {"week.csv": [TraceJob("j1", 0.0, 600.0, 1, 1000, attrs={"queue": "team-a"})]}
+    client = TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo", ledger=ledger, traces=traces,
+                                                  clock=lambda: NOW)))
+    bad = client.post("/whatif", data=form)
+    assert bad.status_code == 400 and bad.headers["content-type"].startswith("text/plain")
+    assert bad.text == message
+
+
+def test_a_what_if_over_a_chosen_trace_says_which_workload_ran(ledger: LedgerStore) -> None:
+    from gpufleet.adapters.traces.records import TraceJob
+
+    day = 86400.0
+    traces = {"week.csv": [TraceJob("j0", 0.0, 600.0, 1, 1000),  # before the last day: left out
+                           TraceJob("j1", 2 * day, 600.0, 1, 1000, attrs={"queue": "team-a"}),
+                           TraceJob("j2", 2 * day + 3600, 600.0, 2, 1000, attrs={"user": "zoe"})]}
+    client = TestClient(create_app(SnapshotSource(load_snapshot_file(DEMO), "demo", ledger=ledger, traces=traces,
+                                                  clock=lambda: NOW)))
+    form = client.get("/whatif").text
+    assert re.findall(r'<option value="([^"]+)">', form)[:4] == ["ledger", "snapshot", "openb", "week.csv"]
+    assert 'name="days" size="3" value="7"' in form
+    started = client.post("/whatif", data={"trace": "week.csv", "days": "1", "queue": "team-a", "quota": "4"})
+    assert started.status_code == 200, started.text
+    done = _finish(client, started.text)
+    assert 'data-phase="done"' in done and "<th>before</th><th>after</th>" in done
+    assert ("Workload: trace week.csv, its last 1 day(s): 2 jobs; queues: 1 by name, "
+            "1 assigned to a leaf queue by hash") in done
+    ledger_run = _finish(client, client.post("/whatif", data={"days": "30", "add_nodes": "1"}).text)
+    assert "Workload: the usage ledger&#39;s last 30 day(s): 2 jobs" in ledger_run

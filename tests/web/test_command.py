@@ -64,3 +64,48 @@ def test_auth_kube_serves_behind_token_and_access_reviews(monkeypatch: Any) -> N
     assert "warning" not in result.output
     authorizer = served["app"].state.auth
     assert isinstance(authorizer, KubeAuthorizer) and authorizer.trust_proxy
+
+
+TRACE = "name,submit_time,duration,gpus,queue\nj1,0,600,1,team-a\nj2,60,600,2,\n"
+
+
+def test_trace_files_are_read_at_start_and_offered_by_name(monkeypatch: Any, tmp_path: Path) -> None:
+    import uvicorn
+
+    trace = tmp_path / "week.csv"
+    trace.write_text(TRACE)
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    result = CliRunner().invoke(main, ["dashboard", "--snapshot", "examples/demo.yaml", "--trace", str(trace),
+                                       "--auth", "none"])
+    assert result.exit_code == 0, result.output
+    jobs = served["app"].state.source.traces["week.csv"]
+    assert [j.name for j in jobs] == ["j1", "j2"] and jobs[0].attrs["queue"] == "team-a"
+
+
+def test_a_bad_trace_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "none.csv"
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(missing), "--auth", "none")
+    assert code == 2 and "none.csv" in out and "Traceback" not in out and out.count("\n") == 1
+    malformed = tmp_path / "bad.csv"
+    malformed.write_text("name,submit_time,gpus\nj1,soon,1\n")
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(malformed), "--auth", "none")
+    assert code == 2 and "bad.csv:2" in out and out.count("\n") == 1
+    unknown = tmp_path / "what.csv"
+    unknown.write_text("a,b\n1,2\n")
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(unknown), "--auth", "none")
+    assert code == 2 and "what.csv" in out and out.count("\n") == 1
+    empty = tmp_path / "empty.csv"
+    empty.write_text("name,submit_time,gpus\n")
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(empty), "--auth", "none")
+    assert code == 2 and "no jobs" in out and out.count("\n") == 1
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(binary), "--auth", "none")
+    assert code == 2 and "bin.csv:1: file: not UTF-8 text" in out and out.count("\n") == 1
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(tmp_path), "--auth", "none")
+    assert code == 2 and "is a directory" in out and out.count("\n") == 1
+    taken = tmp_path / "openb"
+    taken.write_text(TRACE)
+    code, out = run("--snapshot", "examples/demo.yaml", "--trace", str(taken), "--auth", "none")
+    assert code == 2 and "is taken" in out

@@ -1,8 +1,8 @@
 """``gpufleet dashboard``: serve the web dashboard over a snapshot file (the default, needs nothing) or a
 live cluster, with an optional usage ledger.
 
-Exit status: 0 stopped; 2 the user's input is wrong (a snapshot or ledger that cannot be read, a missing
-web extra); every failure is one line on stderr (see ``commands.base``).
+Exit status: 0 stopped; 2 the user's input is wrong (a snapshot, ledger or ``--trace`` file that cannot be
+read, a missing web extra); every failure is one line on stderr (see ``commands.base``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def _result(path: str) -> dict[str, Any]:
               help="Prices YAML (as `gpufleet report usage --prices`): costs on the Usage page.")
 @click.option("--result", "result_path", type=click.Path(dir_okay=False), default=None, metavar="SIM.json",
               help="A `gpufleet simulate run --format json` result, shown on the What-if page.")
+@click.option("--trace", "trace_paths", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="A job trace CSV (any format `gpufleet simulate run --trace` reads) offered as a What-if workload, "
+                   "named by its file name; repeatable. The bundled openb trace is always offered.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--auth", type=click.Choice(["none", "kube"]), default=None,
@@ -63,8 +66,9 @@ def _result(path: str) -> dict[str, Any]:
 @click.option("--refresh", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
               help="Seconds between reads of a live cluster.")
 def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, context: str | None,
-              ledger_url: str | None, prices_file: str | None, result_path: str | None, host: str, port: int,
-              auth: str | None, trust_proxy: bool, refresh: float) -> None:
+              ledger_url: str | None, prices_file: str | None, result_path: str | None,
+              trace_paths: tuple[str, ...], host: str, port: int, auth: str | None, trust_proxy: bool,
+              refresh: float) -> None:
     """Serve the web dashboard: cluster, queues, jobs and why they wait, usage and cost, what-if."""
     _require_web_extra()
     live = live or kubeconfig is not None or context is not None
@@ -85,16 +89,17 @@ def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, con
 
         ledger = ledger_for_report(ledger_url).__enter__()  # open for the server's life
     result = _result(result_path) if result_path is not None else None
+    traces = _traces(trace_paths)
     source: DashboardSource
     if snapshot_path is not None:
         from gpufleet.adapters import load_objects_file, load_snapshot_file
 
         source = SnapshotSource(load_snapshot_file(snapshot_path), snapshot_path,
                                 documents=load_objects_file(snapshot_path), ledger=ledger, prices=prices,
-                                result=result)
+                                result=result, traces=traces)
     else:
         source = ClusterSource(_cluster_reader(kubeconfig, context), refresh, ledger=ledger, prices=prices,
-                               result=result)
+                               result=result, traces=traces)
     authorizer = None
     if auth == "kube":
         authorizer = _kube_authorizer(kubeconfig, context, trust_proxy)
@@ -104,6 +109,25 @@ def dashboard(snapshot_path: str | None, live: bool, kubeconfig: str | None, con
     import uvicorn
 
     uvicorn.run(create_app(source, auth=authorizer), host=host, port=port, log_level="warning")
+
+
+def _traces(paths: tuple[str, ...]) -> dict[str, Any]:
+    """``--trace`` files read at start (``load_trace``, as ``simulate run`` reads them): name -> jobs.
+    A file that cannot be read or parsed raises the loader's InputError (one line, exit 2)."""
+    from gpufleet.adapters.traces import load_trace
+    from gpufleet.web.whatif import BUNDLED_TRACES, LEDGER, SNAPSHOT
+
+    traces: dict[str, Any] = {}
+    for path in paths:
+        name = Path(path).name
+        if name in traces or name in (LEDGER, SNAPSHOT, *BUNDLED_TRACES):
+            raise CommandError(f"--trace {path}: the name {name!r} is taken (another --trace, or a built-in "
+                               "workload); rename the file")
+        jobs, _report = load_trace(path)
+        if not jobs:
+            raise CommandError(f"--trace {path}: no jobs")
+        traces[name] = jobs
+    return traces
 
 
 def _cluster_reader(kubeconfig: str | None, context: str | None) -> Any:

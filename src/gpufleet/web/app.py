@@ -21,7 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -32,14 +32,21 @@ from gpufleet.web.views import cluster as cluster_views
 from gpufleet.web.views import jobs as job_views
 from gpufleet.web.views import queues as queue_views
 from gpufleet.web.views import usage as usage_views
-from gpufleet.web.whatif import WhatIfRunner, parse_change, workload
+from gpufleet.web.whatif import (
+    DEFAULT_DAYS,
+    MAX_DAYS,
+    WhatIfRunner,
+    choose_workload,
+    parse_change,
+    parse_workload,
+    workload_choices,
+)
 
 __all__ = ["create_app"]
 
 HERE = Path(__file__).parent
 NAV = (("/cluster", "Cluster"), ("/queues", "Queues"), ("/jobs", "Jobs"), ("/usage", "Usage and cost"),
        ("/whatif", "What-if"))
-WHATIF_DAYS = 7.0  # the ledger's last days the what-if replays
 REPORT_TTL_S = 60.0  # how long a ledger report is reused
 
 
@@ -184,10 +191,8 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
             raise HTTPException(403, "the what-if page needs the gpufleet-platform-admin role")
         return vis
 
-    def whatif_workload() -> str:
-        if source.ledger is not None:
-            return f"the usage ledger's last {WHATIF_DAYS:g} days"
-        return "the snapshot's jobs (each running one hour)"
+    def choices() -> list[str]:
+        return workload_choices(source.ledger is not None, source.traces)
 
     async def whatif(request: Request) -> Response:
         vis = await admin(request)
@@ -198,7 +203,7 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
 
             result = summary_rows(source.result.get("runs", []))
         return await page(request, "whatif.html", "/whatif", vis, queues=[str(q.name) for q in fleet.snapshot.queues],
-                          workload=whatif_workload(), result=result)
+                          choices=choices(), days=DEFAULT_DAYS, max_days=MAX_DAYS, result=result)
 
     async def whatif_start(request: Request) -> Response:
         await admin(request)
@@ -207,13 +212,13 @@ def create_app(source: DashboardSource, *, auth: Authorizer | None = None) -> St
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")[:10_000]))
         try:
             change = parse_change(form, [str(q.name) for q in fleet.snapshot.queues])
-        except ValueError as err:
-            return HTMLResponse(f'<p class="error">{_escape(str(err))}</p>', status_code=400)
-        until = source.clock()
-        since = until - WHATIF_DAYS * 86400
-        intervals = source.ledger.intervals(since=since, until=until) if source.ledger is not None else None
-        jobs = workload(fleet, intervals, since, until)
-        run = runner.start(fleet.snapshot, jobs, change)
+            choice = parse_workload(form, choices())
+        except ValueError as err:  # one line of text: the page's script shows it, escaped, in the result's place
+            return PlainTextResponse(str(err), status_code=400)
+        # the ledger's SQL or the bundled trace's first read: off the event loop
+        work = await asyncio.to_thread(choose_workload, choice, fleet, ledger=source.ledger, now=source.clock(),
+                                       traces=source.traces)
+        run = runner.start(fleet.snapshot, work.jobs, change, work.describe())
         return fragment("_whatif.html", run=run)
 
     async def whatif_poll(request: Request) -> Response:

@@ -1,7 +1,8 @@
 """Where the dashboard's cluster state comes from: a snapshot file (the embedded default, what
 ``gpufleet replay`` reads) or a live cluster (``--kubeconfig``: ``gpufleet snapshot``'s own read,
 ``gpufleet.kube.inspect.read_cluster``, again after ``refresh_s``); either with an optional usage
-ledger (the Usage page, the jobs' history, the what-if's workload) and prices."""
+ledger (the Usage page, the jobs' history, the what-if's workload), prices, and trace files (the
+what-if's other workloads)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from gpufleet.adapters import load_snapshot_documents
 from gpufleet.adapters.prices import PriceList
+from gpufleet.adapters.traces.records import TraceJob
 from gpufleet.domain import Snapshot
 from gpufleet.web.fleet import Fleet
 
@@ -51,10 +53,12 @@ class DashboardSource:
     when given. ``describe`` names it in the page footer."""
 
     def __init__(self, *, ledger: Any = None, prices: PriceList | None = None, result: dict[str, Any] | None = None,
+                 traces: Mapping[str, Sequence[TraceJob]] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.ledger = ledger  # gpufleet.ledger.LedgerStore, or None
         self.prices = prices
         self.result = result  # a `gpufleet simulate run --format json` result shown on the What-if page
+        self.traces = dict(traces or {})  # name -> jobs: the What-if page's traces (`--trace FILE`)
         self.clock = clock
 
     async def fleet(self) -> Fleet:

@@ -62,11 +62,23 @@ class Restricted:
         return Visibility(queues=frozenset({"team-a"}))
 
 
+# A trace file offered on the What-if page (as `gpufleet dashboard --trace week.csv` offers it): one job
+# before its last day, then a job for team-a by name and two of another tenant, spread over the leaf queues.
+WEEK_CSV = ("name,submit_time,duration,gpus,queue,user\n"
+            "early,0,600,1,,ann\ntune,90000,1800,4,team-a,\nsweep-1,90600,3600,2,,zoe\nsweep-2,90900,3600,2,,zoe\n")
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from gpufleet.adapters.traces import load_trace
+
     snapshot = load_snapshot_file(str(DEMO))
-    ledger = demo_ledger(snapshot, tmp_path_factory.mktemp("ledger") / "usage.db")
-    server = _Served(create_app(SnapshotSource(snapshot, "examples/demo.yaml", ledger=ledger, clock=lambda: NOW)))
+    folder = tmp_path_factory.mktemp("ledger")
+    ledger = demo_ledger(snapshot, folder / "usage.db")
+    (folder / "week.csv").write_text(WEEK_CSV, encoding="utf-8")
+    traces = {"week.csv": load_trace(folder / "week.csv")[0]}
+    server = _Served(create_app(SnapshotSource(snapshot, "examples/demo.yaml", ledger=ledger, traces=traces,
+                                               clock=lambda: NOW)))
     yield server.start()
     server.stop()
     ledger.close()
@@ -206,7 +218,40 @@ def test_a_what_if_runs_with_progress_then_shows_before_and_after(web: BrowserPa
     page.locator("#whatif-run[data-phase='done']").wait_for(timeout=120_000)
     assert page.locator("#whatif-table tr").count() >= 3  # a header, before, after
     assert "team-a" in page.locator("#whatif-run").inner_text()
+    assert page.locator("#whatif-workload").inner_text().startswith("Workload: the usage ledger's last 7 day(s)")
     web.screenshot("demo-whatif", full_page=True)
+
+
+def test_a_what_if_over_a_chosen_trace_and_days(web: BrowserPage, demo: str) -> None:
+    _load(web, demo + "/whatif", "What-if")
+    page = web.page
+    page.select_option("#whatif-form select[name='trace']", "week.csv")
+    page.fill("#whatif-form input[name='days']", "1")
+    page.select_option("#whatif-form select[name='queue']", "team-a")
+    page.fill("#whatif-form input[name='weight']", "4")
+    page.click("#whatif-form button[type='submit']")
+    page.locator("#whatif-run[data-phase='done']").wait_for(timeout=120_000)
+    headers = [h.inner_text() for h in page.locator("#whatif-table tr").first.locator("th").all()]
+    assert headers[-2:] == ["before", "after"] and page.locator("#whatif-table tr").count() >= 3
+    assert page.locator("#whatif-workload").inner_text() == (
+        "Workload: trace week.csv, its last 1 day(s): 3 jobs; queues: 1 by name, 2 assigned to a leaf queue by hash")
+    assert "3 jobs" in page.locator("#whatif-run").inner_text()
+    web.screenshot("demo-whatif-trace", full_page=True)
+
+
+def test_a_bad_number_of_days_is_said_in_one_line(web: BrowserPage, demo: str) -> None:
+    _load(web, demo + "/whatif", "What-if")
+    page = web.page
+    web.expect_problem(r"HTTP 400: POST .*/whatif")
+    web.expect_problem(r"status of 400")
+    page.fill("#whatif-form input[name='days']", "365")
+    with page.expect_response(lambda r: r.url.endswith("/whatif") and r.request.method == "POST") as answer:
+        page.click("#whatif-form button[type='submit']")
+    assert answer.value.status == 400 and answer.value.text() == "days: 365 is outside 1..90"
+    shown = page.locator("#whatif-result .error")
+    shown.wait_for()
+    assert shown.inner_text() == "Error 400: days: 365 is outside 1..90"
+    assert page.locator("#whatif-run").count() == 0
 
 
 def test_a_restricted_caller_sees_its_queue_only_and_no_what_if(web: BrowserPage,
