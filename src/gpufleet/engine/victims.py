@@ -276,16 +276,19 @@ class VictimIndex:
         Such gangs only ever stop being victims in a call (evicted, or grown by it), so the walk
         resumes where the last one stopped instead of rescanning the dead prefix.
         """
-        order, walk = self.g_sorted_small, self.g_walk
-        at = self._small_cursor
+        at = self._small_cursor = self._first_walkable(self.g_sorted_small, self._small_cursor)
+        return at
+
+    def _first_walkable(self, order: IntArray, at: int) -> int:
+        """The first position from ``at`` in ``order`` whose gang may still be a victim (a window
+        of ``g_walk`` at a time), or ``len(order)``."""
+        walk = self.g_walk
         while at < len(order):
             window = walk[order[at:at + WALK_WINDOW]]
             hit = int(np.argmax(window))
             if window[hit]:
-                at += hit
-                break
+                return at + hit
             at += len(window)
-        self._small_cursor = at
         return at
 
     def walk_small_for(self, key: object, mask: BoolArray) -> IntArray | None:
@@ -303,16 +306,7 @@ class VictimIndex:
             keep = (self.g_size[order] != 1) | mask[self.node_of[self.g_first_pod[order]]]
             got = self._small_for[key] = (order[keep], [0])
         order, cursor = got
-        walk = self.g_walk
-        at = cursor[0]
-        while at < len(order):
-            window = walk[order[at:at + WALK_WINDOW]]
-            hit = int(np.argmax(window))
-            if window[hit]:
-                at += hit
-                break
-            at += len(window)
-        cursor[0] = at
+        at = cursor[0] = self._first_walkable(order, cursor[0])
         out: IntArray = order[at:]
         return out
 
