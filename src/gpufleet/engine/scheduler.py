@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -401,9 +402,12 @@ class Engine:
         """A lone whole-GPU pod that takes a flavor, admitted as the batch path admits it
         (``FlavorBook.admit_lone``: what the flavor attempt commits without preemption, placed from
         the free-GPU index on the flavor's nodes, no copy of the pod), where the batch's conditions
-        hold (no lending limits, user caps, claims or volumes; every reservation held yields to it),
-        whatever the number of leaves; committed on success. False: nothing changed, the flavor
-        attempt decides."""
+        hold (no lending limits, user caps, claims or volumes), whatever the number of leaves;
+        committed on success. While reservations are held, each placement on a flavor is made with
+        the holds that the flavor attempt's ``try_place`` on that flavor sets (``hold_for``, by
+        whether the request on it borrows), or none where every reservation yields to the gang.
+        False: nothing placed (holds aside, which every attempt sets again), the flavor attempt
+        decides."""
         m = lone_pod(self, gang)
         if m < 0 or self.caps is not None or self.placer.volumes is not None or self.forest.has_lending:
             return False
@@ -411,13 +415,15 @@ class Engine:
         if not flavors.takes(info):
             return False
         reserve = self.reserve
+        hold: Callable[[bool], None] | None = None
         if reserve is not None and reserve.held:
-            if not reserve.yields_all(gang):
-                return False
-            reserve.release_all()
+            if reserve.yields_all(gang):
+                reserve.release_all()
+            else:  # the holds of the flavor attempt's try_place, flavor by flavor (borrows: not in quota)
+                hold = partial(reserve.hold_for, gang, [m])
         f = self.forest
         limit_ok = (lambda leaf, req: f.limit_verdict(leaf, req).ok) if f.has_limits else None
-        got = flavors.admit_lone(info, gang, self.placer, f.in_quota, limit_ok, self.quota.quota_vec)
+        got = flavors.admit_lone(info, gang, self.placer, f.in_quota, limit_ok, self.quota.quota_vec, hold=hold)
         if got is None:
             return False
         a, request = got
