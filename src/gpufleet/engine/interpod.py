@@ -194,6 +194,12 @@ class InterPod:
         self._eligible_cache: dict[object, tuple[BoolArray, BoolArray]] = {}
         self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
         self._all_cache: dict[int, bool] = {}  # keyed by id() of masks kept in _eligible_cache
+        # Spread counts over the eligible nodes only (a constraint whose eligible nodes are not every
+        # labelled node): per set, (key, id() of an eligible mask kept in _eligible_cache) -> (the
+        # mask, bound members per domain on its nodes), built when asked for and kept up to date by
+        # ``add`` like ``doms``; dropped all at once past MAX_COUNT_CELLS.
+        self._eligible_doms: list[dict[tuple[str, int], tuple[BoolArray, IntArray]]] = [{} for _ in range(n_sets)]
+        self._eligible_cells = 0
 
     def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, kind: int, anti: bool = False) -> None:
         if key not in self.set_index:
@@ -275,6 +281,12 @@ class InterPod:
                 c = codes[node]
                 if c != d:
                     arr[c] += delta
+            for (key, _), (eligible, arr) in self._eligible_doms[s].items():
+                if eligible[node]:
+                    codes, d = self._codes[key]
+                    c = codes[node]
+                    if c != d:
+                        arr[c] += delta
 
     def add_many(self, pods: IntArray, nodes: IntArray) -> None:
         """``add`` for pods bound in bulk (the snapshot's running pods)."""
@@ -287,6 +299,9 @@ class InterPod:
             for key in list(self.doms[int(s)]):  # built again from the members' nodes when asked for
                 self._cells -= self._kept.pop((int(s), key))
                 del self.doms[int(s)][key]
+            for _, arr in self._eligible_doms[int(s)].values():
+                self._eligible_cells -= len(arr)
+            self._eligible_doms[int(s)].clear()
 
     # -- rules of a pod ---------------------------------------------------------------------------
 
@@ -440,8 +455,7 @@ class InterPod:
             counts = self.dom(rule.set_id, rule.key)
             by_node = self.per_node(rule.set_id, rule.key)
         else:
-            counts = np.bincount(codes[eligible], weights=self.node_counts(rule.set_id)[eligible],
-                                 minlength=d + 1).astype(np.int64)
+            counts = self._eligible_counts(rule.set_id, rule.key, eligible)
             by_node = counts[codes]
         n_domains = int(present.sum())
         least = 0
@@ -451,6 +465,25 @@ class InterPod:
         if not self._all_true(has_keys):
             allowed &= has_keys
         return allowed
+
+    def _eligible_counts(self, s: int, key: str, eligible: BoolArray) -> IntArray:
+        """Bound members of set ``s`` per domain of ``key``, counting only those on ``eligible``
+        nodes (a mask kept in ``_eligible_cache``: its id names it); kept up to date by ``add``. The
+        caller does not change it."""
+        kept = self._eligible_doms[s]
+        got = kept.get((key, id(eligible)))
+        if got is not None:
+            return got[1]
+        codes, d = self.codes(key)
+        counts: IntArray = np.bincount(codes[eligible], weights=self.node_counts(s)[eligible],
+                                       minlength=d + 1).astype(np.int64)
+        if self._eligible_cells + len(counts) > MAX_COUNT_CELLS:
+            for other in self._eligible_doms:
+                other.clear()
+            self._eligible_cells = 0
+        kept[(key, id(eligible))] = (eligible, counts)
+        self._eligible_cells += len(counts)
+        return counts
 
     def _all_true(self, mask: BoolArray) -> bool:
         got = self._all_cache.get(id(mask))
