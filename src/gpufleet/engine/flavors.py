@@ -119,6 +119,8 @@ class LonePlacer(Protocol[A]):
 
     def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, A | None]: ...
 
+    def narrowed_node(self, info: PodInfo, key: object, nodes: BoolArray) -> tuple[bool, A | None]: ...
+
     def best_node(self, info: PodInfo) -> A | None: ...
 
 
@@ -541,13 +543,19 @@ class FlavorBook:
         """Where the placement puts the pod on the nodes of ``flavors`` (one: that flavor's
         placement; more: BestPlacement's over all of them), as :meth:`applied` and
         :meth:`_best_placement` place it: from the free-GPU index with the pod's static mask
-        narrowed to those nodes, else on the flavored copy of the pod."""
+        narrowed to those nodes; else, on one flavor, from the pod with its static mask and its
+        inter-pod rules narrowed to the flavor's nodes (``Placer.narrowed_node``); else on the
+        flavored copy of the pod."""
         fs = tuple(flavors)
         feas = placer.feasibility
         pod = info.pod
         answered, a = placer.indexed_as(info, ("flavors", key, fs), lambda: feas.mask(pod) & self._nodes_of(fs))
         if answered:
             return a
+        if len(fs) == 1:  # the index cannot answer (inter-pod rules, host ports): the pod narrowed
+            answered, a = placer.narrowed_node(info, ("flavors", fs), self.masks[fs[0]])
+            if answered:
+                return a
         copy = self._flavored_pod(info, fs[0]) if len(fs) == 1 else \
             with_any_flavor(self._original.get(info.idx, pod), [self.labels[f] for f in fs])
         if copy is None:

@@ -25,7 +25,7 @@ from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.workload import PodInfo
 
-__all__ = ["InterPod"]
+__all__ = ["InterPod", "Narrowing"]
 
 AFFINITY, ANTI, SYMMETRIC, SPREAD = "affinity", "anti", "symmetric", "spread"
 PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms, ScheduleAnyway
@@ -39,6 +39,8 @@ MAX_COUNT_CELLS = 1 << 22
 # A set: ("match", selector, owner namespace, namespaces, namespace selector), ("carry", term, owner
 # namespace) for a required anti-affinity term, or ("carry-preferred", kind, term, owner namespace)
 SetKey = tuple[object, ...]
+# A narrowing of a pod's node selection: (its name, the nodes it keeps).
+Narrowing = tuple[object, BoolArray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,13 +414,17 @@ class InterPod:
             self._selector_masks[key] = got
         return got
 
-    def _eligible(self, pod: Pod, c: SpreadConstraint, spread_keys: tuple[str, ...]) -> tuple[BoolArray, BoolArray]:
+    def _eligible(self, pod: Pod, c: SpreadConstraint, spread_keys: tuple[str, ...],
+                  narrowed: Narrowing | None = None) -> tuple[BoolArray, BoolArray]:
         """Nodes carrying every key of the pod's hard constraints, and among them the eligible ones
-        (the pod's node affinity honoured, taints when the constraint says so); cached."""
+        (the pod's node affinity honoured, narrowed to ``narrowed``'s nodes as well, taints when the
+        constraint says so); cached."""
         affinity_key = (tuple(sorted(pod.node_selector.items())), pod.affinity) \
             if c.node_affinity_policy == "Honor" else None
+        if affinity_key is None:
+            narrowed = None
         taint_key = pod.tolerations if c.node_taints_policy == "Honor" else None
-        key = (spread_keys, affinity_key, taint_key)
+        key = (spread_keys, affinity_key, taint_key, None if narrowed is None else narrowed[0])
         got = self._eligible_cache.get(key)
         if got is None:
             has_keys = np.ones(self.n, dtype=np.bool_)
@@ -428,6 +434,8 @@ class InterPod:
             eligible = has_keys
             if affinity_key is not None:
                 eligible = eligible & self._selector_mask(pod)
+                if narrowed is not None:
+                    eligible = eligible & narrowed[1]
             if taint_key is not None:
                 eligible = eligible & self.feasibility.taint_mask(pod)
             got = (has_keys, eligible)
@@ -445,10 +453,11 @@ class InterPod:
             self._domain_cache[(id(eligible), key)] = got
         return got
 
-    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray:
+    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: tuple[str, ...],
+                        narrowed: Narrowing | None = None) -> BoolArray:
         c = rule.spread
         assert c is not None
-        has_keys, eligible = self._eligible(self.pods[idx].pod, c, spread_keys)
+        has_keys, eligible = self._eligible(self.pods[idx].pod, c, spread_keys, narrowed)
         codes, d = self.codes(rule.key)
         present, full = self._domains_of(eligible, rule.key)
         if full:  # the common case: the counts kept per domain are the ones to use
@@ -492,11 +501,12 @@ class InterPod:
             self._all_cache[id(mask)] = got
         return got
 
-    def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray | None:
+    def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...],
+                   narrowed: Narrowing | None = None) -> BoolArray | None:
         """Nodes ``rule`` allows now; None when it excludes no node."""
         kind = rule.kind
         if kind is SPREAD:
-            return self._spread_allowed(idx, rule, spread_keys)
+            return self._spread_allowed(idx, rule, spread_keys, narrowed)
         if kind is AFFINITY:
             out: BoolArray = self.per_node(rule.set_id, rule.key) > 0
             return out
@@ -525,20 +535,24 @@ class InterPod:
     def _spread_keys(rules: list[Rule]) -> tuple[str, ...]:
         return tuple(r.key for r in rules if r.kind is SPREAD)
 
-    def mask(self, idx: int) -> BoolArray | None:
-        """Nodes the pod's inter-pod rules allow now; None when they exclude none (or it has none)."""
+    def mask(self, idx: int, narrowed: Narrowing | None = None) -> BoolArray | None:
+        """Nodes the pod's inter-pod rules allow now; None when they exclude none (or it has none).
+        ``narrowed``: (a name, nodes): the rules of the pod with its node selection narrowed to those
+        nodes (a flavor's, engine/flavors.py), as those of a copy of it whose node selector adds the
+        labels that select them: only the eligible nodes of its spread constraints that honour its
+        node affinity depend on its node selection."""
         rules = self.rules(idx)
         if not rules:
             return None
         if len(rules) == 1 and rules[0].kind is not AFFINITY:  # the common case, kept short
-            return self._rule_mask(idx, rules[0], (rules[0].key,))
+            return self._rule_mask(idx, rules[0], (rules[0].key,), narrowed)
         waived = self._waived(idx, rules)
         spread_keys = self._spread_keys(rules)
         allowed: BoolArray | None = None
         for r in rules:
             if waived and r.kind is AFFINITY:
                 continue
-            m = self._rule_mask(idx, r, spread_keys)
+            m = self._rule_mask(idx, r, spread_keys, narrowed)
             if m is not None:
                 allowed = m if allowed is None else allowed & m
         return allowed
