@@ -2,7 +2,11 @@
 carrying its keys) are not every labelled node counts its pods per domain over those nodes only; the
 engine keeps those counts up to date as pods are bound and released (``InterPod._eligible_counts``,
 updated by ``add``) instead of counting them again for every pod. Decisions are those of counting
-them again, and the kept counts are always the counts of the pods bound now."""
+them again, and the kept counts are always the counts of the pods bound now.
+
+A lone pod placed on one flavor without a flavored copy (``Placer.narrowed_node``: its static mask
+and its spread constraints' eligible nodes narrowed to the flavor's nodes) goes where the copy goes,
+and the batch path placing flavored pods with inter-pod rules so decides as the flavor attempt."""
 
 from __future__ import annotations
 
@@ -15,10 +19,12 @@ from hypothesis import strategies as st
 
 from gpufleet.domain import GPU, MILLI, LabelSelector, Node, NodeName, Pod, Snapshot, SpreadConstraint
 from gpufleet.engine.cluster import BoolArray, IntArray
+from gpufleet.engine.flavors import with_flavor
 from gpufleet.engine.interpod import InterPod
 from gpufleet.engine.scheduler import Engine
 
-from .strategies import GPU_TYPE, HOST, Draw, _chance, inter_pod_snapshots
+from .strategies import APPS, GPU_TYPE, HOST, INTER_POD_RULES, Draw, _chance, _with_rule, inter_pod_snapshots
+from .test_batch import flavored_batch_snapshots, run
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -110,3 +116,70 @@ def test_a_narrowed_spread_keeps_its_counts_over_its_eligible_nodes() -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(InterPod, "_eligible_counts", _counted_again)
         assert Engine(snapshot).run() == decisions
+
+
+def _narrowed_equals_copy(engine: Engine) -> int:
+    """For every pending pod and GPU type: ``Placer.narrowed_node`` on that type's nodes places the
+    pod where ``best_node`` places its copy whose node selector adds the type (flavors.with_flavor);
+    returns how many were answered."""
+    placer = engine.placer
+    values = np.array([n.labels.get(GPU_TYPE) for n in engine.cluster.nodes], dtype=object)
+    answered = 0
+    for info in engine.pods:
+        if info.node is not None or info.pod.node_name is not None:
+            continue
+        for t in "ab":
+            ok, got = placer.narrowed_node(info, ("type", t), values == t)
+            if not ok:
+                continue
+            answered += 1
+            copy = with_flavor(info.pod, {GPU_TYPE: t})
+            original = info.pod
+            if copy is None:
+                assert got is None
+                continue
+            info.pod = copy
+            try:
+                assert got == placer.best_node(info), (info.key, t)
+            finally:
+                info.pod = original
+    return answered
+
+
+@settings(max_examples=120, deadline=None)
+@given(narrowed_inter_pod_snapshots())
+def test_a_pod_narrowed_to_a_flavor_is_placed_as_its_flavored_copy(snapshot: Snapshot) -> None:
+    """Before and after the call (other pods bound): static mask, spread eligibility (Honor), anti-
+    affinity, soft scores, host ports, whatever the placement strategy."""
+    engine = Engine(snapshot)
+    _narrowed_equals_copy(engine)
+    engine.run()
+    _narrowed_equals_copy(engine)
+
+
+@st.composite
+def flavored_inter_pod_snapshots(draw: Draw) -> Snapshot:
+    """The batch tests' flavored snapshots (leaves giving their GPU quota per flavor, GPU type a or
+    b) whose pods carry inter-pod rules (spread constraints honouring the node selection)."""
+    snapshot: Snapshot = draw(flavored_batch_snapshots())
+    rules = {app: draw(st.sampled_from(INTER_POD_RULES)) for app in APPS}
+    pods = []
+    for p in snapshot.pods:
+        app = draw(st.sampled_from((*APPS, None)))
+        if app is not None:
+            p = _with_rule(p, app, rules[app])
+            p = replace(p, spread_constraints=tuple(replace(c, node_affinity_policy="Honor")
+                                                    for c in p.spread_constraints))
+        pods.append(p)
+    return replace(snapshot, pods=tuple(pods))
+
+
+@settings(max_examples=120, deadline=None)
+@given(flavored_inter_pod_snapshots())
+def test_flavored_pods_with_inter_pod_rules_decide_as_the_flavor_attempt(snapshot: Snapshot) -> None:
+    """The batch path (and each lone flavored pod's admission), placing pods with inter-pod rules
+    narrowed to a flavor without copies, decides as the flavor attempt with its copies."""
+    *batched, _ = run(snapshot, True)
+    *single, none = run(snapshot, False)
+    assert none == 0
+    assert batched == single
