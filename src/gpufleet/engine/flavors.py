@@ -455,8 +455,9 @@ class FlavorBook:
         """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
         flavor, with no lending limits, user caps or claims: what :meth:`attempt` commits
         without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
-        flavor is set), not committed; None (nothing changed) where that attempt would not admit it
-        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits);
+        flavor is set), not committed; None (nothing changed but the holds that ``hold`` set, which
+        every attempt sets again) where that attempt would not admit it there. ``limits``: whether
+        the leaf's limits admit a request (None: no queue has limits);
         ``known``: a request of the pod whose in-quota verdict is known now (the fair order's);
         ``hold``: called before each placement with whether the request placed borrows (is not in
         quota): it sets the reservations' holds as the attempt's ``try_place`` on that flavor does
