@@ -258,12 +258,12 @@ def test_a_run_from_a_queue_without_flavors_admits_a_flavored_queue_s_pods_on_a_
 
 
 @st.composite
-def reserved_batch_snapshots(draw: Draw) -> Snapshot:
-    """:func:`batch_snapshots` or :func:`flavored_batch_snapshots` with reservation and backfill on
-    (docs/semantics.md): the snapshot's time a little after its last event, a short ``after``,
-    observed runtimes for some queues and declared ones for some pods, so that gangs hold
-    reservations while runs of lone pods, some of which may use them, are admitted."""
-    snapshot = draw(st.one_of(batch_snapshots(), flavored_batch_snapshots()))
+def reserved_batch_snapshots(draw: Draw, flavored: bool = False) -> Snapshot:
+    """:func:`batch_snapshots` or :func:`flavored_batch_snapshots` (``flavored``: only the latter) with
+    reservation and backfill on (docs/semantics.md): the snapshot's time a little after its last
+    event, a short ``after``, observed runtimes for some queues and declared ones for some pods, so
+    that gangs hold reservations while runs of lone pods, some of which may use them, are admitted."""
+    snapshot = draw(flavored_batch_snapshots() if flavored else st.one_of(batch_snapshots(), flavored_batch_snapshots()))
     latest = max([p.creation_time for p in snapshot.pods] + [p.start_time or 0.0 for p in snapshot.pods] + [0.0])
     pods = [replace(p, annotations={**p.annotations, ANNOTATION_EXPECTED_RUNTIME: f"{draw(st.integers(0, 300))}s"})
             if _chance(draw, 2) else p for p in snapshot.pods]
@@ -276,6 +276,18 @@ def reserved_batch_snapshots(draw: Draw) -> Snapshot:
 @settings(max_examples=150, deadline=None)
 @given(reserved_batch_snapshots())
 def test_the_batch_path_decides_as_the_one_by_one_loop_with_reservations_held(snapshot: Snapshot) -> None:
+    *batched, _ = run(snapshot, True)
+    *single, none = run(snapshot, False)
+    assert none == 0
+    assert batched == single
+
+
+@settings(max_examples=150, deadline=None)
+@given(reserved_batch_snapshots(flavored=True))
+def test_lone_flavored_pods_under_held_reservations_decide_as_the_flavor_attempt(snapshot: Snapshot) -> None:
+    """With flavors and reservations held (of borrowing gangs or not), the batch path and each lone
+    flavored pod's admission without copies (placed under the holds of its flavor attempt's
+    placement on each flavor: Engine.admit_lone_flavored) decide as the flavor attempt alone."""
     *batched, _ = run(snapshot, True)
     *single, none = run(snapshot, False)
     assert none == 0
@@ -341,3 +353,45 @@ def test_flavored_lone_pods_of_many_leaves_are_admitted_one_by_one_without_copie
     plain.USE_BATCH = False
     plain.run()  # the flavor attempt copies them
     assert plain.flavors is not None and first <= {plain.pods[m].key for m, _ in plain.flavors._pods}
+
+
+def _borrowing_reservation_snapshot(pods: list[Pod]) -> Snapshot:
+    """Nodes ``a`` and ``c`` (GPU type a) and ``b`` (type b), 8 GPUs each, mostly held by long runs of
+    queue ``other`` (in quota, not preemptible: no victims): 2 GPUs free on a (its run declares an
+    hour), 3 on c (its run declares nothing: never expected to end), none on b (two hours). ``big``
+    (preemptible, 4 GPUs, queue ``q`` whose flavor fa has no quota: it borrows) waits since 0, is
+    overdue at 1000 s and reserves a, whose 2 free GPUs it holds."""
+    nodes, running = [], []
+    for n, t, used, runtime in (("a", "a", 6, "1h"), ("b", "b", 8, "2h"), ("c", "a", 5, None)):
+        nodes.append(domain.Node(domain.NodeName(n), labels={GPU_TYPE: t},
+                                 allocatable={GPU: 8 * MILLI, CPU: 64 * MILLI, PODS: 110 * MILLI}))
+        running.append(Pod(NS, f"run-{n}", requests={GPU: used * MILLI}, queue_label="other", phase="Running",
+                           node_name=domain.NodeName(n), gpu_index=tuple(range(used)), start_time=30.0,
+                           preemptible_label=False,
+                           annotations={ANNOTATION_EXPECTED_RUNTIME: runtime} if runtime else {}))
+    queues = (Queue(QueueName("q"), flavors=(QueueFlavor("fa", {GPU: QueueResource(0)}),)),
+              Queue(QueueName("q2"), flavors=(QueueFlavor("fa", {GPU: QueueResource(4 * MILLI)}),)),
+              Queue(QueueName("other"), resources={GPU: QueueResource(24 * MILLI)}))
+    config = SchedulerConfig(now=1000.0, reservation=ReservationConfig(after=60.0))
+    big = _lone("big", "q", whole=4, created=0.0, preemptible_label=True)
+    return Snapshot(nodes=tuple(nodes), pods=(*running, big, *pods), queues=queues, flavors=FLAVORS, config=config)
+
+
+def test_a_lone_flavored_pod_a_borrowing_reservation_does_not_yield_to_is_admitted_without_copies() -> None:
+    """``big`` borrows: its held GPUs on a go only to preemptible gangs that waited less and borrow
+    too. p1 (preemptible, in quota on fa) may not use them: the run stops before it, and its attempt
+    places it as the flavor attempt does, under the holds (on c, not on a where binpack would put
+    it without them), from the free-GPU index without a flavored copy (Engine.admit_lone_flavored
+    with FlavorBook.admit_lone's ``hold``). p2 (preemptible, borrowing) may use them: it goes on a."""
+    pods = [_lone("p1", "q2", created=100.0, preemptible_label=True),
+            _lone("p2", "q", created=101.0, preemptible_label=True)]
+    engine, decisions = _both(_borrowing_reservation_snapshot(pods))
+    assert [r.gang for r in decisions.reservations] == [f"{NS}/big"]
+    assert {b.pod: (b.node, b.flavor) for b in decisions.bindings} == {f"{NS}/p1": ("c", "fa"),
+                                                                       f"{NS}/p2": ("a", "fa")}
+    assert engine.flavors is not None  # only big, which fails, went through the flavor attempt's copies
+    assert {engine.pods[m].key for m, _ in engine.flavors._pods} == {f"{NS}/big"}
+    plain = Engine(_borrowing_reservation_snapshot(pods))
+    plain.USE_BATCH = False
+    plain.run()  # the flavor attempt copies them
+    assert plain.flavors is not None and {plain.pods[m].key for m, _ in plain.flavors._pods} >= {f"{NS}/p1"}

@@ -7,13 +7,14 @@ from gpufleet.engine.scheduler import Engine
 
 
 def _count_calls(engine: Engine, method: str) -> list[int]:
-    """Wrap ``engine``'s method (of a gang and its request) to count its calls in the list's item."""
+    """Wrap ``engine``'s method (of a gang, its request and whatever else it takes) to count its
+    calls in the list's item."""
     calls = [0]
     original = getattr(engine, method)
 
-    def counting(gang, request):  # type: ignore[no-untyped-def]
+    def counting(gang, request, *rest):  # type: ignore[no-untyped-def]
         calls[0] += 1
-        return original(gang, request)
+        return original(gang, request, *rest)
 
     setattr(engine, method, counting)
     return calls

@@ -124,6 +124,8 @@ class LonePlacer(Protocol[A]):
 
     def indexed_as(self, info: PodInfo, key: object, static: Callable[[], BoolArray]) -> tuple[bool, A | None]: ...
 
+    def narrowed_node(self, info: PodInfo, key: object, nodes: BoolArray) -> tuple[bool, A | None]: ...
+
     def best_node(self, info: PodInfo) -> A | None: ...
 
 
@@ -460,13 +462,18 @@ class FlavorBook:
 
     def admit_lone(self, info: PodInfo, gang: Gang, placer: LonePlacer[A], in_quota: Callable[[int, list[int]], bool],
                    limits: Callable[[int, list[int]], bool] | None, quota_vec: Callable[[PodInfo], list[int]],
-                   known: tuple[list[int], bool] | None = None) -> tuple[A, list[int]] | None:
+                   known: tuple[list[int], bool] | None = None,
+                   hold: Callable[[bool], None] | None = None) -> tuple[A, list[int]] | None:
         """The batch path's admission of a lone whole-GPU pod (no member running) that takes a
-        flavor, with no lending limits, user caps, claims or holds: what :meth:`attempt` commits
+        flavor, with no lending limits, user caps or claims: what :meth:`attempt` commits
         without preemption, as (its placement, its quota request on the flavor it takes: ``info``'s
-        flavor is set), not committed; None (nothing changed) where that attempt would not admit it
-        there. ``limits``: whether the leaf's limits admit a request (None: no queue has limits);
-        ``known``: a request of the pod whose in-quota verdict is known now (the fair order's)."""
+        flavor is set), not committed; None (nothing changed but the holds that ``hold`` set, which
+        every attempt sets again) where that attempt would not admit it there. ``limits``: whether
+        the leaf's limits admit a request (None: no queue has limits);
+        ``known``: a request of the pod whose in-quota verdict is known now (the fair order's);
+        ``hold``: called before each placement with whether the request placed borrows (is not in
+        quota): it sets the reservations' holds as the attempt's ``try_place`` on that flavor does
+        (``Reservations.hold_for``); None: no hold applies."""
         leaf = gang.queue
         if known is not None:
             in_quota = partial(_in_quota_knowing, in_quota, known)
@@ -492,6 +499,8 @@ class FlavorBook:
                 (inside if in_quota(leaf, req) else outside).append(i)
             for tier, ok in ((inside, True), (outside, False)):
                 admitted = [cands[i] for i in tier if admits(requests[i], ok)]
+                if admitted and hold is not None:
+                    hold(not ok)  # _best_placement's try_place with the first admitted flavor's request
                 if admitted and (a := self._place_on(placer, info, key, admitted)) is not None:
                     f = int(self.node_flavor[a.node])
                     info.flavor = f
@@ -501,13 +510,19 @@ class FlavorBook:
                 requests.append(req := self._request_on(info, f, quota_vec))
                 if not in_quota(leaf, req):
                     outside.append(i)
-                elif admits(req, True) and (a := self._place_on(placer, info, key, [f])) is not None:
-                    info.flavor = f
-                    return a, req
+                elif admits(req, True):
+                    if hold is not None:
+                        hold(False)
+                    if (a := self._place_on(placer, info, key, [f])) is not None:
+                        info.flavor = f
+                        return a, req
             for i in outside:
-                if admits(requests[i], False) and (a := self._place_on(placer, info, key, [cands[i]])) is not None:
-                    info.flavor = cands[i]
-                    return a, requests[i]
+                if admits(requests[i], False):
+                    if hold is not None:
+                        hold(True)
+                    if (a := self._place_on(placer, info, key, [cands[i]])) is not None:
+                        info.flavor = cands[i]
+                        return a, requests[i]
         info.flavor = -1
         return None
 
@@ -541,13 +556,19 @@ class FlavorBook:
         """Where the placement puts the pod on the nodes of ``flavors`` (one: that flavor's
         placement; more: BestPlacement's over all of them), as :meth:`applied` and
         :meth:`_best_placement` place it: from the free-GPU index with the pod's static mask
-        narrowed to those nodes, else on the flavored copy of the pod."""
+        narrowed to those nodes; else, on one flavor, from the pod with its static mask and its
+        inter-pod rules narrowed to the flavor's nodes (``Placer.narrowed_node``); else on the
+        flavored copy of the pod."""
         fs = tuple(flavors)
         feas = placer.feasibility
         pod = info.pod
         answered, a = placer.indexed_as(info, ("flavors", key, fs), lambda: feas.mask(pod) & self._nodes_of(fs))
         if answered:
             return a
+        if len(fs) == 1:  # the index cannot answer (inter-pod rules, host ports): the pod narrowed
+            answered, a = placer.narrowed_node(info, ("flavors", fs), self.masks[fs[0]])
+            if answered:
+                return a
         copy = self._flavored_pod(info, fs[0]) if len(fs) == 1 else \
             with_any_flavor(self._original.get(info.idx, pod), [self.labels[f] for f in fs])
         if copy is None:

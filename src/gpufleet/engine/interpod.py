@@ -25,7 +25,7 @@ from gpufleet.engine.cluster import BoolArray, IntArray
 from gpufleet.engine.feasibility import StaticFeasibility
 from gpufleet.engine.workload import PodInfo
 
-__all__ = ["InterPod"]
+__all__ = ["InterPod", "Narrowing"]
 
 AFFINITY, ANTI, SYMMETRIC, SPREAD = "affinity", "anti", "symmetric", "spread"
 PREFER, AVOID, SOFT_SPREAD = "prefer", "avoid", "soft-spread"  # preferred terms, ScheduleAnyway
@@ -39,6 +39,8 @@ MAX_COUNT_CELLS = 1 << 22
 # A set: ("match", selector, owner namespace, namespaces, namespace selector), ("carry", term, owner
 # namespace) for a required anti-affinity term, or ("carry-preferred", kind, term, owner namespace)
 SetKey = tuple[object, ...]
+# A narrowing of a pod's node selection: (its name, the nodes it keeps).
+Narrowing = tuple[object, BoolArray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,12 @@ class InterPod:
         self._eligible_cache: dict[object, tuple[BoolArray, BoolArray]] = {}
         self._domain_cache: dict[tuple[int, str], tuple[BoolArray, bool]] = {}
         self._all_cache: dict[int, bool] = {}  # keyed by id() of masks kept in _eligible_cache
+        # Spread counts over the eligible nodes only (a constraint whose eligible nodes are not every
+        # labelled node): per set, (key, id() of an eligible mask kept in _eligible_cache) -> (the
+        # mask, bound members per domain on its nodes), built when asked for and kept up to date by
+        # ``add`` like ``doms``; dropped all at once past MAX_COUNT_CELLS.
+        self._eligible_doms: list[dict[tuple[str, int], tuple[BoolArray, IntArray]]] = [{} for _ in range(n_sets)]
+        self._eligible_cells = 0
 
     def _set(self, key: SetKey, term: PodAffinityTerm, owner_ns: str, kind: int, anti: bool = False) -> None:
         if key not in self.set_index:
@@ -275,6 +283,12 @@ class InterPod:
                 c = codes[node]
                 if c != d:
                     arr[c] += delta
+            for (key, _), (eligible, arr) in self._eligible_doms[s].items():
+                if eligible[node]:
+                    codes, d = self._codes[key]
+                    c = codes[node]
+                    if c != d:
+                        arr[c] += delta
 
     def add_many(self, pods: IntArray, nodes: IntArray) -> None:
         """``add`` for pods bound in bulk (the snapshot's running pods)."""
@@ -287,6 +301,9 @@ class InterPod:
             for key in list(self.doms[int(s)]):  # built again from the members' nodes when asked for
                 self._cells -= self._kept.pop((int(s), key))
                 del self.doms[int(s)][key]
+            for _, arr in self._eligible_doms[int(s)].values():
+                self._eligible_cells -= len(arr)
+            self._eligible_doms[int(s)].clear()
 
     # -- rules of a pod ---------------------------------------------------------------------------
 
@@ -397,13 +414,17 @@ class InterPod:
             self._selector_masks[key] = got
         return got
 
-    def _eligible(self, pod: Pod, c: SpreadConstraint, spread_keys: tuple[str, ...]) -> tuple[BoolArray, BoolArray]:
+    def _eligible(self, pod: Pod, c: SpreadConstraint, spread_keys: tuple[str, ...],
+                  narrowed: Narrowing | None = None) -> tuple[BoolArray, BoolArray]:
         """Nodes carrying every key of the pod's hard constraints, and among them the eligible ones
-        (the pod's node affinity honoured, taints when the constraint says so); cached."""
+        (the pod's node affinity honoured, narrowed to ``narrowed``'s nodes as well, taints when the
+        constraint says so); cached."""
         affinity_key = (tuple(sorted(pod.node_selector.items())), pod.affinity) \
             if c.node_affinity_policy == "Honor" else None
+        if affinity_key is None:
+            narrowed = None
         taint_key = pod.tolerations if c.node_taints_policy == "Honor" else None
-        key = (spread_keys, affinity_key, taint_key)
+        key = (spread_keys, affinity_key, taint_key, None if narrowed is None else narrowed[0])
         got = self._eligible_cache.get(key)
         if got is None:
             has_keys = np.ones(self.n, dtype=np.bool_)
@@ -413,6 +434,8 @@ class InterPod:
             eligible = has_keys
             if affinity_key is not None:
                 eligible = eligible & self._selector_mask(pod)
+                if narrowed is not None:
+                    eligible = eligible & narrowed[1]
             if taint_key is not None:
                 eligible = eligible & self.feasibility.taint_mask(pod)
             got = (has_keys, eligible)
@@ -430,18 +453,18 @@ class InterPod:
             self._domain_cache[(id(eligible), key)] = got
         return got
 
-    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray:
+    def _spread_allowed(self, idx: int, rule: Rule, spread_keys: tuple[str, ...],
+                        narrowed: Narrowing | None = None) -> BoolArray:
         c = rule.spread
         assert c is not None
-        has_keys, eligible = self._eligible(self.pods[idx].pod, c, spread_keys)
+        has_keys, eligible = self._eligible(self.pods[idx].pod, c, spread_keys, narrowed)
         codes, d = self.codes(rule.key)
         present, full = self._domains_of(eligible, rule.key)
         if full:  # the common case: the counts kept per domain are the ones to use
             counts = self.dom(rule.set_id, rule.key)
             by_node = self.per_node(rule.set_id, rule.key)
         else:
-            counts = np.bincount(codes[eligible], weights=self.node_counts(rule.set_id)[eligible],
-                                 minlength=d + 1).astype(np.int64)
+            counts = self._eligible_counts(rule.set_id, rule.key, eligible)
             by_node = counts[codes]
         n_domains = int(present.sum())
         least = 0
@@ -452,6 +475,25 @@ class InterPod:
             allowed &= has_keys
         return allowed
 
+    def _eligible_counts(self, s: int, key: str, eligible: BoolArray) -> IntArray:
+        """Bound members of set ``s`` per domain of ``key``, counting only those on ``eligible``
+        nodes (a mask kept in ``_eligible_cache``: its id names it); kept up to date by ``add``. The
+        caller does not change it."""
+        kept = self._eligible_doms[s]
+        got = kept.get((key, id(eligible)))
+        if got is not None:
+            return got[1]
+        codes, d = self.codes(key)
+        counts: IntArray = np.bincount(codes[eligible], weights=self.node_counts(s)[eligible],
+                                       minlength=d + 1).astype(np.int64)
+        if self._eligible_cells + len(counts) > MAX_COUNT_CELLS:
+            for other in self._eligible_doms:
+                other.clear()
+            self._eligible_cells = 0
+        kept[(key, id(eligible))] = (eligible, counts)
+        self._eligible_cells += len(counts)
+        return counts
+
     def _all_true(self, mask: BoolArray) -> bool:
         got = self._all_cache.get(id(mask))
         if got is None:
@@ -459,11 +501,12 @@ class InterPod:
             self._all_cache[id(mask)] = got
         return got
 
-    def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...]) -> BoolArray | None:
+    def _rule_mask(self, idx: int, rule: Rule, spread_keys: tuple[str, ...],
+                   narrowed: Narrowing | None = None) -> BoolArray | None:
         """Nodes ``rule`` allows now; None when it excludes no node."""
         kind = rule.kind
         if kind is SPREAD:
-            return self._spread_allowed(idx, rule, spread_keys)
+            return self._spread_allowed(idx, rule, spread_keys, narrowed)
         if kind is AFFINITY:
             out: BoolArray = self.per_node(rule.set_id, rule.key) > 0
             return out
@@ -492,20 +535,24 @@ class InterPod:
     def _spread_keys(rules: list[Rule]) -> tuple[str, ...]:
         return tuple(r.key for r in rules if r.kind is SPREAD)
 
-    def mask(self, idx: int) -> BoolArray | None:
-        """Nodes the pod's inter-pod rules allow now; None when they exclude none (or it has none)."""
+    def mask(self, idx: int, narrowed: Narrowing | None = None) -> BoolArray | None:
+        """Nodes the pod's inter-pod rules allow now; None when they exclude none (or it has none).
+        ``narrowed``: (a name, nodes): the rules of the pod with its node selection narrowed to those
+        nodes (a flavor's, engine/flavors.py), as those of a copy of it whose node selector adds the
+        labels that select them: only the eligible nodes of its spread constraints that honour its
+        node affinity depend on its node selection."""
         rules = self.rules(idx)
         if not rules:
             return None
         if len(rules) == 1 and rules[0].kind is not AFFINITY:  # the common case, kept short
-            return self._rule_mask(idx, rules[0], (rules[0].key,))
+            return self._rule_mask(idx, rules[0], (rules[0].key,), narrowed)
         waived = self._waived(idx, rules)
         spread_keys = self._spread_keys(rules)
         allowed: BoolArray | None = None
         for r in rules:
             if waived and r.kind is AFFINITY:
                 continue
-            m = self._rule_mask(idx, r, spread_keys)
+            m = self._rule_mask(idx, r, spread_keys, narrowed)
             if m is not None:
                 allowed = m if allowed is None else allowed & m
         return allowed

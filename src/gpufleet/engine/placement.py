@@ -18,7 +18,7 @@ from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.feasibility import SOFT_CAP, StaticFeasibility, soft_normal
 from gpufleet.engine.fit import ResourceFit, blocks_for_memory, gpu_fit, node_fit, share_cells
 from gpufleet.engine.fragmentation import DefragScorer, TargetWorkload
-from gpufleet.engine.interpod import InterPod
+from gpufleet.engine.interpod import InterPod, Narrowing
 from gpufleet.engine.nodeindex import FALLBACK, DomainSums, FreeGpuIndex
 from gpufleet.engine.ports import HostPorts, describe_port
 from gpufleet.engine.volumes import VolumeBook
@@ -152,8 +152,11 @@ class Placer:
             return np.full(len(self.cluster.nodes), info.blocks, dtype=np.int64)
         return blocks_for_memory(info.gpu_mem_bytes or 0, self.cluster.gpu_memory_mib)
 
-    def fit_mask(self, info: PodInfo, within: BoolArray | None = None) -> BoolArray:
-        """Nodes where the pod fits now (static feasibility and free capacity)."""
+    def fit_mask(self, info: PodInfo, within: BoolArray | None = None,
+                 narrowed: Narrowing | None = None) -> BoolArray:
+        """Nodes where the pod fits now (static feasibility and free capacity). ``narrowed``: the
+        pod's node selection narrowed to those nodes (``within`` them too), for its inter-pod rules
+        (InterPod.mask)."""
         c = self.cluster
         mask = self.feasibility.mask(info.pod)
         if within is not None:
@@ -161,7 +164,7 @@ class Placer:
         if info.pod.host_ports:
             mask = mask & self.ports.free_mask(info.pod.host_ports)
         if self.interpod is not None:
-            rules = self.interpod.mask(info.idx)
+            rules = self.interpod.mask(info.idx, narrowed)
             if rules is not None:
                 mask = mask & rules
         if self.volumes is not None:
@@ -312,6 +315,28 @@ class Placer:
         if node < 0:
             return True, None
         gpus = self.cluster.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
+        return True, Assignment(info.idx, node, tuple(gpus), None)
+
+    def narrowed_node(self, info: PodInfo, key: object, nodes: BoolArray) -> tuple[bool, Assignment | None]:
+        """:meth:`best_node` of a copy of the pod whose node selector adds the labels that select
+        exactly ``nodes`` (named ``key``: a flavor's, engine/flavors.py), answered from the pod itself:
+        its static mask within ``nodes``, its inter-pod rules narrowed to them (``InterPod.mask``);
+        neither its soft rank nor anything else of the placement depends on its node selector.
+        (True, the answer) for a whole-GPU pod, not fractional, under the binpack or spread score;
+        (False, None) otherwise (then place the copy)."""
+        pod = info.pod
+        if self.defrag or not info.whole or info.fractional or (pod.claims and self.volumes is not None):
+            return False, None
+        rank = self._soft_rank(info, None) if self.soft else None
+        mask = self.fit_mask(info, nodes, (key, nodes))
+        if not mask.any():
+            return True, None
+        c = self.cluster
+        score = -c.free_whole if self.spread else c.free_whole.copy()
+        if rank is not None:
+            score = score + rank * (BIG * 64)
+        node = int(np.argmin(np.where(mask, score, INF)))
+        gpus = c.whole_gpus_for(node, info.whole, self.nvlink[node], self.spread)
         return True, Assignment(info.idx, node, tuple(gpus), None)
 
     def _soft_rank(self, info: PodInfo, rank: IntArray | None) -> IntArray | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -241,7 +242,7 @@ class Engine:
         changed = False
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
-        pick, advance, signature, attempt = turn.pick, turn.advance, self.failure_signature, self.attempt
+        pick, advance, signature, attempt, inq = turn.pick, turn.advance, self.failure_signature, self.attempt, turn.inq
         if self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues):
             signature = self.delayed_signature  # gangs alike fail alike only on the same side of the delay
         # The version of the last failure remembered (or, at the start, the version now if any is
@@ -270,7 +271,7 @@ class Engine:
                 self.batched += n
                 changed = True
                 continue
-            result = attempt(gang, request)
+            result = attempt(gang, request, inq[leaf])
             if not result.ok and self.reserve is not None and self.reserve.held \
                     and self.evict_for_reservation(self.reserve, gang, request):
                 result = Attempt(True)
@@ -378,14 +379,17 @@ class Engine:
             return GangPlacement(False, reason=reason)
         return self.placer.place_gang(gang, members, self.required(gang))
 
-    def attempt(self, gang: Gang, request: list[int]) -> Attempt:
+    def attempt(self, gang: Gang, request: list[int], inside: bool | None = None) -> Attempt:
+        """Try the gang (``request``: its request as the fair order took it; ``inside``: whether
+        that request is in quota now, where known)."""
         members = self.admission.pending_members(gang)
         waiting = self.placer.volume_wait(members)
         if waiting:  # a claim the pod waits for: neither placement nor victims can help
             return Attempt(False, waiting)
         flavors = self.flavors
         if flavors is not None and flavors.takes_gang(gang, members, self.pods):
-            if self.USE_BATCH and self.admit_lone_flavored(flavors, gang):
+            known = None if inside is None else (request, inside)
+            if self.USE_BATCH and self.admit_lone_flavored(flavors, gang, known):
                 return Attempt(True)
             ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
             return Attempt(ok, reason)
@@ -399,13 +403,16 @@ class Engine:
         ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
 
-    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang) -> bool:
+    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang, known: tuple[list[int], bool] | None = None) -> bool:
         """A lone whole-GPU pod that takes a flavor, admitted as the batch path admits it
         (``FlavorBook.admit_lone``: what the flavor attempt commits without preemption, placed from
         the free-GPU index on the flavor's nodes, no copy of the pod), where the batch's conditions
-        hold (no lending limits, user caps, claims or volumes; every reservation held yields to it),
-        whatever the number of leaves; committed on success. False: nothing changed, the flavor
-        attempt decides."""
+        hold (no lending limits, user caps, claims or volumes), whatever the number of leaves;
+        committed on success. While reservations are held, each placement on a flavor is made with
+        the holds that the flavor attempt's ``try_place`` on that flavor sets (``hold_for``, by
+        whether the request on it borrows), or none where every reservation yields to the gang.
+        False: nothing placed (holds aside, which every attempt sets again), the flavor attempt
+        decides. ``known``: a request of the gang and whether it is in quota now (the fair order's)."""
         m = lone_pod(self, gang)
         if m < 0 or self.caps is not None or self.placer.volumes is not None or self.forest.has_lending:
             return False
@@ -413,13 +420,15 @@ class Engine:
         if not flavors.takes(info):
             return False
         reserve = self.reserve
+        hold: Callable[[bool], None] | None = None
         if reserve is not None and reserve.held:
-            if not reserve.yields_all(gang):
-                return False
-            reserve.release_all()
+            if reserve.yields_all(gang):
+                reserve.release_all()
+            else:  # the holds of the flavor attempt's try_place, flavor by flavor (borrows: not in quota)
+                hold = partial(reserve.hold_for, gang, [m])
         f = self.forest
         limit_ok = (lambda leaf, req: f.limit_verdict(leaf, req).ok) if f.has_limits else None
-        got = flavors.admit_lone(info, gang, self.placer, f.in_quota, limit_ok, self.quota.quota_vec)
+        got = flavors.admit_lone(info, gang, self.placer, f.in_quota, limit_ok, self.quota.quota_vec, known, hold)
         if got is None:
             return False
         a, request = got
