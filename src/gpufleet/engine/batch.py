@@ -31,7 +31,7 @@ from typing import Protocol
 from gpufleet.engine.admission import Tiebreak, Turn
 from gpufleet.engine.decisions import DecisionLog
 from gpufleet.engine.flavors import FlavorBook
-from gpufleet.engine.placement import Placer
+from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.queues import QueueForest
 from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.reservations import Reservations
@@ -58,7 +58,7 @@ class BatchHost(Protocol):
     committed: int
 
 
-__all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies", "lone_pod"]
+__all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies", "commit_lone", "lone_pod"]
 
 # Leaves with a head beyond which the pick over one entry per leaf no longer pays.
 MAX_LEAVES = 8
@@ -73,6 +73,20 @@ def batch_applies(engine: BatchHost, turn: Turn) -> bool:
     f = engine.forest
     return (engine.caps is None and engine.placer.volumes is None and not f.has_lending
             and 0 < len(turn.per_leaf) <= MAX_LEAVES)
+
+
+def commit_lone(engine: BatchHost, gang: Gang, m: int, a: Assignment, request: list[int]) -> None:
+    """Commit ``a``, the placement of pod ``m``, the lone pod of ``gang``, with its quota
+    ``request``: Engine.record for a gang of one pod."""
+    engine.placer.commit(a)
+    engine.victims.admit(gang)
+    engine.version += 1
+    if engine.reserve is not None:
+        engine.reserve.drop(gang.idx)
+    engine.committed += 1
+    engine.log.bindings[m] = a
+    gang.alive += 1
+    engine.forest.add(gang.queue, request)
 
 
 def lone_pod(engine: BatchHost, gang: Gang) -> int:
@@ -206,7 +220,6 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
     per_leaf, ptr = turn.per_leaf, turn.ptr
     heads = Heads(engine, turn)
     limits = f.has_limits
-    bindings, victims = engine.log.bindings, engine.victims
     book = engine.flavors
     flavored = book.leaf_flavors if book is not None else {}
     limit_ok = (lambda leaf, req: f.limit_verdict(leaf, req).ok) if limits else None
@@ -237,17 +250,8 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
             if placed is None:
                 break
             a = placed
-        placer.commit(a)
-        # Engine.record for a gang of one pod.
-        victims.admit(gang)
-        engine.version += 1
-        if reserve is not None:
-            reserve.drop(gang.idx)
-        engine.committed += 1
-        bindings[m] = a
-        gang.alive += 1
+        commit_lone(engine, gang, m, a, request)
         gang.pending_reason = ""
-        f.add(leaf, request)
         n += 1
         done[leaf] = k = done.get(leaf, 0) + 1
         gangs_of = per_leaf[leaf]

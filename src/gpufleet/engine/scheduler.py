@@ -35,7 +35,7 @@ from gpufleet.domain import (
 from gpufleet.domain.selectors import namespace_labels
 from gpufleet.domain.units import rfc3339
 from gpufleet.engine.admission import FairOrder
-from gpufleet.engine.batch import admit_run, batch_applies, lone_pod
+from gpufleet.engine.batch import admit_run, batch_applies, commit_lone, lone_pod
 from gpufleet.engine.cluster import ClusterState, IntArray
 from gpufleet.engine.consolidation import Consolidator
 from gpufleet.engine.decisions import DecisionLog
@@ -432,15 +432,7 @@ class Engine:
         if got is None:
             return False
         a, request = got
-        self.placer.commit(a)
-        self.victims.admit(gang)  # Engine.record for a gang of one pod, its request on its flavor
-        self.version += 1
-        if reserve is not None:
-            reserve.drop(gang.idx)
-        self.committed += 1
-        self.log.bindings[m] = a
-        gang.alive += 1
-        f.add(gang.queue, request)
+        commit_lone(self, gang, m, a, request)  # its request on the flavor it took
         return True
 
     def preempt_for(self, gang: Gang, members: list[int], request: list[int],
