@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -93,15 +95,18 @@ class Consolidator:
         self.g_movable: BoolArray = self._movable(now)
         self.g_gpus = np.zeros(len(gangs), dtype=np.int64)
         self.g_big = np.zeros(len(gangs), dtype=np.int64)  # whole GPUs of the gang's largest pod
-        self.g_pods = np.array([len(g.members) for g in gangs], dtype=np.int64)
-        for g in np.flatnonzero(self.g_movable).tolist():
-            wholes = [pods[m].whole for m in gangs[g].members]
-            self.g_gpus[g] = sum(wholes)
-            self.g_big[g] = max(wholes)
-        self.p_gang = np.array([p.gang for p in pods], dtype=np.int64)
+        self.g_pods = np.fromiter((len(g.members) for g in gangs), np.int64, len(gangs))
+        self.p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
         self.p_ours = self.p_gang >= 0
-        self.p_whole = np.array([p.whole for p in pods], dtype=np.int64)
+        self.p_whole = np.fromiter(map(attrgetter("whole"), pods), np.int64, len(pods))
+        movable = np.flatnonzero(self.g_movable)
+        if len(movable):  # per movable gang, over its members: GPUs in all and of its largest pod
+            member_gang = np.repeat(movable, self.g_pods[movable])
+            member_whole = self.p_whole[np.fromiter(chain.from_iterable(gangs[g].members for g in movable.tolist()),
+                                                    np.int64, len(member_gang))]
+            np.add.at(self.g_gpus, member_gang, member_whole)
+            np.maximum.at(self.g_big, member_gang, member_whole)
 
     def _movable(self, now: float) -> BoolArray:
         limit = self.config.max_moves_per_pod_per_hour
@@ -115,11 +120,15 @@ class Consolidator:
             ok = True
             history = 0
             for m in gang.members:
-                pod = pods[m].pod
-                if not pod.bound or pods[m].node is None or pod.annotations.get(ANNOTATION_CHECKPOINTED) != "true":
+                info = pods[m]
+                pod = info.pod
+                annotations = pod.annotations
+                if info.node is None or not pod.bound or annotations.get(ANNOTATION_CHECKPOINTED) != "true":
                     ok = False
                     break
-                history = max(history, moves_within_hour(pod.annotations.get(ANNOTATION_MOVED_AT), now))
+                moved_at = annotations.get(ANNOTATION_MOVED_AT)
+                if moved_at:
+                    history = max(history, moves_within_hour(moved_at, now))
             if gang.group is not None:  # the PodGroup outlives its moved pods (docs/semantics.md)
                 history = max(history, moves_within_hour(gang.group.moved_at, now))
             out[gang.idx] = ok and history < limit

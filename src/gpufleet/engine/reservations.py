@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -34,14 +36,21 @@ def declared_runtimes(pods: Sequence[PodInfo], warnings: list[str]) -> dict[int,
     """Pod index -> its declared runtime (annotation ``gpufleet.dev/expected-runtime``), seconds. A
     malformed one is left out with a warning (the pod then has none)."""
     out: dict[int, float] = {}
+    parsed: dict[str, float | str] = {}  # annotation text -> seconds, or why it is malformed
     for info in pods:
         text = info.pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
         if text is None:
             continue
-        try:
-            out[info.idx] = duration_seconds(text)
-        except ValueError as e:
-            warnings.append(f"pod {info.key}: annotation {ANNOTATION_EXPECTED_RUNTIME}: {e}; ignored")
+        seconds = parsed.get(text)
+        if seconds is None:  # parsed once per distinct text: most pods share a few values
+            try:
+                seconds = parsed[text] = duration_seconds(text)
+            except ValueError as e:
+                seconds = parsed[text] = str(e)
+        if isinstance(seconds, str):
+            warnings.append(f"pod {info.key}: annotation {ANNOTATION_EXPECTED_RUNTIME}: {seconds}; ignored")
+        else:
+            out[info.idx] = seconds
     return out
 
 
@@ -242,13 +251,21 @@ class Reservations:
         if self._cells is not None:
             return self._cells
         bound = [info for info in self.pods if info.node is not None and info.gpus]
-        n_gangs = len(self.gangs)
-        counts = np.array([len(i.gpus) for i in bound], dtype=np.int64)
-        start = np.array([self.start_of(i) for i in bound], dtype=np.float64)
-        declared = np.array([self.declared.get(i.idx, math.nan) for i in bound], dtype=np.float64)
-        observed = np.array([math.nan if i.queue < 0 or self.observed[i.queue] is None else self.observed[i.queue]
-                             for i in bound], dtype=np.float64)
-        gang = np.array([i.gang for i in bound], dtype=np.int64)
+        n, n_gangs = len(bound), len(self.gangs)
+        gpus = list(map(attrgetter("gpus"), bound))
+        counts = np.fromiter(map(len, gpus), np.int64, n)
+        cell_gpu = np.fromiter(chain.from_iterable(gpus), np.int64, int(counts.sum()))
+        is_bound = np.fromiter((i.pod.bound for i in bound), np.bool_, n)
+        start = np.where(is_bound, np.fromiter(map(attrgetter("start"), bound), np.float64, n), self.now)
+        by_pod = np.full(len(self.pods), math.nan)  # declared runtimes over every pod
+        if self.declared:
+            by_pod[np.fromiter(self.declared.keys(), np.int64, len(self.declared))] = \
+                np.fromiter(self.declared.values(), np.float64, len(self.declared))
+        declared = by_pod[np.fromiter(map(attrgetter("idx"), bound), np.int64, n)]
+        # By leaf queue, the last slot (index -1) for pods of no queue of ours.
+        per_queue = np.array([math.nan if o is None else o for o in self.observed] + [math.nan], dtype=np.float64)
+        observed = per_queue[np.fromiter(map(attrgetter("queue"), bound), np.int64, n)]
+        gang = np.fromiter(map(attrgetter("gang"), bound), np.int64, n)
         runtime = np.where(np.isnan(declared), observed, declared)
         # Past its expected end, a pod is expected to run as long again as it has run (docs/semantics.md).
         end = start + np.nan_to_num(runtime)
@@ -260,15 +277,19 @@ class Reservations:
         np.minimum.at(gang_start, slot, start)
         gang_overran = np.zeros(n_gangs + 1, dtype=np.bool_)
         np.logical_or.at(gang_overran, slot, ~np.isnan(declared) & (start + np.nan_to_num(declared) < self.now))
-        gang_preemptible = np.array([g.preemptible and g.ours for g in self.gangs] + [False], dtype=np.bool_)
-        gang_overran[:n_gangs] &= np.array([g.ours for g in self.gangs], dtype=np.bool_)
+        gang_ours = np.fromiter(map(attrgetter("ours"), self.gangs), np.bool_, n_gangs)
+        gang_preemptible = np.zeros(n_gangs + 1, dtype=np.bool_)
+        gang_preemptible[:n_gangs] = np.fromiter(map(attrgetter("preemptible"), self.gangs), np.bool_, n_gangs)
+        gang_preemptible[:n_gangs] &= gang_ours
+        gang_overran[:n_gangs] &= gang_ours
         gang_overran[n_gangs] = False
+        # (wait start, key) order; lexsort is stable and compares the keys by code point, as sorted() does.
+        creation = np.fromiter(map(attrgetter("creation"), self.gangs), np.float64, n_gangs)
+        keys = np.array([g.key for g in self.gangs], dtype=np.str_) if n_gangs else np.array([], dtype=np.str_)
         wait_rank = np.empty(n_gangs, dtype=np.int64)
-        wait_rank[sorted(range(n_gangs), key=lambda g: (self.gangs[g].creation, self.gangs[g].key))] = \
-            np.arange(n_gangs)
+        wait_rank[np.lexsort((keys, creation))] = np.arange(n_gangs)
         self._cells = _Table(
-            np.repeat(np.array([i.node for i in bound], dtype=np.int64), counts),
-            np.array([g for i in bound for g in i.gpus], dtype=np.int64),
+            np.repeat(np.fromiter(map(attrgetter("node"), bound), np.int64, n), counts), cell_gpu,
             np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
             wait_rank)
         return self._cells
