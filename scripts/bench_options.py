@@ -28,6 +28,12 @@ seconds of one ``schedule()`` call, the ratio to ``plain``, the pods decided per
 whether the shape's target (bench_flavors.TARGETS) is met; then the table in Markdown. ``--options
 flavors`` runs plain and flavors only (bench_flavors.py's comparison).
 
+``--reference SRC`` (at ``--scale 1``) also times the plain shapes of another checkout (``SRC``: its
+``src`` directory) in child processes before and after each shape's modes: with the checkout of 85312c8,
+whose figures where the targets were set are recorded (``RECORDED_85312C8``), the ratio of the two gives
+the speed of that machine against this one by shape, and each figure is also given at that speed with
+its verdict there (a share of ``basic`` needs no such scaling: both shapes are timed here).
+
 ``--digest`` times nothing: it prints per shape and mode the numbers of bindings, evictions, pending
 pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does), to
 compare the decisions of two trees (the old tree's ``src`` first on ``PYTHONPATH``) with every option
@@ -38,13 +44,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
+import statistics
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_flavors import flavored, timed, two_models, verdict
+from bench_flavors import MAX_SECONDS, RELATIVE, flavored, timed, two_models, verdict
 
 from gpufleet.adapters.output import render_json
 from gpufleet.bench.shapes import SHAPES, make_shape
@@ -61,6 +71,43 @@ from gpufleet.engine import schedule
 from gpufleet.engine.scheduler import Engine
 
 HOUR = 3600.0
+
+# What 85312c8 (the end of issue 13, the last commit before these options) gave where the shapes'
+# targets were set: `gpufleet bench` pods per second (stuck-gangs: seconds a call), BENCHMARKS.md
+# "Issue 13: every target in one run, after round three", the "after" column. ``--reference`` times
+# that tree's plain shapes on this machine in the same run: the ratio of the two is this machine's
+# speed against that one, by shape, and scales this run's figures to the machine the targets were
+# set on (the "at ref. speed" column).
+RECORDED_85312C8: dict[str, float] = {
+    "basic": 41_450, "gang-small": 40_293, "gang-large": 50_529, "preemption": 2_343, "topology": 16_756,
+    "affinity": 12_693, "basic-projects": 26_440, "dra-basic": 17_335, "queues-2000": 19_353,
+    "stuck-gangs": 0.752,
+}
+
+_REFERENCE_TIMING = """
+import json, statistics, sys, time
+from gpufleet.bench.shapes import make_shape
+from gpufleet.engine import schedule
+shape, scale, repeat = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+snapshot = make_shape(shape, scale)
+schedule(snapshot)
+cpu = []
+for _ in range(repeat):
+    start = time.process_time()
+    decisions = schedule(snapshot)
+    cpu.append(time.process_time() - start)
+print(json.dumps({"cpu": statistics.median(cpu), "pods": len(decisions.bindings) + len(decisions.pending)}))
+"""
+
+
+def reference_cpu(src: str, shape: str, scale: float, repeat: int) -> tuple[float, int]:
+    """Median CPU seconds of one plain ``schedule()`` call of ``shape`` with the tree at ``src``, and
+    the pods it decided (a child process with that tree's package first on its path)."""
+    env = dict(os.environ, PYTHONPATH=src)
+    out = subprocess.run([sys.executable, "-c", _REFERENCE_TIMING, shape, str(scale), str(repeat)], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    got = json.loads(out)
+    return float(got["cpu"]), int(got["pods"])
 
 
 def every_option(snapshot: Snapshot) -> Snapshot:
@@ -110,7 +157,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--digest", action="store_true", help="print the decisions' digests, time nothing")
     parser.add_argument("--one-by-one", action="store_true", help="with --digest: the batch path off")
+    parser.add_argument("--reference", metavar="SRC",
+                        help="the src directory of a checkout of 85312c8: time its plain shapes in the same run "
+                             "and give every figure at the speed of the machine the targets were set on")
     args = parser.parse_args()
+    if args.reference and args.scale != 1.0:
+        parser.error("--reference: the recorded figures are at --scale 1")
     modes = ("plain", "flavors", "all") if args.options == "all" else ("plain", "flavors")
     if args.digest:
         Engine.USE_BATCH = not args.one_by_one
@@ -131,22 +183,40 @@ def main() -> None:
         snapshots = {"plain": plain, "flavors": flavored(plain)}
         if args.options == "all":
             snapshots["all"] = every_option(snapshots["flavors"])
+        speed = 1.0  # the reference machine's speed against this one, for this shape
+        note = ""
+        if args.reference:  # the reference tree before and after, around this tree's modes
+            ref = [reference_cpu(args.reference, shape, args.scale, args.repeat)]
         got = timed(snapshots, args.repeat)
+        if args.reference:
+            ref.append(reference_cpu(args.reference, shape, args.scale, args.repeat))
+            ref_cpu = statistics.median(c for c, _ in ref)
+            recorded = RECORDED_85312C8[shape]
+            ref_rate = ref[0][1] / ref_cpu
+            speed = (ref_cpu / recorded) if shape in MAX_SECONDS else (recorded / ref_rate)
+            note = f"  [85312c8 here: {ref_cpu:.3f} s, {ref_rate:,.0f}/s; reference machine {speed:.2f}x this one]"
         cells = []
         for mode in modes:
             _, cpu, n = got[mode]
-            rate = n / cpu
+            cpu_ref = cpu / speed  # the CPU seconds at the reference machine's speed
+            rate = n / cpu_ref
             if shape == "basic":
-                basic[mode] = rate
-            cells.append((mode, cpu, cpu / got["plain"][1], rate, verdict(shape, cpu, rate, basic.get(mode))))
+                basic[mode] = n / cpu
+            # A share of basic compares two shapes timed here: no machine speed in it.
+            ok = verdict(shape, n / cpu, n / cpu, basic.get(mode)) if shape in RELATIVE else \
+                verdict(shape, cpu_ref, rate, None)
+            cells.append((mode, cpu, cpu / got["plain"][1], n / cpu, rate, ok))
         rows.append((shape, cells))
-        print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {rate:,.0f}/s [{ok}]"
-                                          for m, c, r, rate, ok in cells), flush=True)
-    print("\n| shape | mode | CPU s | ratio to plain | pods/CPU s | target |")
-    print("|---|---|---|---|---|---|")
+        print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {here:,.0f}/s" +
+                                          (f" = {rate:,.0f}/s at ref. speed" if args.reference else "") + f" [{ok}]"
+                                          for m, c, r, here, rate, ok in cells) + note, flush=True)
+    ref_col = " pods/s at ref. speed |" if args.reference else ""
+    print(f"\n| shape | mode | CPU s | ratio to plain | pods/CPU s |{ref_col} target |")
+    print("|---|---|---|---|---|---|" + ("---|" if args.reference else ""))
     for shape, cells in rows:
-        for mode, cpu, ratio, rate, ok in cells:
-            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {rate:,.0f} | {ok} |")
+        for mode, cpu, ratio, here, rate, ok in cells:
+            extra = f" {rate:,.0f} |" if args.reference else ""
+            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {here:,.0f} |{extra} {ok} |")
 
 
 if __name__ == "__main__":

@@ -68,3 +68,17 @@ def test_digest_prints_each_shape_and_mode() -> None:
     lines = out.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [[s, m] for s in ("basic", "gang-small")
                                                     for m in ("plain", "flavors", "all")]
+
+
+def test_reference_times_the_given_tree_in_a_child_process() -> None:
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    cpu, pods = bench.reference_cpu(src, "basic", 0.01, 1)
+    assert cpu > 0 and pods == len(make_shape("basic", 0.01).pods) - sum(
+        p.node_name is not None for p in make_shape("basic", 0.01).pods)
+    assert set(bench.RECORDED_85312C8) == set(bench.SHAPES)
+
+
+def test_reference_refuses_a_scale_its_figures_were_not_taken_at() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPTS / "bench_options.py"), "--scale", "0.5", "--reference", "src"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "--reference: the recorded figures are at --scale 1" in out.stderr
