@@ -305,7 +305,8 @@ class Engine:
             base = self.failure_signature_now(gang, request)
             if base is None or gang.idx in self.reserve.held:
                 return None
-            members, borrows = self.admission.pending_members(gang), self.borrows(gang, request)
+            members = self.admission.pending_members(gang)
+            borrows = self.reads_borrows(gang) and self.borrows(gang, request)
             return (base, tuple((g, self.reserve.may_use(gang, h, members, borrows))
                                 for g, h in self.reserve.held.items()))
         return self.failure_signature_now(gang, request)
@@ -563,6 +564,12 @@ class Engine:
         self.record(gang, placed)
         return True
 
+    def reads_borrows(self, gang: Gang) -> bool:
+        """Whether ``Reservations.may_use`` reads whether ``gang`` borrows: only for a preemptible
+        gang and a reservation made by a borrowing gang (elsewhere any value gives the same answer)."""
+        reserve = self.reserve
+        return reserve is not None and gang.preemptible and any(h.borrows for h in reserve.held.values())
+
     def borrows(self, gang: Gang, request: list[int]) -> bool:
         """Whether a pending gang's request is not in quota (it would borrow)."""
         return not self.forest.in_quota(gang.queue, request)
@@ -605,7 +612,7 @@ class Engine:
             members = self.admission.pending_members(gang)
             if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
                 continue
-            borrows = self.borrows(gang, self.gang_request(members))
+            borrows = self.reads_borrows(gang) and self.borrows(gang, self.gang_request(members))
             for held in reserve.held.values():
                 if not reserve.may_use(gang, held, members, borrows):
                     gang.pending_reason += (f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} "
