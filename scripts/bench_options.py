@@ -32,7 +32,7 @@ flavors`` runs plain and flavors only (bench_flavors.py's comparison).
 ``src`` directory) in child processes before and after each shape's modes: with the checkout of 85312c8,
 whose figures where the targets were set are recorded (``RECORDED_85312C8``), the ratio of the two gives
 the speed of that machine against this one by shape, and each figure is also given at that speed with
-its verdict there (a share of ``basic`` needs no such scaling: both shapes are timed here).
+its verdict there (a share of ``basic`` needs no such scaling: ``basic`` is timed alternately with the shape here).
 
 ``--digest`` times nothing: it prints per shape and mode the numbers of bindings, evictions, pending
 pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does), to
@@ -187,7 +187,16 @@ def main() -> None:
         note = ""
         if args.reference:  # the reference tree before and after, around this tree's modes
             ref = [reference_cpu(args.reference, shape, args.scale, args.repeat)]
-        got = timed(snapshots, args.repeat)
+        if shape in RELATIVE:  # its share of basic: basic's modes timed alternately with its own
+            base = two_models(make_shape("basic", args.scale))
+            both = dict(snapshots)
+            both.update({f"basic {mode}": snap for mode, snap in
+                         (("plain", base), ("flavors", flavored(base)), ("all", every_option(flavored(base))))
+                         if mode in snapshots})
+            got = timed(both, args.repeat)
+            basic = {mode: got[f"basic {mode}"][2] / got[f"basic {mode}"][1] for mode in snapshots}
+        else:
+            got = timed(snapshots, args.repeat)
         if args.reference:
             ref.append(reference_cpu(args.reference, shape, args.scale, args.repeat))
             ref_cpu = statistics.median(c for c, _ in ref)

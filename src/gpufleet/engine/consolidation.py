@@ -109,29 +109,33 @@ class Consolidator:
             np.maximum.at(self.g_big, member_gang, member_whole)
 
     def _movable(self, now: float) -> BoolArray:
+        """By gang: ours, of a queue, preemptible, every member running (bound in the snapshot and on
+        a node now) and checkpointed, and under its hourly move limit. One pass over the pods; the
+        move histories are read only where a pod or a PodGroup has one."""
         limit = self.config.max_moves_per_pod_per_hour
-        out = np.zeros(len(self.gangs), dtype=np.bool_)
-        if limit <= 0 or self.config.max_moves_per_cycle <= 0:
+        gangs, pods = self.gangs, self.pods
+        n_gangs = len(gangs)
+        out = np.zeros(n_gangs, dtype=np.bool_)
+        if limit <= 0 or self.config.max_moves_per_cycle <= 0 or not n_gangs:
             return out
-        pods = self.pods
-        for gang in self.gangs:
-            if not gang.ours or gang.queue < 0 or not gang.preemptible or not gang.members:
-                continue
-            ok = True
-            history = 0
-            for m in gang.members:
-                info = pods[m]
-                pod = info.pod
-                annotations = pod.annotations
-                if info.node is None or not pod.bound or annotations.get(ANNOTATION_CHECKPOINTED) != "true":
-                    ok = False
-                    break
-                moved_at = annotations.get(ANNOTATION_MOVED_AT)
-                if moved_at:
-                    history = max(history, moves_within_hour(moved_at, now))
-            if gang.group is not None:  # the PodGroup outlives its moved pods (docs/semantics.md)
-                history = max(history, moves_within_hour(gang.group.moved_at, now))
-            out[gang.idx] = ok and history < limit
+        out[:] = np.fromiter((g.ours and g.queue >= 0 and g.preemptible and bool(g.members) for g in gangs),
+                             np.bool_, n_gangs)
+        p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
+        ready = np.fromiter((i.node is not None and i.pod.bound
+                             and i.pod.annotations.get(ANNOTATION_CHECKPOINTED) == "true" for i in pods),
+                            np.bool_, len(pods))
+        mine = p_gang >= 0
+        out &= np.bincount(p_gang[mine & ~ready], minlength=n_gangs) == 0  # no member that is not ready
+        history = np.zeros(n_gangs, dtype=np.int64)
+        for i in pods:
+            moved_at = i.pod.annotations.get(ANNOTATION_MOVED_AT)
+            if moved_at and i.gang >= 0 and out[i.gang]:
+                history[i.gang] = max(int(history[i.gang]), moves_within_hour(moved_at, now))
+        for g in np.flatnonzero(out).tolist():
+            group = gangs[g].group
+            if group is not None:  # the PodGroup outlives its moved pods (docs/semantics.md)
+                history[g] = max(int(history[g]), moves_within_hour(group.moved_at, now))
+        out &= history < limit
         return out
 
     def forget(self, gang: Gang) -> None:
