@@ -182,9 +182,11 @@ class Consolidator:
         want = first.whole
         if want <= 0:
             return None
-        mask = placer.feasibility.mask(first.pod)
         free = cluster.free_whole
         need = placer.gang_need(members[:required])
+        if int(free.sum()) < need:
+            return None  # not fragmentation: the GPUs are not there in total (a full cluster: at once)
+        mask = placer.feasibility.mask(first.pod)
         if int(free[mask].sum()) < need:
             return None  # not fragmentation: the GPUs are not there in total
         node_of = placer.node_of
