@@ -92,7 +92,18 @@ class Consolidator:
         self.plans_left = MAX_PLANS
         self.moves: dict[int, PlannedMove] = {}  # by pod
         self.moved_gangs: set[int] = set()
-        self.g_movable: BoolArray = self._movable(now)
+        # The gang and pod tables are built on the first plan that gets past the cheap tests (most
+        # calls never need them: a full cluster, no gang short of GPUs), from the pods placed when
+        # the consolidation began, as if built then: gangs evicted since are forgotten.
+        self._placed_at_start = placer.node_of >= 0
+        self._forgotten: list[int] = []
+        self._built = False
+
+    def _build(self) -> None:
+        gangs, pods = self.gangs, self.pods
+        self._built = True
+        self.g_movable: BoolArray = self._movable(self.now)
+        self.g_movable[self._forgotten] = False
         self.g_gpus = np.zeros(len(gangs), dtype=np.int64)
         self.g_big = np.zeros(len(gangs), dtype=np.int64)  # whole GPUs of the gang's largest pod
         self.g_pods = np.fromiter((len(g.members) for g in gangs), np.int64, len(gangs))
@@ -121,9 +132,8 @@ class Consolidator:
         out[:] = np.fromiter((g.ours and g.queue >= 0 and g.preemptible and bool(g.members) for g in gangs),
                              np.bool_, n_gangs)
         p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
-        ready = np.fromiter((i.node is not None and i.pod.bound
-                             and i.pod.annotations.get(ANNOTATION_CHECKPOINTED) == "true" for i in pods),
-                            np.bool_, len(pods))
+        ready = np.fromiter((i.pod.bound and i.pod.annotations.get(ANNOTATION_CHECKPOINTED) == "true" for i in pods),
+                            np.bool_, len(pods)) & self._placed_at_start
         mine = p_gang >= 0
         out &= np.bincount(p_gang[mine & ~ready], minlength=n_gangs) == 0  # no member that is not ready
         history = np.zeros(n_gangs, dtype=np.int64)
@@ -140,6 +150,9 @@ class Consolidator:
 
     def forget(self, gang: Gang) -> None:
         """``gang`` was evicted (or changed) later in the call: its pods' moves are void."""
+        if not self._built:
+            self._forgotten.append(gang.idx)
+            return
         self.g_movable[gang.idx] = False
         for m in gang.members:
             self.moves.pop(m, None)
@@ -172,7 +185,7 @@ class Consolidator:
             self.budget = before - (cap - self.budget)
 
     def _plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
-        if self.budget <= 0 or self.plans_left <= 0 or not self.g_movable.any():
+        if self.budget <= 0 or self.plans_left <= 0:
             return None
         if self.now - gang.creation < self.config.min_wait_s:
             return None  # it has not waited long enough
@@ -189,6 +202,10 @@ class Consolidator:
         mask = placer.feasibility.mask(first.pod)
         if int(free[mask].sum()) < need:
             return None  # not fragmentation: the GPUs are not there in total
+        if not self._built:
+            self._build()
+        if not self.g_movable.any():
+            return None
         node_of = placer.node_of
         room = int(free.max())
         # Pods of the gangs that may move for W and could help (vectorised over all pods).
