@@ -65,8 +65,18 @@ class QuotaGates:
     def gang_request(self, members: list[int]) -> list[int]:
         """What ``members`` (pod indices) count against quota together."""
         total = [0] * len(self.managed)
+        pods = self.pods
+        last: tuple[object, int, int, int] | None = None
+        vec: list[int] = []
         for m in members:
-            for j, v in enumerate(self.quota_vec(self.pods[m])):
+            info = pods[m]
+            # Members alike (a gang's pods share one request mapping) count alike: one quota_vec,
+            # which reads only these of a whole-GPU pod.
+            key = (info.pod.requests, info.whole, info.queue, info.flavor)
+            if info.fractional or last is None or key[0] is not last[0] or key[1:] != last[1:]:
+                vec = self.quota_vec(info)
+                last = None if info.fractional else key
+            for j, v in enumerate(vec):
                 total[j] += v
         return total
 
