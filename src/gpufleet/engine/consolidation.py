@@ -169,6 +169,14 @@ class Consolidator:
         gang = self.gangs[g]
         return not gang.evicted and all(self.pods[m].node is not None for m in gang.members)
 
+    def hopeless(self, members: list[int], required: int) -> bool:
+        """Whether no plan can be found now, by tests that change nothing and cost little: the
+        budget is spent, or the whole cluster has fewer free GPUs than the gang needs (then
+        :meth:`plan` gives None whatever the queue gates say)."""
+        if self.budget <= 0 or self.plans_left <= 0:
+            return True
+        return int(self.placer.cluster.free_whole.sum()) < self.placer.gang_need(members[:required])
+
     def plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
         """A committed placement of ``gang`` (``members`` pending, ``required`` of them at least)
         with the moves that make room for it, or None (nothing changed). One plan moves at most

@@ -478,9 +478,12 @@ class Engine:
         """Moves that make room for ``gang`` (docs/semantics.md, "Consolidation"), committed with its
         placement; None when there are none (nothing changed)."""
         c = self.consolidator()
-        if c is None or self.quota_gate(gang, request):
+        if c is None:
             return None
-        placed = c.plan(gang, members, self.required(gang))
+        required = self.required(gang)
+        if c.hopeless(members, required) or self.quota_gate(gang, request):
+            return None
+        placed = c.plan(gang, members, required)
         if placed is not None:
             self.version += 1
             self.victims.moved = True  # running gangs changed nodes
