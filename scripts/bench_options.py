@@ -24,12 +24,16 @@ the snapshot's own time set so that each rule engages:
   triggered).
 
 Each shape runs its modes alternately, ``--repeat`` times each, and prints per mode the median CPU
-seconds of one ``schedule()`` call, the ratio to ``plain``, the pods decided per CPU second and
-whether the shape's target (bench_flavors.TARGETS) is met; then the table in Markdown. ``--options
+seconds of one call, the ratio to ``plain``, the pods decided per CPU second and whether the shape's
+target (bench_flavors.TARGETS) is met, and the median CPU seconds of ``schedule`` alone; then the table
+in Markdown. A call is timed as the controller and ``replay`` make it (bench_flavors.timed): DRA objects
+read (``resolve_devices``), ``schedule``, devices handed back (``attach``); only ``dra-basic`` has DRA
+objects (before issue 17's wt-dra, ``schedule`` was timed on its snapshot unread: pods of no GPU). ``--options
 flavors`` runs plain and flavors only (bench_flavors.py's comparison).
 
 ``--digest`` times nothing: it prints per shape and mode the numbers of bindings, evictions, pending
-pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does), to
+pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does; of
+the call as timed: with ``dra-basic``'s DRA objects read and its devices handed back), to
 compare the decisions of two trees (the old tree's ``src`` first on ``PYTHONPATH``) with every option
 on; ``--one-by-one`` turns the batch path off (``Engine.USE_BATCH``), whose decisions must be the same.
 """
@@ -46,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_flavors import flavored, timed, two_models, verdict
 
+from gpufleet.adapters import resolve_devices
 from gpufleet.adapters.output import render_json
 from gpufleet.bench.shapes import SHAPES, make_shape
 from gpufleet.domain import (
@@ -119,7 +124,8 @@ def main() -> None:
             snapshots = {"plain": plain, "flavors": flavored(plain)}
             snapshots["all"] = every_option(snapshots["flavors"])
             for mode in modes:
-                d = schedule(snapshots[mode])
+                view = resolve_devices(snapshots[mode])
+                d = view.attach(schedule(view.snapshot))
                 digest = hashlib.sha256(render_json(d).encode()).hexdigest()[:16]
                 print(f"{shape:15s} {mode:8s} {len(d.bindings):6d} {len(d.evictions):6d} {len(d.pending):6d} "
                       f"{len(d.moves or ()):3d} {len(d.reservations):3d} {digest}", flush=True)
@@ -134,19 +140,19 @@ def main() -> None:
         got = timed(snapshots, args.repeat)
         cells = []
         for mode in modes:
-            _, cpu, n = got[mode]
+            _, cpu, n, engine = got[mode]
             rate = n / cpu
             if shape == "basic":
                 basic[mode] = rate
-            cells.append((mode, cpu, cpu / got["plain"][1], rate, verdict(shape, cpu, rate, basic.get(mode))))
+            cells.append((mode, cpu, cpu / got["plain"][1], rate, verdict(shape, cpu, rate, basic.get(mode)), engine))
         rows.append((shape, cells))
-        print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {rate:,.0f}/s [{ok}]"
-                                          for m, c, r, rate, ok in cells), flush=True)
-    print("\n| shape | mode | CPU s | ratio to plain | pods/CPU s | target |")
-    print("|---|---|---|---|---|---|")
+        print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {rate:,.0f}/s [{ok}] schedule {e:.3f} s"
+                                          for m, c, r, rate, ok, e in cells), flush=True)
+    print("\n| shape | mode | CPU s | ratio to plain | pods/CPU s | target | CPU s of schedule alone |")
+    print("|---|---|---|---|---|---|---|")
     for shape, cells in rows:
-        for mode, cpu, ratio, rate, ok in cells:
-            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {rate:,.0f} | {ok} |")
+        for mode, cpu, ratio, rate, ok, engine in cells:
+            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {rate:,.0f} | {ok} | {engine:.3f} |")
 
 
 if __name__ == "__main__":
