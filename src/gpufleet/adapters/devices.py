@@ -53,12 +53,61 @@ Asked = tuple[tuple[str, int, str], ...]  # (request, count, resource: GPU or a 
 Plan = tuple[Asked, frozenset[str] | None]  # a claim's requests, and the nodes it restricts to (None: none)
 
 
-class _NodeGpus(NamedTuple):
-    """A node's GPU devices by index. A tuple: five thousand a call."""
+class _NodeGpus:
+    """A node's GPU devices by index: ``by_index`` (their references) and ``devices``; ``driver``,
+    the one driver of all of them (None: several). Five thousand a call, of which only the nodes of
+    bindings and running pods (and of selectors asked device by device) are ever looked up: a node
+    of the usual slice (``usual``: its devices, all GPUs, gpu-0 .. gpu-n-1 in index order) makes
+    its two tables when first asked."""
 
-    by_index: Mapping[int, DeviceRef]
-    devices: Mapping[int, Device]
-    driver: str | None = None  # the one driver of all its GPU devices (None: several)
+    __slots__ = ("_by_index", "_devices", "_usual", "driver")
+
+    def __init__(self, by_index: Mapping[int, DeviceRef] | None, devices: Mapping[int, Device] | None,
+                 driver: str | None = None, usual: ResourceSlice | None = None) -> None:
+        self._by_index = by_index
+        self._devices = devices
+        self.driver = driver
+        self._usual = usual
+
+    @property
+    def by_index(self) -> Mapping[int, DeviceRef]:
+        got = self._by_index
+        if got is None:
+            s = self._usual
+            assert s is not None
+            driver, pool = s.driver, s.pool
+            got = self._by_index = dict(enumerate([(driver, pool, d.name) for d in s.devices]))
+        return got
+
+    @property
+    def devices(self) -> Mapping[int, Device]:
+        got = self._devices
+        if got is None:
+            assert self._usual is not None
+            got = self._devices = dict(enumerate(self._usual.devices))
+        return got
+
+    @property
+    def count(self) -> int:
+        return len(self._usual.devices) if self._usual is not None else len(self.by_index)
+
+    @property
+    def first(self) -> tuple[str, Device]:
+        """The driver and the device of the lowest index."""
+        if self._usual is not None:
+            return self._usual.driver, self._usual.devices[0]
+        return self.by_index[min(self.by_index)][0], self.devices[min(self.devices)]
+
+    @property
+    def sample(self) -> Device:
+        """The first device of ``devices``."""
+        return self._usual.devices[0] if self._usual is not None else next(iter(self.devices.values()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NodeGpus) and (self.by_index, self.devices, self.driver) == (
+            other.by_index, other.devices, other.driver)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable tables: unhashable, as the mappings are
 
 
 class _Need(NamedTuple):
@@ -193,9 +242,7 @@ def _node_gpus(node: str, slices: list[ResourceSlice], warnings: list[str],
         if [d.attributes.get(type_key) for d in devices].count(GPU_TYPE) == len(devices) and devices:
             numbers = [d.attributes.get(index_key) for d in devices]
             if numbers == list(range(len(numbers))) and set(map(type, numbers)) == _INT_ONLY:
-                driver, pool = s.driver, s.pool
-                return _NodeGpus(dict(enumerate([(driver, pool, d.name) for d in devices])),
-                                 dict(enumerate(devices)), driver)
+                return _NodeGpus(None, None, s.driver, s)
     gpus: list[tuple[str, str, Device]] = []
     found: list[int | None] = []
     for s in slices:
@@ -253,7 +300,7 @@ def _with_gpus(node: Node, gpus: _NodeGpus,
                shared: dict[tuple[int, int], tuple[Mapping[str, int], Mapping[str, int]]] | None = None) -> Node:
     """``node`` with its GPUs from its slices. ``shared``: nodes that shared one allocatable mapping
     share the new one (as the loader shares them: the engine reads 5,000 nodes' mappings)."""
-    count = len(gpus.by_index)
+    count = gpus.count
     key = (id(node.allocatable), count)
     known = shared.get(key) if shared is not None else None
     if known is None:
@@ -263,8 +310,7 @@ def _with_gpus(node: Node, gpus: _NodeGpus,
         if shared is not None:
             shared[key] = known
     allocatable = known[1]
-    first = gpus.devices[min(gpus.devices)]
-    driver = gpus.by_index[min(gpus.by_index)][0]
+    driver, first = gpus.first
     product = node.gpu_product
     if product is None:
         value = first.attributes.get(f"{driver}/productName")
@@ -392,15 +438,15 @@ class _Resolver:
             if gpus.driver is not None:
                 known = per_driver.get(gpus.driver)
                 if known is None:
-                    known = self._per_device(gpus.driver, next(iter(gpus.devices.values())), selectors)
+                    known = self._per_device(gpus.driver, gpus.sample, selectors)
                     per_driver[gpus.driver] = known
                 asked, error = known
                 if not asked or asked[0] is _NONE_MATCH:  # decided for the whole node at once
-                    tested += len(gpus.devices)
+                    tested += gpus.count
                     if asked:
                         if error is not None:
                             errors.append(error)
-                            erred += len(gpus.devices)
+                            erred += gpus.count
                     else:
                         any_gpu = True
                         nodes.add(node)
