@@ -5,7 +5,7 @@
 The shape's nodes of every other rack are relabelled A100; ``plain`` is that snapshot as it is,
 ``flavors`` the same with ResourceFlavors h100 and a100 and every queue's GPU quota split between
 them (half each, h100 listed first). Each shape (default: all) runs plain and flavors alternately,
-``--repeat`` times each; prints per shape the median wall and CPU seconds of one ``schedule()`` call
+``--repeat`` times each; prints per shape the median wall and CPU seconds of one call (``timed``)
 of each, their ratios, the pods decided per CPU second and whether the shape's target is met by them
 (BENCHMARKS.md's first table, measured on an idle machine, where wall and CPU time agree: on a loaded
 one the CPU time is the figure to judge by; ``basic-projects`` and ``dra-basic``: within 10% and 20%
@@ -19,6 +19,7 @@ import statistics
 import time
 from dataclasses import replace
 
+from gpufleet.adapters import resolve_devices
 from gpufleet.bench.shapes import SHAPES, make_shape
 from gpufleet.domain import GPU, LABEL_GPU_PRODUCT, QueueFlavor, QueueResource, ResourceFlavor, Snapshot
 from gpufleet.engine import schedule
@@ -59,20 +60,30 @@ RELATIVE = {"basic-projects": 0.9, "dra-basic": 0.8}  # at least this share of b
 MAX_SECONDS = {"stuck-gangs": 0.5}
 
 
-def timed(snapshots: dict[str, Snapshot], repeat: int) -> dict[str, tuple[float, float, int]]:
-    """Median wall and CPU seconds of one ``schedule()`` call and pods decided, per mode, the modes
-    alternating."""
+def timed(snapshots: dict[str, Snapshot], repeat: int) -> dict[str, tuple[float, float, int, float]]:
+    """Median wall and CPU seconds of one call and pods decided, per mode, the modes alternating;
+    and the median CPU seconds of ``schedule`` alone. A call is timed as the controller, ``replay``
+    and ``gpufleet bench`` make it: the snapshot's DRA objects read (``resolve_devices``), scheduled,
+    the devices handed back to the claims (``attach``); on a snapshot without DRA objects the first
+    and last steps do nothing. (``schedule`` on a snapshot with DRA objects not read knows no DRA
+    GPU: ``dra-basic``'s pods would be pods of no GPU.)"""
     wall: dict[str, list[float]] = {mode: [] for mode in snapshots}
     cpu: dict[str, list[float]] = {mode: [] for mode in snapshots}
+    engine: dict[str, list[float]] = {mode: [] for mode in snapshots}
     decided: dict[str, int] = {}
     for _ in range(repeat):
         for mode, snapshot in snapshots.items():
             start, start_cpu = time.perf_counter(), time.process_time()
-            decisions = schedule(snapshot)
+            view = resolve_devices(snapshot)
+            engine_cpu = time.process_time()
+            decisions = schedule(view.snapshot)
+            engine[mode].append(time.process_time() - engine_cpu)
+            decisions = view.attach(decisions)
             cpu[mode].append(time.process_time() - start_cpu)
             wall[mode].append(time.perf_counter() - start)
             decided[mode] = len(decisions.bindings) + len(decisions.pending)
-    return {mode: (statistics.median(wall[mode]), statistics.median(cpu[mode]), decided[mode]) for mode in snapshots}
+    return {mode: (statistics.median(wall[mode]), statistics.median(cpu[mode]), decided[mode],
+                   statistics.median(engine[mode])) for mode in snapshots}
 
 
 def verdict(shape: str, seconds: float, rate: float, basic_rate: float | None) -> str:
@@ -100,7 +111,7 @@ def main() -> None:
     for shape in args.shape or SHAPES:
         plain = two_models(make_shape(shape, args.scale))
         got = timed({"plain": plain, "flavors": flavored(plain)}, args.repeat)
-        (p_s, p_c, p_n), (f_s, f_c, f_n) = got["plain"], got["flavors"]
+        (p_s, p_c, p_n, _), (f_s, f_c, f_n, _) = got["plain"], got["flavors"]
         p_rate, f_rate = p_n / p_c, f_n / f_c  # pods per CPU second
         if shape == "basic":
             basic = {"plain": p_rate, "flavors": f_rate}

@@ -24,8 +24,11 @@ the snapshot's own time set so that each rule engages:
   triggered).
 
 Each shape runs its modes alternately, ``--repeat`` times each, and prints per mode the median CPU
-seconds of one ``schedule()`` call, the ratio to ``plain``, the pods decided per CPU second and
-whether the shape's target (bench_flavors.TARGETS) is met; then the table in Markdown. ``--options
+seconds of one call, the ratio to ``plain``, the pods decided per CPU second and whether the shape's
+target (bench_flavors.TARGETS) is met, and the median CPU seconds of ``schedule`` alone; then the table
+in Markdown. A call is timed as the controller and ``replay`` make it (bench_flavors.timed): DRA objects
+read (``resolve_devices``), ``schedule``, devices handed back (``attach``); only ``dra-basic`` has DRA
+objects (before issue 17's wt-dra, ``schedule`` was timed on its snapshot unread: pods of no GPU). ``--options
 flavors`` runs plain and flavors only (bench_flavors.py's comparison).
 
 ``--reference SRC`` (at ``--scale 1``) also times the plain shapes of another checkout (``SRC``: its
@@ -35,7 +38,8 @@ the speed of that machine against this one by shape, and each figure is also giv
 its verdict there (a share of ``basic`` needs no such scaling: ``basic`` is timed alternately with the shape here).
 
 ``--digest`` times nothing: it prints per shape and mode the numbers of bindings, evictions, pending
-pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does), to
+pods, moves and reservations and the SHA-256 of the decisions' JSON (as decisions_digest.py does; of
+the call as timed: with ``dra-basic``'s DRA objects read and its devices handed back), to
 compare the decisions of two trees (the old tree's ``src`` first on ``PYTHONPATH``) with every option
 on; ``--one-by-one`` turns the batch path off (``Engine.USE_BATCH``), whose decisions must be the same.
 """
@@ -56,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_flavors import MAX_SECONDS, RELATIVE, flavored, timed, two_models, verdict
 
+from gpufleet.adapters import resolve_devices
 from gpufleet.adapters.output import render_json
 from gpufleet.bench.shapes import SHAPES, make_shape
 from gpufleet.domain import (
@@ -171,7 +176,8 @@ def main() -> None:
             snapshots = {"plain": plain, "flavors": flavored(plain)}
             snapshots["all"] = every_option(snapshots["flavors"])
             for mode in modes:
-                d = schedule(snapshots[mode])
+                view = resolve_devices(snapshots[mode])
+                d = view.attach(schedule(view.snapshot))
                 digest = hashlib.sha256(render_json(d).encode()).hexdigest()[:16]
                 print(f"{shape:15s} {mode:8s} {len(d.bindings):6d} {len(d.evictions):6d} {len(d.pending):6d} "
                       f"{len(d.moves or ()):3d} {len(d.reservations):3d} {digest}", flush=True)
@@ -206,7 +212,7 @@ def main() -> None:
             note = f"  [85312c8 here: {ref_cpu:.3f} s, {ref_rate:,.0f}/s; reference machine {speed:.2f}x this one]"
         cells = []
         for mode in modes:
-            _, cpu, n = got[mode]
+            _, cpu, n, engine = got[mode]
             cpu_ref = cpu / speed  # the CPU seconds at the reference machine's speed
             rate = n / cpu_ref
             if shape == "basic":
@@ -214,18 +220,19 @@ def main() -> None:
             # A share of basic compares two shapes timed here: no machine speed in it.
             ok = verdict(shape, n / cpu, n / cpu, basic.get(mode)) if shape in RELATIVE else \
                 verdict(shape, cpu_ref, rate, None)
-            cells.append((mode, cpu, cpu / got["plain"][1], n / cpu, rate, ok))
+            cells.append((mode, cpu, cpu / got["plain"][1], n / cpu, rate, ok, engine))
         rows.append((shape, cells))
         print(f"{shape:15s} " + "  ".join(f"{m} {c:.3f} s ({r:.2f}) {here:,.0f}/s" +
-                                          (f" = {rate:,.0f}/s at ref. speed" if args.reference else "") + f" [{ok}]"
-                                          for m, c, r, here, rate, ok in cells) + note, flush=True)
+                                          (f" = {rate:,.0f}/s at ref. speed" if args.reference else "") +
+                                          f" [{ok}] schedule {e:.3f} s"
+                                          for m, c, r, here, rate, ok, e in cells) + note, flush=True)
     ref_col = " pods/s at ref. speed |" if args.reference else ""
-    print(f"\n| shape | mode | CPU s | ratio to plain | pods/CPU s |{ref_col} target |")
-    print("|---|---|---|---|---|---|" + ("---|" if args.reference else ""))
+    print(f"\n| shape | mode | CPU s | ratio to plain | pods/CPU s |{ref_col} target | CPU s of schedule alone |")
+    print("|---|---|---|---|---|---|---|" + ("---|" if args.reference else ""))
     for shape, cells in rows:
-        for mode, cpu, ratio, here, rate, ok in cells:
+        for mode, cpu, ratio, here, rate, ok, engine in cells:
             extra = f" {rate:,.0f} |" if args.reference else ""
-            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {here:,.0f} |{extra} {ok} |")
+            print(f"| {shape} | {mode} | {cpu:.3f} | {ratio:.2f} | {here:,.0f} |{extra} {ok} | {engine:.3f} |")
 
 
 if __name__ == "__main__":
