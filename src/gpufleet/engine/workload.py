@@ -5,7 +5,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from operator import is_
+from itertools import pairwise, repeat
+from operator import attrgetter, is_
 from typing import cast
 
 import numpy as np
@@ -123,42 +124,72 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[Qu
     ``default_queues``: namespace -> the queue of its pods that name none, where it is not the
     config's (a Project's ``defaultQueue``); the rule that picks the queue stays ``resolve_queue``.
 
-    Tens of thousands of running pods pass through here on every call, so the loop is kept flat:
-    request columns are filled per resource, and PodInfo gets its fields positionally.
+    Tens of thousands of running pods pass through here on every call, so the table is built by
+    columns: each field's values in one comprehension over the pods, the priority, preemptibility
+    and queue once per distinct set of the pod fields they depend on (``_Resolver``), and the rows
+    made by one ``map`` over the columns.
     """
-    classes = {pc.name: pc.value for pc in snapshot.priority_classes}
-    defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
-    default_priority = max(defaults) if defaults else 0
-    groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
-    threshold = snapshot.config.non_preemptible_priority
-    default_queue = snapshot.config.default_queue
-    pods = sorted((p for p in snapshot.pods if not p.finished), key=lambda p: (p.namespace, p.name))
+    pods = sorted([p for p in snapshot.pods if p.phase not in _FINISHED], key=_name_order)
+    n = len(pods)
     keys = cast(list[PodKey], [f"{p.namespace}/{p.name}" for p in pods])
-    matrix = np.zeros((len(pods), len(cluster.resources)), dtype=np.int64)
+    matrix = np.zeros((n, len(cluster.resources)), dtype=np.int64)
+    requests = [p.requests for p in pods]
     for r, j in cluster.res_index.items():
         if r == PODS:
             matrix[:, j] = MILLI
         elif r != GPU:
-            column = [p.requests.get(r, 0) for p in pods]
-            if any(column):
+            column = np.fromiter([q.get(r, 0) for q in requests], dtype=np.int64, count=n)
+            if column.any():
                 matrix[:, j] = column
-    out: list[PodInfo] = []
-    append = out.append
-    for i, pod in enumerate(pods):
-        group = pod_group_of(pod, groups) if groups else None  # no call per pod in the common case
-        priority = effective_priority(pod, group, classes, default_priority)
-        preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < threshold
+    whole = [q.get(GPU, 0) // MILLI for q in requests]
+    blocks = [p.gpu_blocks for p in pods]
+    memory = [p.gpu_memory_bytes if b is None else None for p, b in zip(pods, blocks, strict=True)]
+    start = [p.creation_time if p.start_time is None else p.start_time for p in pods]
+    resolve = _Resolver(snapshot, queue_of, default_queues)
+    got = resolve.table
+    facts = [got.get(k) or resolve(p, k) for p, k in zip(pods, map(_resolver_key, pods), strict=True)]
+    ranks = range(n)
+    out = list(map(PodInfo, ranks, pods, keys, list(matrix), whole, blocks, memory,
+                   [f[0] for f in facts], [f[1] for f in facts], [f[2] for f in facts],
+                   repeat(-1, n), repeat(None, n), repeat((), n), repeat(None, n), start, ranks))
+    return out, matrix
+
+
+_FINISHED = ("Succeeded", "Failed")  # Pod.finished
+_name_order = attrgetter("namespace", "name")
+# The pod fields a row's priority, preemptibility and queue depend on (with the snapshot's context).
+_resolver_key = attrgetter("priority_class_name", "priority", "preemptible_label", "scheduler_name",
+                           "queue_label", "namespace", "group_label")
+
+
+class _Resolver:
+    """A pod's priority, preemptibility and leaf queue (-1: not ours), worked out once per distinct
+    ``_resolver_key`` of the pods: pods alike in those fields get the same."""
+
+    def __init__(self, snapshot: Snapshot, queue_of: dict[QueueName, int],
+                 default_queues: Mapping[str, QueueName] | None) -> None:
+        self.classes = {pc.name: pc.value for pc in snapshot.priority_classes}
+        defaults = [pc.value for pc in snapshot.priority_classes if pc.global_default]
+        self.default_priority = max(defaults) if defaults else 0
+        self.groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
+        self.threshold = snapshot.config.non_preemptible_priority
+        self.default_queue = snapshot.config.default_queue
+        self.queue_of = queue_of
+        self.default_queues = default_queues
+        self.table: dict[tuple[object, ...], tuple[int, bool, int]] = {}
+
+    def __call__(self, pod: Pod, key: tuple[object, ...]) -> tuple[int, bool, int]:
+        group = pod_group_of(pod, self.groups)
+        priority = effective_priority(pod, group, self.classes, self.default_priority)
+        preemptible = pod.preemptible_label if pod.preemptible_label is not None else priority < self.threshold
         queue = -1
         if pod.scheduler_name == SCHEDULER_NAME:
-            fallback = default_queues.get(pod.namespace, default_queue) if default_queues else default_queue
-            queue = queue_of.get(resolve_queue(pod, group, fallback), -1)
-        blocks = pod.gpu_blocks
-        append(PodInfo(
-            i, pod, keys[i], matrix[i], pod.requests.get(GPU, 0) // MILLI, blocks,
-            pod.gpu_memory_bytes if blocks is None else None, priority, preemptible, queue, -1, None, (),
-            None, pod.start_time if pod.start_time is not None else pod.creation_time, i,
-        ))
-    return out, matrix
+            fallback = self.default_queue
+            if self.default_queues:
+                fallback = self.default_queues.get(pod.namespace, fallback)
+            queue = self.queue_of.get(resolve_queue(pod, group, fallback), -1)
+        got = self.table[key] = (priority, preemptible, queue)
+        return got
 
 
 @dataclass(slots=True)
@@ -191,29 +222,37 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
                 kept: KeptGangs | None = None) -> list[Gang]:
     """Gangs of our pods (a PodGroup, named or existing, or a pod of its own); other schedulers'
     pods get none. ``kept``: gangs of earlier calls to use again where their rows are the same
-    (the gangs built here are added to it)."""
+    (the gangs built here are added to it).
+
+    Gang ``i`` is the ``i``-th of the gang keys in sorted order. The gangs of one pod without a
+    PodGroup (most of them: every pod of its own) are made together by one ``map`` over their
+    columns; the others one by one."""
     groups: dict[str, PodGroup] = {g.key: g for g in snapshot.pod_groups}
     # Pods of their own and labelled gangs are kept apart (gang_id): a pod named like a label of
     # its namespace is not merged into that gang. In the sorted keys such a clash shows twice:
     # first the labelled gang, then the pod alone.
-    alone: dict[str, list[int]] = {}
+    ours = [i for i in pods if i.queue >= 0 or i.pod.scheduler_name == SCHEDULER_NAME]
+    grouped = [i for i in ours if i.pod.group_label]
     labelled: dict[str, list[int]] = {}  # gangs named by a pod-group label
-    for info in pods:
-        pod = info.pod
-        if info.queue < 0 and pod.scheduler_name != SCHEDULER_NAME:
-            continue
-        if pod.group_label:  # most pods: no call
-            key = gang_key(pod)
-            same = labelled.get(key)
-            if same is None:
-                labelled[key] = [info.idx]
-            else:
-                same.append(info.idx)
+    for info in grouped:
+        key = gang_key(info.pod)
+        same = labelled.get(key)
+        if same is None:
+            labelled[key] = [info.idx]
         else:
-            alone[info.key] = [info.idx]
-    gangs: list[Gang] = []
-    append = gangs.append
+            same.append(info.idx)
+    alone: dict[str, list[int]] = {i.key: [i.idx] for i in ours if not i.pod.group_label} if grouped \
+        else {i.key: [i.idx] for i in ours}
     keys = sorted([*labelled, *alone]) if labelled else sorted(alone)
+    if not labelled and kept is None:  # pods of their own only: all together
+        ones = [alone[k] for k in keys]
+        return _gangs_of_one(pods, list(range(len(keys))), keys, ones, [None] * len(keys))
+    sums = _request_sums(pods, labelled)
+    out: list[Gang | None] = []
+    append = out.append
+    one_ranks: list[int] = []
+    one_keys: list[str] = []
+    one_members: list[list[int]] = []
     for rank, key in enumerate(keys):
         got = labelled.get(key) if labelled else None
         if got is not None and (rank == 0 or keys[rank - 1] != key):
@@ -221,67 +260,108 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         else:
             members, group = alone[key], None
         if group is None and len(members) == 1:  # a pod of its own: the common case, kept cheap
+            if kept is None:
+                one_ranks.append(rank)
+                one_keys.append(key)
+                one_members.append(members)
+                append(None)  # made below, with the others of one pod
+                continue
             info = pods[members[0]]
-            g = info.gang = len(gangs)
-            if kept is not None:
-                pair = kept.alone.get(id(info))
-                if pair is not None and pair[0] is info:  # the same row: its gang, as _reuse sets it
-                    gang = pair[1]
-                    gang.idx, gang.name_rank, gang.members, gang.members_by_size = g, rank, members, members
-                    gang.alive, gang.evicted, gang.missing_group = 0, False, False
-                    gang.pending_reason = gang.taken_back_by = gang.policy_reason = ""
-                    append(gang)
-                    continue
-            gang = Gang(g, key, members, 1, info.queue, info.priority, info.preemptible, True,
+            info.gang = rank
+            pair = kept.alone.get(id(info))
+            if pair is not None and pair[0] is info:  # the same row: its gang, as _reuse sets it
+                gang = pair[1]
+                gang.idx, gang.name_rank, gang.members, gang.members_by_size = rank, rank, members, members
+                gang.alive, gang.evicted, gang.missing_group = 0, False, False
+                gang.pending_reason = gang.taken_back_by = gang.policy_reason = ""
+                append(gang)
+                continue
+            gang = Gang(rank, key, members, 1, info.queue, info.priority, info.preemptible, True,
                         info.pod.creation_time, None, None, None, rank, 0, False, "", members,
                         info.pod.scheduling_gates)
-            if kept is not None:
-                kept.alone[id(info)] = (info, gang)
+            kept.alone[id(info)] = (info, gang)
             append(gang)
             continue
         infos = [pods[m] for m in members]
         if kept is not None:
             was = kept.labelled.get(key)
             if was is not None and was[1] is group and len(was[0]) == len(infos) and all(map(is_, was[0], infos)):
-                gang = _reuse(was[2], len(gangs), rank, members, [members[k] for k in was[3]])
+                gang = _reuse(was[2], rank, rank, members, [members[k] for k in was[3]])
                 for m in members:
-                    pods[m].gang = gang.idx
+                    pods[m].gang = rank
                 append(gang)
                 continue
-        if group is not None and group.priority_class_name in classes:
-            priority = classes[group.priority_class_name]
-        else:
-            priority = max(i.priority for i in infos)
-        gang = Gang(
-            idx=len(gangs),
-            key=key,
-            members=members,
-            min_member=group.min_member if group is not None else 1,
-            queue=infos[0].queue,
-            priority=priority,
-            preemptible=all(i.preemptible for i in infos),
-            ours=True,
-            creation=_age(infos, group),
-            topology_required=group.topology_required if group else None,
-            topology_preferred=group.topology_preferred if group else None,
-            group=group,
-            name_rank=rank,
-        )
-        gang.members_by_size = members if len(members) == 1 else sorted(
-            members,
-            key=lambda m: (-pods[m].whole, -(pods[m].blocks or 0), -int(pods[m].res.sum()), m),
-        )
-        gang.gates = tuple(sorted({name for i in infos for name in i.pod.scheduling_gates}))
-        for m in members:
-            pods[m].gang = gang.idx
-        gangs.append(gang)
+        gang = _gang_of(rank, key, members, infos, group, classes, sums)
+        append(gang)
         if kept is not None:
             at = {m: k for k, m in enumerate(members)}
             kept.labelled[key] = (infos, group, gang, [at[m] for m in gang.members_by_size])
+    if one_ranks:
+        groupless: list[PodGroup | None] = [None] * len(one_ranks)
+        for rank, gang in zip(one_ranks, _gangs_of_one(pods, one_ranks, one_keys, one_members, groupless),
+                              strict=True):
+            out[rank] = gang
+    gangs = cast(list[Gang], out)
     for key in labelled.keys() - groups.keys():  # a label naming no PodGroup: the gang waits for it (api.md)
         gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key (a labelled one first)
     return gangs
 
+
+def _gangs_of_one(pods: list[PodInfo], ranks: list[int], keys: list[str], members: list[list[int]],
+                  groups: list[PodGroup | None]) -> list[Gang]:
+    """The gangs of one pod and no PodGroup at ``ranks`` (gang ``ranks[k]`` is ``members[k]``,
+    named ``keys[k]``), made by columns; each pod is given its gang."""
+    infos = [pods[m[0]] for m in members]
+    n = len(infos)
+    for info, rank in zip(infos, ranks, strict=True):
+        info.gang = rank
+    return list(map(Gang, ranks, keys, members, repeat(1, n), [i.queue for i in infos],
+                    [i.priority for i in infos], [i.preemptible for i in infos], repeat(True, n),
+                    [i.pod.creation_time for i in infos], groups, groups, groups, ranks, repeat(0, n),
+                    repeat(False, n), repeat("", n), members, [i.pod.scheduling_gates for i in infos]))
+
+
+def _request_sums(pods: list[PodInfo], labelled: dict[str, list[int]]) -> list[int]:
+    """Per pod index, the sum of its request row (``res``) for the members of labelled gangs of
+    more than one pod (0 for the others): summed for all of them at once."""
+    multi = [m for members in labelled.values() if len(members) > 1 for m in members]
+    if not multi:
+        return []
+    totals = np.zeros(len(pods), dtype=np.int64)
+    totals[multi] = np.array([pods[m].res for m in multi], dtype=np.int64).reshape(len(multi), -1).sum(axis=1)
+    out: list[int] = totals.tolist()
+    return out
+
+
+def _gang_of(idx: int, key: str, members: list[int], infos: list[PodInfo], group: PodGroup | None,
+             classes: dict[str, int], sums: list[int]) -> Gang:
+    """The gang at ``idx`` of ``members`` (rows ``infos``, in name order) and ``group``; ``sums``:
+    the members' request sums (``_request_sums``)."""
+    if group is not None and group.priority_class_name in classes:
+        priority = classes[group.priority_class_name]
+    else:
+        priority = max([i.priority for i in infos])
+    by_size = members if len(members) == 1 else _by_size(members, infos, sums)
+    gates: tuple[str, ...] = ()
+    if any(i.pod.scheduling_gates for i in infos):
+        gates = tuple(sorted({name for i in infos for name in i.pod.scheduling_gates}))
+    for info in infos:
+        info.gang = idx
+    if group is None:
+        return Gang(idx, key, members, 1, infos[0].queue, priority, all([i.preemptible for i in infos]), True,
+                    _age(infos, None), None, None, None, idx, 0, False, "", by_size, gates)
+    return Gang(idx, key, members, group.min_member, infos[0].queue, priority,
+                all([i.preemptible for i in infos]), True, _age(infos, group), group.topology_required,
+                group.topology_preferred, group, idx, 0, False, "", by_size, gates)
+
+
+def _by_size(members: list[int], infos: list[PodInfo], sums: list[int]) -> list[int]:
+    """``members`` largest first: by whole GPUs, GPU blocks, request sum, then pod index."""
+    sizes = [(-i.whole, -(i.blocks or 0), -sums[m]) for m, i in zip(members, infos, strict=True)]
+    if sizes.count(sizes[0]) == len(sizes) and all(a < b for a, b in pairwise(members)):
+        return members[:]  # all alike, in index order: the order stays
+    order = sorted(range(len(members)), key=lambda k: (sizes[k], members[k]))
+    return [members[k] for k in order]
 
 
 def _age(infos: list[PodInfo], group: PodGroup | None) -> float:
