@@ -41,13 +41,20 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
     managed = list(quota.forest.managed)
     column = {r: j for j, r in enumerate(managed)}
     for j, r in enumerate(managed):
-        if r != GPU and not (r in res_index and r != PODS):
+        # Every resource a pod requests but GPUs is one of the cluster's (BuildSteps.cluster): the
+        # others are asked by no pod, and their column stays 0.
+        if r == PODS:
             usage[rows, j] = [i.pod.requests.get(r, 0) for i in infos]
-    groups: dict[tuple[int, int], list[int]] = {}
-    for n, info in enumerate(infos):
-        groups.setdefault((info.queue, info.flavor), []).append(n)
-    for key, members in groups.items():
-        moves = book.flavor_moves(*key)
+    # The pods by (leaf, flavor), each group in pod order (the groups' rows are apart: any order).
+    leaves = np.fromiter([i.queue for i in infos], dtype=np.int64, count=len(infos))
+    flavors = np.fromiter([i.flavor for i in infos], dtype=np.int64, count=len(infos))
+    codes = leaves * (int(flavors.max()) + 1) + flavors
+    order = np.argsort(codes, kind="stable")
+    _, starts = np.unique(codes[order], return_index=True)
+    bounds = [*starts.tolist()[1:], len(order)]
+    for first, begin, end in zip(order[starts].tolist(), starts.tolist(), bounds, strict=True):
+        members: list[int] = order[begin:end].tolist()
+        moves = book.flavor_moves(infos[first].queue, infos[first].flavor)
         if not moves:
             continue
         at_rows = rows[members]
