@@ -64,13 +64,20 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
             if col is not None:
                 amounts.append(usage[at_rows, col].copy())
             elif r == GPU:
-                amounts.append(np.array([quota.gpu_milli(infos[n]) for n in members], dtype=np.int64))
+                amounts.append(np.array(_gpu_milli(quota, [infos[n] for n in members]), dtype=np.int64))
             else:
                 amounts.append(np.array([infos[n].pod.requests.get(r, 0) for n in members], dtype=np.int64))
         for (_, plain, dim), amount in zip(moves, amounts, strict=True):
             if plain >= 0:
                 usage[at_rows, plain] -= amount
             usage[at_rows, dim] += amount
+
+
+def _gpu_milli(quota: QuotaGates, infos: list[PodInfo]) -> list[int]:
+    """``quota.gpu_milli`` of each of ``infos`` (the rule eviction subtracts by: usage never
+    drifts), asked only for the fractional pods: a whole-GPU pod counts its GPUs."""
+    gpu_milli = quota.gpu_milli
+    return [i.whole * MILLI if i.blocks is None and i.gpu_mem_bytes is None else gpu_milli(i) for i in infos]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
@@ -88,7 +95,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     # none, or a share of one, with NumPy; only those naming several GPUs are looked at one by one.
     n_run = len(running)
     indices = [i.pod.gpu_index for i in running]
-    node_list = [index[cast(str, i.pod.node_name)] for i in running]
+    node_list = [index[n] for n in cast(list[str], [i.pod.node_name for i in running])]
     nodes = np.array(node_list, dtype=np.int64)
     lens = np.fromiter(map(len, indices), dtype=np.int64, count=n_run)
     first = np.fromiter([t[0] if t and 0 <= t[0] < _BOUND else -1 for t in indices], dtype=np.int64, count=n_run)
@@ -179,9 +186,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         usage = np.zeros((len(ours), len(managed)), dtype=np.int64)
         for j, r in enumerate(managed):
             if r == GPU:
-                gpu_milli = quota.gpu_milli  # the rule eviction subtracts by: usage never drifts
-                usage[:, j] = [i.whole * MILLI if i.blocks is None and i.gpu_mem_bytes is None else gpu_milli(i)
-                               for i in ours]
+                usage[:, j] = _gpu_milli(quota, ours)
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)
