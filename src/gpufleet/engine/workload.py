@@ -22,7 +22,7 @@ from gpufleet.domain import (
     QueueName,
     Snapshot,
 )
-from gpufleet.domain.queues import gang_key, pod_group_of, resolve_queue
+from gpufleet.domain.queues import pod_group_of, resolve_queue
 from gpufleet.domain.units import blocks_for_gpu_memory
 from gpufleet.engine.cluster import ClusterState, IntArray
 
@@ -234,9 +234,8 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     ours = [i for i in pods if i.queue >= 0 or i.pod.scheduler_name == SCHEDULER_NAME]
     grouped = [i for i in ours if i.pod.group_label]
     labelled: dict[str, list[int]] = {}  # gangs named by a pod-group label
-    for info in grouped:
-        key = gang_key(info.pod)
-        same = labelled.get(key)
+    for info, key in zip(grouped, [f"{i.pod.namespace}/{i.pod.group_label}" for i in grouped], strict=True):
+        same = labelled.get(key)  # key: gang_key(info.pod)
         if same is None:
             labelled[key] = [info.idx]
         else:
@@ -247,12 +246,13 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
     if not labelled and kept is None:  # pods of their own only: all together
         ones = [alone[k] for k in keys]
         return _gangs_of_one(pods, list(range(len(keys))), keys, ones, [None] * len(keys))
-    sums = _request_sums(pods, labelled)
+    sums = _request_sums(pods, labelled) if kept is not None else []
     out: list[Gang | None] = []
     append = out.append
     one_ranks: list[int] = []
     one_keys: list[str] = []
     one_members: list[list[int]] = []
+    many: list[tuple[int, str, list[int], PodGroup | None]] = []
     for rank, key in enumerate(keys):
         got = labelled.get(key) if labelled else None
         if got is not None and (rank == 0 or keys[rank - 1] != key):
@@ -282,6 +282,10 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
             kept.alone[id(info)] = (info, gang)
             append(gang)
             continue
+        if kept is None:
+            many.append((rank, key, members, group))
+            append(None)  # made below, with the other gangs of a PodGroup
+            continue
         infos = [pods[m] for m in members]
         if kept is not None:
             was = kept.labelled.get(key)
@@ -301,6 +305,9 @@ def build_gangs(snapshot: Snapshot, pods: list[PodInfo], classes: dict[str, int]
         for rank, gang in zip(one_ranks, _gangs_of_one(pods, one_ranks, one_keys, one_members, groupless),
                               strict=True):
             out[rank] = gang
+    if many:
+        for (rank, *_), gang in zip(many, _gangs_of_groups(pods, many, classes), strict=True):
+            out[rank] = gang
     gangs = cast(list[Gang], out)
     for key in labelled.keys() - groups.keys():  # a label naming no PodGroup: the gang waits for it (api.md)
         gangs[bisect_left(keys, key)].missing_group = True  # gang i is the i-th key (a labelled one first)
@@ -319,6 +326,68 @@ def _gangs_of_one(pods: list[PodInfo], ranks: list[int], keys: list[str], member
                     [i.priority for i in infos], [i.preemptible for i in infos], repeat(True, n),
                     [i.pod.creation_time for i in infos], groups, groups, groups, ranks, repeat(0, n),
                     repeat(False, n), repeat("", n), members, [i.pod.scheduling_gates for i in infos]))
+
+
+def _gangs_of_groups(pods: list[PodInfo], many: list[tuple[int, str, list[int], PodGroup | None]],
+                     classes: dict[str, int]) -> list[Gang]:
+    """The gangs ``many`` ((rank, key, members, PodGroup) each, members in index order): what
+    ``_gang_of`` makes of each, by columns over all their members with NumPy (segment maxima,
+    minima and ands); only gangs whose members differ in size, or that have scheduling gates, are
+    looked at one by one."""
+    members = [m for _, _, m, _ in many]
+    flat = [m for ms in members for m in ms]
+    infos = [pods[m] for m in flat]
+    sizes = list(map(len, members))
+    starts = np.zeros(len(many), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    try:
+        priority = np.fromiter([i.priority for i in infos], dtype=np.int64, count=len(infos))
+        created = np.fromiter([i.pod.creation_time for i in infos], dtype=np.float64, count=len(infos))
+        whole = np.fromiter([i.whole for i in infos], dtype=np.int64, count=len(infos))
+        if np.isnan(created).any():
+            raise OverflowError("no order of NaN")
+    except OverflowError:  # values NumPy does not hold as Python compares them: gang by gang
+        return [_gang_of(rank, key, ms, [pods[m] for m in ms], group, classes, _request_sums(pods, {key: ms}))
+                for rank, key, ms, group in many]
+    top: list[int] = np.maximum.reduceat(priority, starts).tolist()
+    first: list[float] = np.minimum.reduceat(created, starts).tolist()
+    preemptible: list[bool] = np.logical_and.reduceat(
+        np.fromiter([i.preemptible for i in infos], dtype=bool, count=len(infos)), starts).tolist()
+    gated: list[bool] = np.logical_or.reduceat(
+        np.fromiter([bool(i.pod.scheduling_gates) for i in infos], dtype=bool, count=len(infos)), starts).tolist()
+    # Members alike in size (whole GPUs, blocks, request sum) keep their order in members_by_size.
+    blocks = np.fromiter([i.blocks or 0 for i in infos], dtype=np.int64, count=len(infos))
+    sums = np.array([i.res for i in infos], dtype=np.int64).reshape(len(infos), -1).sum(axis=1)
+    lead = np.repeat(starts, sizes)
+    alike: list[bool] = np.logical_and.reduceat(
+        (whole == whole[lead]) & (blocks == blocks[lead]) & (sums == sums[lead]), starts).tolist()
+    at_sums: list[int] = []
+    out: list[Gang] = []
+    for k, (rank, key, ms, group) in enumerate(many):
+        by_size = ms
+        if len(ms) > 1:
+            if alike[k]:
+                by_size = ms[:]
+            else:
+                if not at_sums:
+                    at_sums = _request_sums(pods, {"": flat})
+                by_size = _by_size(ms, [pods[m] for m in ms], at_sums)
+        gates: tuple[str, ...] = ()
+        if gated[k]:
+            gates = tuple(sorted({name for m in ms for name in pods[m].pod.scheduling_gates}))
+        queue = pods[ms[0]].queue
+        if group is None:
+            out.append(Gang(rank, key, ms, 1, queue, top[k], preemptible[k], True, first[k], None, None, None,
+                            rank, 0, False, "", by_size, gates))
+            continue
+        pcn = group.priority_class_name
+        created_at = first[k] if group.queued_at is None else min(first[k], group.queued_at)
+        out.append(Gang(rank, key, ms, group.min_member, queue, classes[pcn] if pcn in classes else top[k],
+                        preemptible[k], True, created_at, group.topology_required, group.topology_preferred,
+                        group, rank, 0, False, "", by_size, gates))
+    for info, rank in zip(infos, np.repeat([r for r, _, _, _ in many], sizes).tolist(), strict=True):
+        info.gang = rank
+    return out
 
 
 def _request_sums(pods: list[PodInfo], labelled: dict[str, list[int]]) -> list[int]:
