@@ -124,34 +124,38 @@ def build_pod_table(snapshot: Snapshot, cluster: ClusterState, queue_of: dict[Qu
     ``default_queues``: namespace -> the queue of its pods that name none, where it is not the
     config's (a Project's ``defaultQueue``); the rule that picks the queue stays ``resolve_queue``.
 
-    Tens of thousands of running pods pass through here on every call, so the table is built by
-    columns: each field's values in one comprehension over the pods, the priority, preemptibility
-    and queue once per distinct set of the pod fields they depend on (``_Resolver``), and the rows
-    made by one ``map`` over the columns.
+    Tens of thousands of running pods pass through here on every call, so the loop is kept flat:
+    request columns are filled per resource, the priority, preemptibility and queue are worked out
+    once per distinct set of the pod fields they depend on (``_Resolver``), and PodInfo gets its
+    fields positionally.
     """
     pods = sorted([p for p in snapshot.pods if p.phase not in _FINISHED], key=_name_order)
-    n = len(pods)
-    keys = cast(list[PodKey], [f"{p.namespace}/{p.name}" for p in pods])
-    matrix = np.zeros((n, len(cluster.resources)), dtype=np.int64)
+    matrix = np.zeros((len(pods), len(cluster.resources)), dtype=np.int64)
     requests = [p.requests for p in pods]
     for r, j in cluster.res_index.items():
         if r == PODS:
             matrix[:, j] = MILLI
         elif r != GPU:
-            column = np.fromiter([q.get(r, 0) for q in requests], dtype=np.int64, count=n)
-            if column.any():
+            column = [q.get(r, 0) for q in requests]
+            if any(column):
                 matrix[:, j] = column
-    whole = [q.get(GPU, 0) // MILLI for q in requests]
-    blocks = [p.gpu_blocks for p in pods]
-    memory = [p.gpu_memory_bytes if b is None else None for p, b in zip(pods, blocks, strict=True)]
-    start = [p.creation_time if p.start_time is None else p.start_time for p in pods]
+    keys = cast(list[PodKey], [f"{p.namespace}/{p.name}" for p in pods])
     resolve = _Resolver(snapshot, queue_of, default_queues)
-    got = resolve.table
-    facts = [got.get(k) or resolve(p, k) for p, k in zip(pods, map(_resolver_key, pods), strict=True)]
-    ranks = range(n)
-    out = list(map(PodInfo, ranks, pods, keys, list(matrix), whole, blocks, memory,
-                   [f[0] for f in facts], [f[1] for f in facts], [f[2] for f in facts],
-                   repeat(-1, n), repeat(None, n), repeat((), n), repeat(None, n), start, ranks))
+    known = resolve.table.get
+    rows = list(matrix)
+    out: list[PodInfo] = []
+    append = out.append
+    fields = _resolver_key
+    for i, pod in enumerate(pods):
+        k = fields(pod)
+        priority, preemptible, queue = known(k) or resolve(pod, k)
+        blocks = pod.gpu_blocks
+        start = pod.start_time
+        append(PodInfo(
+            i, pod, keys[i], rows[i], pod.requests.get(GPU, 0) // MILLI, blocks,
+            pod.gpu_memory_bytes if blocks is None else None, priority, preemptible, queue, -1, None, (), None,
+            pod.creation_time if start is None else start, i,
+        ))
     return out, matrix
 
 
