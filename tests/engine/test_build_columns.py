@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from hypothesis import given, settings
+from tests.engine.strategies import gang_snapshots, snapshots
 
 from gpufleet.domain import (
     CPU,
@@ -23,7 +24,6 @@ from gpufleet.domain import (
 from gpufleet.engine.intake import screen
 from gpufleet.engine.scheduler import Engine
 from gpufleet.engine.workload import Gang, KeptGangs, build_gangs, build_pod_table
-from tests.engine.strategies import gang_snapshots, snapshots
 
 
 def _fields(gang: Gang) -> tuple[object, ...]:
