@@ -272,12 +272,22 @@ class FlavorBook:
                                               if flavored(r, self.names[f]) in column]
         index = cluster.index
         leaves = self.leaf_flavors
+        node_flavor: list[int] = self.node_flavor.tolist()
+        takes = self.takes
+        # Leaves whose flavors name GPUs: there a pod taking GPUs takes a flavor without asking ``takes``.
+        gpu_leaves = {leaf for leaf, names in self.leaf_resources.items() if GPU in names}
         for info in pods:
-            info.flavor = -1
-            if info.queue in leaves and info.pod.node_name is not None and self.takes(info):
-                node = index.get(info.pod.node_name)
-                if node is not None:
-                    info.flavor = int(self.node_flavor[node])
+            f = -1
+            leaf = info.queue
+            if leaf in leaves:
+                on = info.pod.node_name
+                if on is not None and ((leaf in gpu_leaves and (info.whole or info.blocks is not None
+                                                                  or info.gpu_mem_bytes is not None))
+                                         or takes(info)):
+                    node = index.get(on)
+                    if node is not None:
+                        f = node_flavor[node]
+            info.flavor = f
 
     # -- what a pod counts ---------------------------------------------------------------------
 

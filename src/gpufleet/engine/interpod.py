@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -93,7 +94,8 @@ class InterPod:
               namespaces: NamespaceLabels | None = None) -> InterPod | None:
         """None when no pod of the snapshot has an inter-pod rule: nothing to keep. ``namespaces``:
         the labels of the snapshot's Namespace objects (for namespaceSelector)."""
-        if not any(p.pod.anti_affinity_terms or p.pod.affinity_terms or p.pod.spread_constraints for p in pods):
+        if not any(any(map(attrgetter(f"pod.{rules}"), pods))
+                   for rules in ("anti_affinity_terms", "affinity_terms", "spread_constraints")):
             return None
         return InterPod(nodes, feasibility, pods, namespaces)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class Placer:
         # Soft node penalties (docs/semantics-notes.md, "Soft scores"): asked for only when some
         # pod or node can have one.
         self.soft = self.interpod is not None or feasibility.has_soft_taints or any(
-            p.pod.preferred_affinity for p in pods)
+            map(attrgetter("pod.preferred_affinity"), pods))
         # Nodes bucketed by free whole GPUs per feasibility class (engine/nodeindex.py): the
         # common whole-GPU placement without a pass over every node. Built on first use.
         self._index: FreeGpuIndex | None = None

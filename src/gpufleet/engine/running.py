@@ -11,16 +11,19 @@ count towards their gangs, and their usage towards their queues.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 
-from gpufleet.domain import BLOCKS_PER_GPU, GPU, PODS, Node
+from gpufleet.domain import BLOCKS_PER_GPU, GPU, MILLI, PODS, Node
 from gpufleet.engine.cluster import BoolArray, ClusterState, IntArray
 from gpufleet.engine.placement import Assignment, Placer
 from gpufleet.engine.quota import QuotaGates
 from gpufleet.engine.workload import Gang, PodInfo
 
 __all__ = ["bind_running", "preset_node_warnings"]
+
+_BOUND = 1 << 31  # GPU indices from here on name no GPU (and fit in int64)
 
 
 def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res_index: Mapping[str, int]) -> None:
@@ -38,13 +41,20 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
     managed = list(quota.forest.managed)
     column = {r: j for j, r in enumerate(managed)}
     for j, r in enumerate(managed):
-        if r != GPU and not (r in res_index and r != PODS):
+        # Every resource a pod requests but GPUs is one of the cluster's (BuildSteps.cluster): the
+        # others are asked by no pod, and their column stays 0.
+        if r == PODS:
             usage[rows, j] = [i.pod.requests.get(r, 0) for i in infos]
-    groups: dict[tuple[int, int], list[int]] = {}
-    for n, info in enumerate(infos):
-        groups.setdefault((info.queue, info.flavor), []).append(n)
-    for key, members in groups.items():
-        moves = book.flavor_moves(*key)
+    # The pods by (leaf, flavor), each group in pod order (the groups' rows are apart: any order).
+    leaves = np.fromiter([i.queue for i in infos], dtype=np.int64, count=len(infos))
+    flavors = np.fromiter([i.flavor for i in infos], dtype=np.int64, count=len(infos))
+    codes = leaves * (int(flavors.max()) + 1) + flavors
+    order = np.argsort(codes, kind="stable")
+    _, starts = np.unique(codes[order], return_index=True)
+    bounds = [*starts.tolist()[1:], len(order)]
+    for first, begin, end in zip(order[starts].tolist(), starts.tolist(), bounds, strict=True):
+        members: list[int] = order[begin:end].tolist()
+        moves = book.flavor_moves(infos[first].queue, infos[first].flavor)
         if not moves:
             continue
         at_rows = rows[members]
@@ -54,13 +64,20 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
             if col is not None:
                 amounts.append(usage[at_rows, col].copy())
             elif r == GPU:
-                amounts.append(np.array([quota.gpu_milli(infos[n]) for n in members], dtype=np.int64))
+                amounts.append(np.array(_gpu_milli(quota, [infos[n] for n in members]), dtype=np.int64))
             else:
                 amounts.append(np.array([infos[n].pod.requests.get(r, 0) for n in members], dtype=np.int64))
         for (_, plain, dim), amount in zip(moves, amounts, strict=True):
             if plain >= 0:
                 usage[at_rows, plain] -= amount
             usage[at_rows, dim] += amount
+
+
+def _gpu_milli(quota: QuotaGates, infos: list[PodInfo]) -> list[int]:
+    """``quota.gpu_milli`` of each of ``infos`` (the rule eviction subtracts by: usage never
+    drifts), asked only for the fractional pods: a whole-GPU pod counts its GPUs."""
+    gpu_milli = quota.gpu_milli
+    return [i.whole * MILLI if i.blocks is None and i.gpu_mem_bytes is None else gpu_milli(i) for i in infos]
 
 
 def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, gangs: Sequence[Gang],
@@ -72,55 +89,56 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     width = c.gpu_free.shape[1]
     index = c.index
     counts: list[int] = c.gpu_count.tolist()  # an annotation names GPUs below its node's count
-    running = [p for p in pods if p.pod.node_name in index and not p.pod.finished]
-    rest: list[PodInfo] = []
-    # One pass sorts pods into the bulk (complete gpu-index) and the rest, and collects the
-    # bulk's cells; the pass is flat Python because every running pod goes through it.
-    b_pods: list[int] = []
-    b_nodes: list[int] = []
-    w_nodes: list[int] = []
-    w_gpus: list[int] = []
-    f_nodes: list[int] = []
-    f_gpus: list[int] = []
-    f_blocks: list[int] = []
-    for info in running:
-        pod = info.pod
-        idx = pod.gpu_index
-        n = len(idx)
-        node = index[pod.node_name or ""]
-        if info.blocks is not None or info.gpu_mem_bytes is not None:  # fractional
-            if not (n == 1 and 0 <= idx[0] < counts[node] and info.blocks is not None):
-                rest.append(info)
-                continue
-            f_nodes.append(node)
-            f_gpus.append(idx[0])
-            f_blocks.append(info.blocks)
-            info.bound_blocks = info.blocks
-        else:
-            if n != info.whole or (n and not (min(idx) >= 0 and max(idx) < counts[node]
-                                              and (n == 1 or len(set(idx)) == n))):
-                rest.append(info)
-                continue
-            if n == 1:
-                w_nodes.append(node)
-                w_gpus.append(idx[0])
-            elif n:
-                w_nodes.extend([node] * n)
-                w_gpus.extend(idx)
-        info.node, info.gpus = node, idx
-        b_pods.append(info.idx)
-        b_nodes.append(node)
+    # The pod table has no finished pod; those on nodes the cluster has are running.
+    running = [p for p in pods if p.pod.node_name in index]
+    # The bulk (complete gpu-index) is sorted from the rest by columns: the pods taking one GPU or
+    # none, or a share of one, with NumPy; only those naming several GPUs are looked at one by one.
+    n_run = len(running)
+    indices = [i.pod.gpu_index for i in running]
+    node_list = [index[n] for n in cast(list[str], [i.pod.node_name for i in running])]
+    nodes = np.array(node_list, dtype=np.int64)
+    lens = np.fromiter(map(len, indices), dtype=np.int64, count=n_run)
+    first = np.fromiter([t[0] if t and 0 <= t[0] < _BOUND else -1 for t in indices], dtype=np.int64, count=n_run)
+    # GPUs wanted whole; -1: a share of one with its blocks indices, -2: a share by GPU memory
+    wanted = np.fromiter([i.whole if i.blocks is None and i.gpu_mem_bytes is None else -1 if i.blocks is not None
+                          else -2 for i in running], dtype=np.int64, count=n_run)
+    one_ok = (lens == 1) & (first >= 0) & (first < c.gpu_count[nodes])
+    is_share = (wanted == -1) & one_ok
+    is_whole = (lens == wanted) & ((lens == 0) | one_ok)
+    several = np.flatnonzero((lens == wanted) & (lens > 1)).tolist()
+    for k in several:  # each GPU named once, all of the node's
+        idx = indices[k]
+        if min(idx) >= 0 and max(idx) < counts[node_list[k]] and len(set(idx)) == len(idx):
+            is_whole[k] = True
+    in_bulk = is_share | is_whole
+    rest = [running[k] for k in np.flatnonzero(~in_bulk).tolist()] if not in_bulk.all() else []
+    bulk_at = np.flatnonzero(in_bulk)
+    b_nodes = nodes[bulk_at]
+    for k, node in zip(bulk_at.tolist(), b_nodes.tolist(), strict=True):
+        info = running[k]
+        info.node, info.gpus = node, indices[k]
+    share_at = np.flatnonzero(is_share)
+    shares = (nodes[share_at], first[share_at],
+              np.array([running[k].blocks for k in share_at.tolist()], dtype=np.int64))
+    for k in share_at.tolist():
+        info = running[k]
+        info.bound_blocks = info.blocks
+    one_at = np.flatnonzero(is_whole & (lens == 1))
+    w_nodes, w_gpus = nodes[one_at], first[one_at]
+    if several:
+        many = [k for k in several if is_whole[k]]
+        w_nodes = np.concatenate([w_nodes, np.repeat(nodes[many], lens[many])])
+        w_gpus = np.concatenate([w_gpus, np.array([g for k in many for g in indices[k]], dtype=np.int64)])
+    whole = (w_nodes, w_gpus)
+    b_pods = [running[k].idx for k in bulk_at.tolist()]
     warnings: list[str] = []
     if b_pods:
         bulk = np.array(b_pods, dtype=np.int64)
-        whole = (np.array(w_nodes, dtype=np.int64), np.array(w_gpus, dtype=np.int64))
-        shares = (np.array(f_nodes, dtype=np.int64), np.array(f_gpus, dtype=np.int64),
-                  np.array(f_blocks, dtype=np.int64))
         twice = _held_twice(width, c.gpu_free.size, whole, shares)
         if len(twice):  # rare: name the pods with Python, then take the cells out of service
             warnings.extend(_held_twice_warnings(c.nodes, [pods[b] for b in b_pods], twice, width))
             c.retire(twice // width, twice % width)
-        placer.commit_many(bulk, np.array(b_nodes, dtype=np.int64), requests[bulk], whole, shares)
+        placer.commit_many(bulk, b_nodes, requests[bulk], whole, shares)
     usable = [_usable_index(info, counts[index[info.pod.node_name or ""]]) for info in rest]
     # Pods whose annotation names GPUs first, then those whose annotation is not usable, then the rest.
     rest_order = sorted(range(len(rest)), key=lambda i: (0 if usable[i] else 1 if rest[i].pod.gpu_index else 2,
@@ -168,8 +186,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
         usage = np.zeros((len(ours), len(managed)), dtype=np.int64)
         for j, r in enumerate(managed):
             if r == GPU:
-                gpu_milli = quota.gpu_milli  # the rule eviction subtracts by: usage never drifts
-                usage[:, j] = [gpu_milli(i) for i in ours]
+                usage[:, j] = _gpu_milli(quota, ours)
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)

@@ -72,7 +72,7 @@ class BuildSteps:
 
     def cluster(self, snapshot: Snapshot) -> ClusterState:
         """The nodes' capacity state, nothing bound yet (``snapshot`` as screened)."""
-        return ClusterState(snapshot.nodes, sorted({r for p in snapshot.pods for r in p.requests}))
+        return ClusterState(snapshot.nodes, sorted(set().union(*[p.requests for p in snapshot.pods])))
 
     def feasibility(self, cluster: ClusterState, pools: Mapping[str, Project] | None) -> StaticFeasibility:
         return StaticFeasibility(cluster.nodes, cluster.schedulable, pools)
