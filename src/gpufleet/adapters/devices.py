@@ -645,12 +645,7 @@ class _Resolver:
             if restrict is not None:
                 nodes = restrict if nodes is None else nodes & restrict
             if len(pod.resource_claims) == 1:  # the usual pod: its one claim's sums, computed once
-                extra_items = self.sums.get(asked)
-                if extra_items is None:
-                    sums: dict[str, int] = {}
-                    for _r, c, resource in asked:
-                        sums[resource] = sums.get(resource, 0) + c * MILLI
-                    extra_items = self.sums[asked] = tuple(sorted(sums.items()))
+                extra_items = self._claim_sums(asked)
                 extra.update(extra_items)
                 single = extra_items
             else:
@@ -683,6 +678,17 @@ class _Resolver:
             changes["device_nodes"] = nodes
         return (_copy_pod(pod, changes) if changes else pod), tuple(needs)
 
+    def _claim_sums(self, asked: Asked) -> tuple[tuple[str, int], ...]:
+        """What a claim's requests ``asked`` add to a pod's requests, by resource (milli units, sorted),
+        computed once per distinct ``asked``."""
+        got = self.sums.get(asked)
+        if got is None:
+            sums: dict[str, int] = {}
+            for _r, c, resource in asked:
+                sums[resource] = sums.get(resource, 0) + c * MILLI
+            got = self.sums[asked] = tuple(sorted(sums.items()))
+        return got
+
     def _usual(self, pod: Pod, entry: PodClaim, holders: Mapping[tuple[str, str], Pod],
                allocators: dict[tuple[str, str], Pod]) -> tuple[Pod, tuple[_Need, ...]] | None:
         """:meth:`_pending` of the usual pod (ten thousand a call): not fractional, one claim, which
@@ -699,12 +705,7 @@ class _Resolver:
         if isinstance(plan, str):
             return None
         asked, restrict = plan
-        extra_items = self.sums.get(asked)
-        if extra_items is None:
-            sums: dict[str, int] = {}
-            for _r, c, resource in asked:
-                sums[resource] = sums.get(resource, 0) + c * MILLI
-            extra_items = self.sums[asked] = tuple(sorted(sums.items()))
+        extra_items = self._claim_sums(asked)
         changes: dict[str, object] = {}
         if extra_items:
             changes["requests"] = self._with_requests(pod.requests, extra_items)
