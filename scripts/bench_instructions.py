@@ -1,0 +1,80 @@
+"""Instructions of one warm ``schedule()`` call on a bench shape, which load does not change (the CPU
+time of this 2-core machine varies by 30-40% between runs of the same code).
+
+    .venv/bin/python scripts/bench_instructions.py --shape preemption --mode all [--src /tmp/i13/src]
+
+Runs ``valgrind --tool=cachegrind --cache-sim=no`` (``PYTHONHASHSEED=0``) on a child process that builds
+the snapshot and calls ``schedule()`` once, then on one that calls it twice: the difference is one warm
+call. ``--mode`` is bench_options.py's (``plain``, ``flavors``, ``all``: ``two_models``' snapshot, flavored,
+every option on); ``shape`` is the shape as ``gpufleet bench`` builds it (how 85312c8's figures were
+recorded). ``--src``: the ``src`` directory of another checkout to count instead (first on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODES = ("plain", "flavors", "all", "shape")
+
+
+def snapshot_of(shape: str, mode: str, scale: float):  # type: ignore[no-untyped-def]
+    from gpufleet.bench.shapes import make_shape
+
+    if mode == "shape":
+        return make_shape(shape, scale)
+    sys.path.insert(0, str(HERE))
+    from bench_flavors import flavored, two_models
+    from bench_options import every_option
+
+    snapshot = two_models(make_shape(shape, scale))
+    if mode != "plain":
+        snapshot = flavored(snapshot)
+    return every_option(snapshot) if mode == "all" else snapshot
+
+
+def calls(shape: str, mode: str, scale: float, n: int) -> None:
+    """The child: build the snapshot, call ``schedule()`` ``n`` times."""
+    from gpufleet.engine import schedule
+
+    snapshot = snapshot_of(shape, mode, scale)
+    for _ in range(n):
+        schedule(snapshot)
+
+
+def instructions(args: argparse.Namespace, n: int) -> int:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if args.src:
+        env["PYTHONPATH"] = args.src
+    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                          sys.executable, __file__, "--shape", args.shape, "--mode", args.mode,
+                          "--scale", str(args.scale), "--calls", str(n)],
+                         env=env, capture_output=True, text=True, check=True).stderr
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out)
+    if found is None:
+        raise SystemExit(f"bench_instructions: no instruction count in valgrind's output: {out[-300:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", required=True)
+    parser.add_argument("--mode", choices=MODES, default="plain")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--src", help="the src directory of another checkout")
+    parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)  # the child under valgrind
+    args = parser.parse_args()
+    if args.calls is not None:
+        calls(args.shape, args.mode, args.scale, args.calls)
+        return
+    one, two = instructions(args, 1), instructions(args, 2)
+    print(f"{args.shape} {args.mode}: {(two - one) / 1e6:,.0f}M instructions per warm schedule() call")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""scripts/bench_instructions.py: the child builds each mode's snapshot and calls schedule(); the
+parent reads valgrind's count (valgrind itself is not run here: a run takes minutes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_instructions", SCRIPTS / "bench_instructions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load()
+
+
+@pytest.mark.parametrize("mode", bench.MODES)
+def test_the_child_schedules_each_mode(mode: str) -> None:
+    out = subprocess.run([sys.executable, str(SCRIPTS / "bench_instructions.py"), "--shape", "preemption",
+                          "--mode", mode, "--scale", "0.01", "--calls", "2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_one_warm_call_is_two_calls_less_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = {"1": "==1== I   refs:      1,500,000,000\n", "2": "==1== I   refs:      2,250,000,000\n"}
+    monkeypatch.setattr(bench.subprocess, "run", lambda argv, **_: SimpleNamespace(stderr=counts[argv[-1]]))
+    args = SimpleNamespace(shape="basic", mode="all", scale=1.0, src=None)
+    assert bench.instructions(args, 2) - bench.instructions(args, 1) == 750_000_000
