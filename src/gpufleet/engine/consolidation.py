@@ -102,12 +102,12 @@ class Consolidator:
     def _build(self) -> None:
         gangs, pods = self.gangs, self.pods
         self._built = True
+        self.p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
         self.g_movable: BoolArray = self._movable(self.now)
         self.g_movable[self._forgotten] = False
         self.g_gpus = np.zeros(len(gangs), dtype=np.int64)
         self.g_big = np.zeros(len(gangs), dtype=np.int64)  # whole GPUs of the gang's largest pod
         self.g_pods = np.fromiter((len(g.members) for g in gangs), np.int64, len(gangs))
-        self.p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
         self.p_gang_clipped = np.maximum(self.p_gang, 0)
         self.p_ours = self.p_gang >= 0
         self.p_whole = np.fromiter(map(attrgetter("whole"), pods), np.int64, len(pods))
@@ -131,7 +131,7 @@ class Consolidator:
             return out
         out[:] = np.fromiter((g.ours and g.queue >= 0 and g.preemptible and bool(g.members) for g in gangs),
                              np.bool_, n_gangs)
-        p_gang = np.fromiter(map(attrgetter("gang"), pods), np.int64, len(pods))
+        p_gang = self.p_gang
         ready = np.fromiter((i.pod.bound and i.pod.annotations.get(ANNOTATION_CHECKPOINTED) == "true" for i in pods),
                             np.bool_, len(pods)) & self._placed_at_start
         mine = p_gang >= 0
