@@ -345,3 +345,17 @@ def test_claimed_gpus_count_against_the_queue_like_any_gpus() -> None:
     assert pending.reason.startswith("queue team at its limit of 2 GPUs: uses 0, gang needs 4")
     small = replace(snap, resource_claims=(claim("c", count=2),))
     assert [b.pod for b in run(small).bindings] == ["ml/big"]
+
+
+def test_attach_of_the_usual_binding_equals_the_general_steps() -> None:
+    """``attach`` hands the usual binding (one claim, one whole-GPU request) its devices in fewer
+    steps: the same devices as the general steps (``_with_devices``) give, binding by binding."""
+    from gpufleet.bench.shapes import make_shape
+
+    view = resolve_devices(make_shape("dra-basic", 0.02))
+    decisions = schedule(view.snapshot)
+    fast = view.attach(decisions).bindings
+    taken = set(view._held)
+    general = tuple(view._with_devices(b, taken) for b in decisions.bindings)
+    assert fast == general
+    assert sum(1 for b in fast if b.devices and b.devices[0].results) >= 100
