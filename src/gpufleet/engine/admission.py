@@ -96,6 +96,7 @@ Tiebreak = tuple[int, float, str]
 # one are stale and skipped; the position settles ties the way a scan of the siblings would.
 Entry = tuple[float, Tiebreak, int, int, int, int]
 IN_QUOTA, BORROWING = 0, 1
+MAX_RUN_LEAVES = 8  # leaves with a head beyond which Turn.answer_run leaves the picks to the tournament
 
 
 class Turn:
@@ -146,6 +147,7 @@ class Turn:
         self.ub: list[list[int]] = [self.zero] * n  # rows replaced, never changed in place
         self.outside = [0] * n
         self.n_in = 0  # heads in quota: none, and the in-quota tournament is not looked at
+        self.mode = IN_QUOTA  # the tournament of the last pick
         self.seen: list[list[int]] = list(f.guaranteed)
         f.touched.clear()
         self.dirty: tuple[set[int], set[int]] = (set(), set())
@@ -391,9 +393,83 @@ class Turn:
         if self.n_in:
             self._refresh(IN_QUOTA)
             top = self._top(IN_QUOTA, self.top)
+            self.mode = IN_QUOTA
         if top is None:
             self._refresh(BORROWING)
             top = self._top(BORROWING, self.top)
+            self.mode = BORROWING
             if top is None:
                 return -1
         return top[5]
+
+    # -- a stretch of picks answered without a change ---------------------------------------
+
+    def answer_run(self, leaf: int, answer: Callable[[int, list[int]], bool]) -> None:
+        """The head of ``leaf``, which :meth:`pick` just returned, was answered without a change
+        of state (a remembered failure): it and the picks that follow while nothing changes go.
+        While no usage changes the fair keys stay, so the next picks are worked out over the heads
+        alone (as engine/batch.py's ``Heads``, one entry per queue with a head below it in the
+        pick's mode): each next pick's gang is offered to ``answer`` (its gang, its request), which
+        answers it without a change of state (True) or not (False: it stays the head, the next
+        pick). The stretch also ends, that head left for the next pick, where a leaf's next head
+        would change the mode (in quota when the pick took heads out of quota, or the reverse), and
+        with more than ``MAX_RUN_LEAVES`` leaves (then only this head goes, as :meth:`advance`)."""
+        mode = self.mode
+        head, inq, per_leaf, ptr = self.head, self.inq, self.per_leaf, self.ptr
+        inside = mode == IN_QUOTA
+        leaves = [x for x in per_leaf if head[x] >= 0 and (not inside or inq[x])]
+        if len(leaves) > MAX_RUN_LEAVES or (not inside and self.n_in) or leaf not in leaves:
+            self.advance(leaf)
+            return
+        f = self.forest
+        fair_key = f.dominant_usage if inside else f.borrowed_share
+        paths, gangs = f.paths, self.order.gangs
+        keys: dict[int, float] = {}
+        ent: dict[int, tuple[float, Tiebreak, int, int] | None] = {}
+        tie = {x: self.tie[x] for x in leaves}
+        req = {x: self.req[x] for x in leaves}
+        roots: set[int] = set()
+        for x in leaves:
+            for q in paths[x]:
+                if q not in keys:
+                    keys[q] = fair_key(q)
+            roots.add(paths[x][-1])
+        # A queue's entry: (fair key, its best head's tiebreak, its position, that head's leaf).
+        for x in leaves:
+            self._walk_run(x, paths[x], keys, tie, ent)
+        used = dict.fromkeys(leaves, 0)  # gangs of each leaf gone (answered)
+        x = leaf
+        while True:
+            used[x] += 1
+            at = ptr[x] + used[x]
+            lst = per_leaf[x]
+            if at < len(lst):
+                g = lst[at]
+                r = self.request_for(g)
+                # The same request as the head before: the same verdict (no usage changed).
+                if r != req[x] and self._in_quota(x, r) != inside:
+                    break  # it would change the mode: it is left for the next pick
+                gang = gangs[g]
+                tie[x] = (-gang.priority, gang.creation, gang.key)
+                req[x] = r
+            else:
+                del tie[x], req[x]
+            self._walk_run(x, paths[x], keys, tie, ent)
+            best = min([e for q in roots if (e := ent[q]) is not None], default=None)
+            if best is None:
+                break
+            x = best[3]
+            if not answer(per_leaf[x][ptr[x] + used[x]], req[x]):
+                break
+        for y, n in used.items():
+            if n:
+                self.skip(y, n)
+
+    def _walk_run(self, x: int, path: list[int], keys: dict[int, float], tie: dict[int, Tiebreak],
+                  ent: dict[int, tuple[float, Tiebreak, int, int] | None]) -> None:
+        """:meth:`answer_run`'s entries on leaf ``x``'s path (``path``), children before parents."""
+        pos, children = self.pos, self.forest.children
+        ent[x] = (keys[x], tie[x], pos[x], x) if x in tie else None
+        for q in path[1:]:
+            best = min([e for c in children[q] if (e := ent.get(c)) is not None], default=None)
+            ent[q] = None if best is None else (keys[q], best[1], pos[q], best[3])

@@ -66,14 +66,17 @@ class QuotaGates:
         """What ``members`` (pod indices) count against quota together."""
         total = [0] * len(self.managed)
         pods = self.pods
-        last: tuple[object, int, int, int] | None = None
+        last: tuple[object, int, int, int, bool] | None = None
         vec: list[int] = []
         for m in members:
             info = pods[m]
-            # Members alike (a gang's pods share one request mapping) count alike: one quota_vec,
-            # which reads only these of a whole-GPU pod.
-            key = (info.pod.requests, info.whole, info.queue, info.flavor)
-            if info.fractional or last is None or key[0] is not last[0] or key[1:] != last[1:]:
+            # Members alike (a gang's pods share one request mapping, or equal ones) count alike: one
+            # quota_vec, which reads only these of a pending whole-GPU pod (bound or not in the
+            # snapshot: its node name, with flavors).
+            pod = info.pod
+            key = (pod.requests, info.whole, info.queue, info.flavor, pod.node_name is None)
+            if info.fractional or last is None or key[1:] != last[1:] or (
+                    key[0] is not last[0] and key[0] != last[0]):
                 vec = self.quota_vec(info)
                 last = None if info.fractional else key
             for j, v in enumerate(vec):

@@ -154,6 +154,9 @@ class Engine:
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
+        # The cycle's remembered-failure test now (``answered``): the version of the failures, and
+        # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
+        self.memo: tuple[int, bool] = (-1, False)
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         self.forest.set_time(config.now, config.usage_half_life)  # needs the running pods' usage
         # Gangs with a member not running: the only ones that can be candidates or end pending
@@ -243,7 +246,9 @@ class Engine:
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
         pick, advance, signature, attempt, inq = turn.pick, turn.advance, self.failure_signature, self.attempt, turn.inq
-        if self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues):
+        answer_run, answered = turn.answer_run, self.answered
+        delayed = self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues)
+        if delayed:
             signature = self.delayed_signature  # gangs alike fail alike only on the same side of the delay
         # The version of the last failure remembered (or, at the start, the version now if any is
         # remembered): while it is not the current one no memo can answer, and a gang's signature
@@ -263,7 +268,9 @@ class Engine:
                 known = failed.get(sig) if sig is not None else None
                 if known is not None and known[0] == memo_at:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
-                    advance(leaf)
+                    # and so, likely, for the next picks while nothing changes
+                    self.memo = (memo_at, delayed)
+                    answer_run(leaf, answered)
                     continue
             if batching and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
@@ -287,6 +294,19 @@ class Engine:
                     failed[sig] = (memo_at, result.reason)
             advance(leaf)
         return changed
+
+    def answered(self, g: int, request: list[int]) -> bool:
+        """Whether gang ``g`` (asking ``request``), picked now, is answered by a remembered failure
+        (``self.memo``: the version it was remembered at, which is the version now, and the cycle's
+        signature); its pending reason is then set. The cycle's test, for ``Turn.answer_run``."""
+        memo_at, delayed = self.memo
+        gang = self.gangs[g]
+        sig = self.delayed_signature(gang, request) if delayed else self.failure_signature(gang, request)
+        known = self.failed.get(sig) if sig is not None else None
+        if known is None or known[0] != memo_at:
+            return False
+        gang.pending_reason = known[1]
+        return True
 
     def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
         """What an attempt of a gang with no member running depends on, besides the state; None
