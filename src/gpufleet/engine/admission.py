@@ -42,6 +42,7 @@ class FairOrder:
         # Quota requests of gangs with no member bound and none evicted: all their members are
         # pending, and an unbound pod counts the same against quota whenever it is asked.
         self.whole_requests: dict[int, list[int]] = {}
+        self.ties: dict[int, Tiebreak] = {}  # tie(): gang -> (-priority, creation, key)
 
     def pending_members(self, gang: Gang) -> list[int]:
         """Members not bound and not evicted, largest first."""
@@ -52,12 +53,15 @@ class FairOrder:
         per_leaf: dict[int, list[int]] = {}
         limits = self.limits
         capped: list[int] = []  # gangs of users with a cap on pending gangs: chosen after the loop
+        pods, evicted = self.pods, self.evicted
         for g in self.open_gangs:
             gang = self.gangs[g]
             if gang.evicted or gang.queue < 0:
                 continue
-            pending = self.pending_members(gang)
-            if not pending:
+            for m in gang.members_by_size:  # a pending member (pending_members not empty)?
+                if pods[m].node is None and m not in evicted:
+                    break
+            else:
                 continue
             if gang.missing_group:  # api.md: it waits until its PodGroup exists
                 gang.pending_reason = f"pod group {gang.key} does not exist"
@@ -80,9 +84,19 @@ class FairOrder:
             assert limits is not None
             for g in limits.select(capped, self.gangs):
                 per_leaf.setdefault(self.gangs[g].queue, []).append(g)
+        tie = self.tie
         for lst in per_leaf.values():
-            lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
+            lst.sort(key=tie)
         return per_leaf
+
+    def tie(self, g: int) -> Tiebreak:
+        """Gang ``g``'s place in its queue's order and its tiebreak in the fair order: (-priority,
+        creation, key), fields that do not change during the call (worked out once per gang)."""
+        got = self.ties.get(g)
+        if got is None:
+            gang = self.gangs[g]
+            got = self.ties[g] = (-gang.priority, gang.creation, gang.key)
+        return got
 
     def turn(self, per_leaf: dict[int, list[int]], request_of: Callable[[list[int]], list[int]]) -> Turn:
         """One cycle's fair order over ``per_leaf`` (from :meth:`candidates`); ``request_of`` gives
@@ -205,11 +219,10 @@ class Turn:
 
     def _set_head(self, leaf: int, g: int) -> None:
         f = self.forest
-        gang = self.order.gangs[g]
         req = self.request_for(g)
         self.head[leaf] = g
         self.req[leaf] = req
-        self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
+        self.tie[leaf] = self.order.tie(g)
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
         if self._in_quota(leaf, req):
@@ -423,7 +436,7 @@ class Turn:
             return
         f = self.forest
         fair_key = f.dominant_usage if inside else f.borrowed_share
-        paths, gangs = f.paths, self.order.gangs
+        paths, order_tie = f.paths, self.order.tie
         keys: dict[int, float] = {}
         ent: dict[int, tuple[float, Tiebreak, int, int] | None] = {}
         tie = {x: self.tie[x] for x in leaves}
@@ -449,8 +462,7 @@ class Turn:
                 # The same request as the head before: the same verdict (no usage changed).
                 if r != req[x] and self._in_quota(x, r) != inside:
                     break  # it would change the mode: it is left for the next pick
-                gang = gangs[g]
-                tie[x] = (-gang.priority, gang.creation, gang.key)
+                tie[x] = order_tie(g)
                 req[x] = r
             else:
                 del tie[x], req[x]

@@ -60,7 +60,8 @@ class DecisionLog:
                 reason += f"; admitted in this pass, then taken back for {gang.taken_back_by}"
             for m in gang.members:
                 info = pods[m]
-                if info.pod.bound or m in made or m in evicted:
+                pod = info.pod
+                if (pod.node_name is not None and not pod.finished) or m in made or m in evicted:  # pod.bound
                     continue
                 add((info.key, reason))
         pending.sort()

@@ -154,6 +154,8 @@ class Engine:
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
+        # gang -> ((Reservations.changes, borrows), what the reservations held say of it): failure_signature
+        self.held_sigs: dict[int, tuple[tuple[int, bool], tuple[tuple[int, bool], ...]]] = {}
         # The cycle's remembered-failure test now (``answered``): the version of the failures, and
         # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
         self.memo: tuple[int, bool] = (-1, False)
@@ -322,13 +324,20 @@ class Engine:
         if self.reserve is not None and self.reserve.held:
             # What the holds are for this gang: which reservations it may use (docs/semantics.md). A
             # gang holding one is never answered by another's failure: it may evict for it.
+            reserve = self.reserve
             base = self.failure_signature_now(gang, request)
-            if base is None or gang.idx in self.reserve.held:
+            if base is None or gang.idx in reserve.held:
                 return None
-            members = self.admission.pending_members(gang)
+            # What may_use answers depends on the gang, its pending members (the same while none of
+            # them runs), the reservations (the same while ``changes`` is) and whether it borrows.
             borrows = self.reads_borrows(gang) and self.borrows(gang, request)
-            return (base, tuple((g, self.reserve.may_use(gang, h, members, borrows))
-                                for g, h in self.reserve.held.items()))
+            token = (reserve.changes, borrows)
+            got = self.held_sigs.get(gang.idx)
+            if got is None or got[0] != token:
+                members = self.admission.pending_members(gang)
+                got = self.held_sigs[gang.idx] = (token, tuple((g, reserve.may_use(gang, h, members, borrows))
+                                                               for g, h in reserve.held.items()))
+            return (base, got[1])
         return self.failure_signature_now(gang, request)
 
     def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
@@ -365,14 +374,17 @@ class Engine:
                                    gang.topology_required, gang.topology_preferred, tuple(request),
                                    gang.group.placement if gang.group is not None else None]
             volumes = self.placer.volumes is not None
+            pods, key, caps, add = self.pods, self.feasibility.key, self.caps, parts.append
+            rules = self.placer.interpod.signature if self.placer.interpod is not None else None
             for m in members:
-                info = self.pods[m]
-                if (info.pod.claims and volumes) or info.pod.device_wait:
+                info = pods[m]
+                pod = info.pod
+                if (pod.claims and volumes) or pod.device_wait:
                     self.gang_sigs[gang.idx] = got = ()
                     break
-                parts.append((self.feasibility.key(info.pod), info.res.tobytes(), info.whole, info.blocks,
-                              info.gpu_mem_bytes, self.placer.rule_signature(info),
-                              self.caps.signature(m) if self.caps is not None else -1, info.pod.host_ports))
+                add((key(pod), info.res.tobytes(), info.whole, info.blocks, info.gpu_mem_bytes,
+                     () if rules is None else rules(info.idx),  # Placer.rule_signature
+                     -1 if caps is None else caps.signature(m), pod.host_ports))
             else:
                 shape = tuple(parts)
                 got = ("gang", self.gang_shapes.setdefault(shape, len(self.gang_shapes)))
