@@ -448,8 +448,14 @@ class Turn:
                     keys[q] = fair_key(q)
             roots.add(paths[x][-1])
         # A queue's entry: (fair key, its best head's tiebreak, its position, that head's leaf).
+        # Per leaf, the queues above it on its path: (queue, its children, fair key, position).
+        pos, children = self.pos, f.children
+        above = {x: [(q, children[q], keys[q], pos[q]) for q in paths[x][1:]] for x in leaves}
         for x in leaves:
-            self._walk_run(x, paths[x], keys, tie, ent)
+            self._walk_run(x, keys[x], pos[x], tie.get(x), above[x], ent)
+        order = self.order
+        whole, gangs, ties = order.whole_requests, order.gangs, order.ties
+        top = sorted(roots)
         used = dict.fromkeys(leaves, 0)  # gangs of each leaf gone (answered)
         x = leaf
         while True:
@@ -458,16 +464,24 @@ class Turn:
             lst = per_leaf[x]
             if at < len(lst):
                 g = lst[at]
-                r = self.request_for(g)
+                gang = gangs[g]
+                r = None if gang.alive or gang.evicted else whole.get(g)  # request_for, known
+                if r is None:
+                    r = self.request_for(g)
                 # The same request as the head before: the same verdict (no usage changed).
                 if r != req[x] and self._in_quota(x, r) != inside:
                     break  # it would change the mode: it is left for the next pick
-                tie[x] = order_tie(g)
+                t = tie[x] = ties.get(g) or order_tie(g)
                 req[x] = r
             else:
                 del tie[x], req[x]
-            self._walk_run(x, paths[x], keys, tie, ent)
-            best = min([e for q in roots if (e := ent[q]) is not None], default=None)
+                t = None
+            self._walk_run(x, keys[x], pos[x], t, above[x], ent)
+            best = None
+            for q in top:
+                e = ent[q]
+                if e is not None and (best is None or e < best):
+                    best = e
             if best is None:
                 break
             x = best[3]
@@ -477,11 +491,18 @@ class Turn:
             if n:
                 self.skip(y, n)
 
-    def _walk_run(self, x: int, path: list[int], keys: dict[int, float], tie: dict[int, Tiebreak],
+    @staticmethod
+    def _walk_run(x: int, key: float, at: int, tie: Tiebreak | None,
+                  above: list[tuple[int, list[int], float, int]],
                   ent: dict[int, tuple[float, Tiebreak, int, int] | None]) -> None:
-        """:meth:`answer_run`'s entries on leaf ``x``'s path (``path``), children before parents."""
-        pos, children = self.pos, self.forest.children
-        ent[x] = (keys[x], tie[x], pos[x], x) if x in tie else None
-        for q in path[1:]:
-            best = min([e for c in children[q] if (e := ent.get(c)) is not None], default=None)
-            ent[q] = None if best is None else (keys[q], best[1], pos[q], best[3])
+        """:meth:`answer_run`'s entries on leaf ``x``'s path, children before parents: the leaf's
+        (fair key ``key``, position ``at``, its head's ``tie``; None: no head), then ``above``'s."""
+        ent[x] = None if tie is None else (key, tie, at, x)
+        get = ent.get
+        for q, kids, kq, pq in above:
+            best = None
+            for c in kids:
+                e = get(c)
+                if e is not None and (best is None or e < best):
+                    best = e
+            ent[q] = None if best is None else (kq, best[1], pq, best[3])

@@ -159,6 +159,7 @@ class Engine:
         # The cycle's remembered-failure test now (``answered``): the version of the failures, and
         # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
         self.memo: tuple[int, bool] = (-1, False)
+        self.first_candidates: dict[int, list[int]] | None = None  # the first cycle's, when known before it
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         self.forest.set_time(config.now, config.usage_half_life)  # needs the running pods' usage
         # Gangs with a member not running: the only ones that can be candidates or end pending
@@ -243,7 +244,9 @@ class Engine:
         return tuple(sorted(out, key=lambda mv: mv.pod))
 
     def cycle(self) -> bool:
-        turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
+        per_leaf, self.first_candidates = self.first_candidates, None
+        turn = self.admission.turn(per_leaf if per_leaf is not None else self.admission.candidates(),
+                                   self.quota.gang_request)
         changed = False
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
@@ -527,7 +530,9 @@ class Engine:
         """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
         its queue gates) may reserve, oldest wait first, up to the configured number."""
         wanted: list[Gang] = []
-        for gangs in self.admission.candidates().values():
+        # Reservations change nothing the candidates depend on: the first cycle takes these.
+        self.first_candidates = self.admission.candidates()
+        for gangs in self.first_candidates.values():
             for g in gangs:
                 gang = self.gangs[g]
                 if not reserve.overdue(gang):
