@@ -263,6 +263,7 @@ class Engine:
         # Held GPUs differ by gang (reservations, docs/semantics.md): while one is held, a run admits
         # only the gangs every reservation yields to (admit_run).
         batching = self.USE_BATCH and batch_applies(self, turn)
+        answered_before = False  # the last pick was answered by a remembered failure
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -273,10 +274,14 @@ class Engine:
                 known = failed.get(sig) if sig is not None else None
                 if known is not None and known[0] == memo_at:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
-                    # and so, likely, for the next picks while nothing changes
-                    self.memo = (memo_at, delayed)
-                    answer_run(leaf, answered)
+                    if answered_before:  # a second one in a row: likely more while nothing changes
+                        self.memo = (memo_at, delayed)
+                        answer_run(leaf, answered)
+                    else:  # one alone costs no stretch (its set-up)
+                        advance(leaf)
+                    answered_before = True
                     continue
+            answered_before = False
             if batching and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
                 self.batches += 1
