@@ -49,9 +49,14 @@ class Order:
         self.forest = forest
         self.gangs = gangs
         self.whole_requests: dict[int, list[int]] = {}
+        self.ties: dict[int, tuple[int, float, str]] = {}
 
     def pending_members(self, gang: Gang) -> list[int]:
         return [gang.idx]
+
+    def tie(self, g: int) -> tuple[int, float, str]:
+        gang = self.gangs[g]
+        return self.ties.setdefault(g, (-gang.priority, gang.creation, gang.key))
 
 
 @st.composite
@@ -131,6 +136,71 @@ def test_tournament_picks_what_the_brute_force_order_picks(forest_m: tuple[Queue
             f.add(other, [1] * m, -1)
         pointer[leaf] += 1
         turn.advance(leaf)
+
+
+@PROPERTY
+@given(forests(), st.data())
+def test_answer_run_offers_the_picks_the_tournament_makes_one_by_one(forest_m: tuple[QueueForest, int],
+                                                                     data: Any) -> None:
+    """``Turn.answer_run`` (a stretch of picks answered with no change of state) offers the gangs
+    the one-by-one picks would give, in that order, stops at the first one not answered, and leaves
+    the turn where the one-by-one loop would: every later pick is the brute-force order's. Between
+    stretches, picks not answered are admitted or not (usage changes), as in the loop."""
+    f, _ = forest_m
+    m = f.m
+    leaves = [q for q in range(len(f.queues)) if f.is_leaf(q)]
+    amounts = st.lists(st.integers(0, 3), min_size=m, max_size=m)
+    for _ in range(data.draw(st.integers(0, 6))):
+        f.add(data.draw(st.sampled_from(leaves)), data.draw(amounts))
+    gangs: list[Gang] = []
+    requests: dict[int, list[int]] = {}
+    per_leaf: dict[int, list[int]] = {}
+    answerable: set[int] = set()
+    for g in range(data.draw(st.integers(1, 30))):
+        leaf = data.draw(st.sampled_from(leaves))
+        gangs.append(Gang(g, f"ns/g{g:02d}", [g], 1, leaf, data.draw(st.sampled_from([0, 5])),
+                          True, True, float(data.draw(st.integers(0, 2)))))
+        requests[g] = data.draw(st.sampled_from([[1] * m, [0] * m])) if data.draw(st.booleans()) \
+            else data.draw(amounts)
+        if data.draw(st.integers(0, 3)):
+            answerable.add(g)
+        per_leaf.setdefault(leaf, []).append(g)
+    for lst in per_leaf.values():
+        lst.sort(key=lambda g: (-gangs[g].priority, gangs[g].creation, gangs[g].key))
+    order = Order(f, gangs)
+    turn = Turn(order, per_leaf, lambda members: requests[members[0]])  # type: ignore[arg-type]
+    pointer = dict.fromkeys(per_leaf, 0)
+    stretches = 0
+
+    def heads() -> dict[int, int]:
+        return {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
+
+    def answer(g: int, request: list[int]) -> bool:
+        now = heads()
+        assert now and g == reference_pick(f, gangs, now, requests)  # the next one-by-one pick
+        assert request == requests[g]
+        if g in answerable:
+            pointer[gangs[g].queue] += 1
+            return True
+        return False
+
+    while True:
+        chosen = turn.pick()
+        now = heads()
+        if not now:
+            assert chosen == -1
+            break
+        assert chosen == reference_pick(f, gangs, now, requests)
+        leaf = gangs[chosen].queue
+        pointer[leaf] += 1
+        if chosen in answerable:
+            stretches += 1
+            turn.answer_run(leaf, answer)
+            continue
+        if data.draw(st.booleans()):  # admitted: usage changes before the next pick
+            f.add(leaf, requests[chosen])
+        turn.advance(leaf)
+    assert all(pointer[leaf] == len(lst) for leaf, lst in per_leaf.items())
 
 
 def test_schedule_on_a_queue_tree_leaves_no_cyclic_garbage() -> None:

@@ -42,6 +42,7 @@ class FairOrder:
         # Quota requests of gangs with no member bound and none evicted: all their members are
         # pending, and an unbound pod counts the same against quota whenever it is asked.
         self.whole_requests: dict[int, list[int]] = {}
+        self.ties: dict[int, Tiebreak] = {}  # tie(): gang -> (-priority, creation, key)
 
     def pending_members(self, gang: Gang) -> list[int]:
         """Members not bound and not evicted, largest first."""
@@ -52,12 +53,15 @@ class FairOrder:
         per_leaf: dict[int, list[int]] = {}
         limits = self.limits
         capped: list[int] = []  # gangs of users with a cap on pending gangs: chosen after the loop
+        pods, evicted = self.pods, self.evicted
         for g in self.open_gangs:
             gang = self.gangs[g]
             if gang.evicted or gang.queue < 0:
                 continue
-            pending = self.pending_members(gang)
-            if not pending:
+            for m in gang.members_by_size:  # a pending member (pending_members not empty)?
+                if pods[m].node is None and m not in evicted:
+                    break
+            else:
                 continue
             if gang.missing_group:  # api.md: it waits until its PodGroup exists
                 gang.pending_reason = f"pod group {gang.key} does not exist"
@@ -80,9 +84,19 @@ class FairOrder:
             assert limits is not None
             for g in limits.select(capped, self.gangs):
                 per_leaf.setdefault(self.gangs[g].queue, []).append(g)
+        tie = self.tie
         for lst in per_leaf.values():
-            lst.sort(key=lambda g: (-self.gangs[g].priority, self.gangs[g].creation, self.gangs[g].key))
+            lst.sort(key=tie)
         return per_leaf
+
+    def tie(self, g: int) -> Tiebreak:
+        """Gang ``g``'s place in its queue's order and its tiebreak in the fair order: (-priority,
+        creation, key), fields that do not change during the call (worked out once per gang)."""
+        got = self.ties.get(g)
+        if got is None:
+            gang = self.gangs[g]
+            got = self.ties[g] = (-gang.priority, gang.creation, gang.key)
+        return got
 
     def turn(self, per_leaf: dict[int, list[int]], request_of: Callable[[list[int]], list[int]]) -> Turn:
         """One cycle's fair order over ``per_leaf`` (from :meth:`candidates`); ``request_of`` gives
@@ -96,6 +110,7 @@ Tiebreak = tuple[int, float, str]
 # one are stale and skipped; the position settles ties the way a scan of the siblings would.
 Entry = tuple[float, Tiebreak, int, int, int, int]
 IN_QUOTA, BORROWING = 0, 1
+MAX_RUN_LEAVES = 8  # leaves with a head beyond which Turn.answer_run leaves the picks to the tournament
 
 
 class Turn:
@@ -146,6 +161,7 @@ class Turn:
         self.ub: list[list[int]] = [self.zero] * n  # rows replaced, never changed in place
         self.outside = [0] * n
         self.n_in = 0  # heads in quota: none, and the in-quota tournament is not looked at
+        self.mode = IN_QUOTA  # the tournament of the last pick
         self.seen: list[list[int]] = list(f.guaranteed)
         f.touched.clear()
         self.dirty: tuple[set[int], set[int]] = (set(), set())
@@ -203,11 +219,10 @@ class Turn:
 
     def _set_head(self, leaf: int, g: int) -> None:
         f = self.forest
-        gang = self.order.gangs[g]
         req = self.request_for(g)
         self.head[leaf] = g
         self.req[leaf] = req
-        self.tie[leaf] = (-gang.priority, gang.creation, gang.key)
+        self.tie[leaf] = self.order.tie(g)
         self.dirty[IN_QUOTA].add(leaf)
         self.dirty[BORROWING].add(leaf)
         if self._in_quota(leaf, req):
@@ -391,9 +406,103 @@ class Turn:
         if self.n_in:
             self._refresh(IN_QUOTA)
             top = self._top(IN_QUOTA, self.top)
+            self.mode = IN_QUOTA
         if top is None:
             self._refresh(BORROWING)
             top = self._top(BORROWING, self.top)
+            self.mode = BORROWING
             if top is None:
                 return -1
         return top[5]
+
+    # -- a stretch of picks answered without a change ---------------------------------------
+
+    def answer_run(self, leaf: int, answer: Callable[[int, list[int]], bool]) -> None:
+        """The head of ``leaf``, which :meth:`pick` just returned, was answered without a change
+        of state (a remembered failure): it and the picks that follow while nothing changes go.
+        While no usage changes the fair keys stay, so the next picks are worked out over the heads
+        alone (as engine/batch.py's ``Heads``, one entry per queue with a head below it in the
+        pick's mode): each next pick's gang is offered to ``answer`` (its gang, its request), which
+        answers it without a change of state (True) or not (False: it stays the head, the next
+        pick). The stretch also ends, that head left for the next pick, where a leaf's next head
+        would change the mode (in quota when the pick took heads out of quota, or the reverse), and
+        with more than ``MAX_RUN_LEAVES`` leaves (then only this head goes, as :meth:`advance`)."""
+        mode = self.mode
+        head, inq, per_leaf, ptr = self.head, self.inq, self.per_leaf, self.ptr
+        inside = mode == IN_QUOTA
+        leaves = [x for x in per_leaf if head[x] >= 0 and (not inside or inq[x])]
+        if len(leaves) > MAX_RUN_LEAVES or (not inside and self.n_in) or leaf not in leaves:
+            self.advance(leaf)
+            return
+        f = self.forest
+        fair_key = f.dominant_usage if inside else f.borrowed_share
+        paths, order_tie = f.paths, self.order.tie
+        keys: dict[int, float] = {}
+        ent: dict[int, tuple[float, Tiebreak, int, int] | None] = {}
+        tie = {x: self.tie[x] for x in leaves}
+        req = {x: self.req[x] for x in leaves}
+        roots: set[int] = set()
+        for x in leaves:
+            for q in paths[x]:
+                if q not in keys:
+                    keys[q] = fair_key(q)
+            roots.add(paths[x][-1])
+        # A queue's entry: (fair key, its best head's tiebreak, its position, that head's leaf).
+        # Per leaf, the queues above it on its path: (queue, its children, fair key, position).
+        pos, children = self.pos, f.children
+        above = {x: [(q, children[q], keys[q], pos[q]) for q in paths[x][1:]] for x in leaves}
+        for x in leaves:
+            self._walk_run(x, keys[x], pos[x], tie.get(x), above[x], ent)
+        order = self.order
+        whole, gangs, ties = order.whole_requests, order.gangs, order.ties
+        top = sorted(roots)
+        used = dict.fromkeys(leaves, 0)  # gangs of each leaf gone (answered)
+        x = leaf
+        while True:
+            used[x] += 1
+            at = ptr[x] + used[x]
+            lst = per_leaf[x]
+            if at < len(lst):
+                g = lst[at]
+                gang = gangs[g]
+                r = None if gang.alive or gang.evicted else whole.get(g)  # request_for, known
+                if r is None:
+                    r = self.request_for(g)
+                # The same request as the head before: the same verdict (no usage changed).
+                if r != req[x] and self._in_quota(x, r) != inside:
+                    break  # it would change the mode: it is left for the next pick
+                t = tie[x] = ties.get(g) or order_tie(g)
+                req[x] = r
+            else:
+                del tie[x], req[x]
+                t = None
+            self._walk_run(x, keys[x], pos[x], t, above[x], ent)
+            best = None
+            for q in top:
+                e = ent[q]
+                if e is not None and (best is None or e < best):
+                    best = e
+            if best is None:
+                break
+            x = best[3]
+            if not answer(per_leaf[x][ptr[x] + used[x]], req[x]):
+                break
+        for y, n in used.items():
+            if n:
+                self.skip(y, n)
+
+    @staticmethod
+    def _walk_run(x: int, key: float, at: int, tie: Tiebreak | None,
+                  above: list[tuple[int, list[int], float, int]],
+                  ent: dict[int, tuple[float, Tiebreak, int, int] | None]) -> None:
+        """:meth:`answer_run`'s entries on leaf ``x``'s path, children before parents: the leaf's
+        (fair key ``key``, position ``at``, its head's ``tie``; None: no head), then ``above``'s."""
+        ent[x] = None if tie is None else (key, tie, at, x)
+        get = ent.get
+        for q, kids, kq, pq in above:
+            best = None
+            for c in kids:
+                e = get(c)
+                if e is not None and (best is None or e < best):
+                    best = e
+            ent[q] = None if best is None else (kq, best[1], pq, best[3])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod, VolumeBinding
+from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod, PodKey, VolumeBinding
 from gpufleet.engine.placement import Assignment
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -48,21 +48,27 @@ class DecisionLog:
             f = pods[m].flavor
             bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ()),
                                     flavor=flavors[f] if flavors and f >= 0 else None))
-        pending = []
+        # (pod key, reason) of every member left pending: pod keys are unique, so the pairs sort
+        # by pod key; the PendingPods are made in that order.
+        pending: list[tuple[PodKey, str]] = []
+        add = pending.append
+        made, evicted = self.bindings, self.evictions
         for g in open_gangs:
             gang = gangs[g]
+            reason = gang.pending_reason or "not tried"
+            if gang.taken_back_by:
+                reason += f"; admitted in this pass, then taken back for {gang.taken_back_by}"
             for m in gang.members:
                 info = pods[m]
-                if info.pod.bound or m in self.bindings or m in self.evictions:
+                pod = info.pod
+                if (pod.node_name is not None and not pod.finished) or m in made or m in evicted:  # pod.bound
                     continue
-                reason = gang.pending_reason or "not tried"
-                if gang.taken_back_by:
-                    reason += f"; admitted in this pass, then taken back for {gang.taken_back_by}"
-                pending.append(PendingPod(info.key, reason))
+                add((info.key, reason))
+        pending.sort()
         return Decisions(
             bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
             evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),
-            pending=tuple(sorted(pending, key=lambda p: p.pod)),
+            pending=tuple(map(PendingPod, *zip(*pending, strict=True))) if pending else (),
             warnings=tuple(self.warnings),
             cycles=cycles,
         )

@@ -42,7 +42,8 @@ StaticKey = tuple[
 
 
 def static_key(pod: Pod) -> StaticKey:
-    return (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, pod.device_nodes)
+    selector = pod.node_selector
+    return (tuple(sorted(selector.items())) if selector else (), pod.affinity, pod.tolerations, pod.device_nodes)
 
 
 def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:

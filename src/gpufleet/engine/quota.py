@@ -66,18 +66,30 @@ class QuotaGates:
         """What ``members`` (pod indices) count against quota together."""
         total = [0] * len(self.managed)
         pods = self.pods
-        last: tuple[object, int, int, int] | None = None
+        # Members alike in a row count alike: one quota_vec for the row, which reads only these of a
+        # whole-GPU pod (its request mapping, the same or an equal one; its GPUs, leaf and flavor;
+        # whether it is bound in the snapshot, with flavors), added times the row's length.
+        last: tuple[object, int, int, int, bool] | None = None
         vec: list[int] = []
+        count = 0
         for m in members:
             info = pods[m]
-            # Members alike (a gang's pods share one request mapping) count alike: one quota_vec,
-            # which reads only these of a whole-GPU pod.
-            key = (info.pod.requests, info.whole, info.queue, info.flavor)
-            if info.fractional or last is None or key[0] is not last[0] or key[1:] != last[1:]:
-                vec = self.quota_vec(info)
-                last = None if info.fractional else key
+            pod = info.pod
+            if info.blocks is None and info.gpu_mem_bytes is None:  # not fractional
+                key = (pod.requests, info.whole, info.queue, info.flavor, pod.node_name is None)
+                if last is not None and key[1:] == last[1:] and (key[0] is last[0] or key[0] == last[0]):
+                    count += 1
+                    continue
+            else:
+                key = None
+            if count:
+                for j, v in enumerate(vec):
+                    total[j] += v * count
+            vec = self.quota_vec(info)
+            last, count = key, 1
+        if count:
             for j, v in enumerate(vec):
-                total[j] += v
+                total[j] += v * count
         return total
 
     def gate(self, gang: Gang, request: list[int]) -> str:

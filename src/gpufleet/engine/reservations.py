@@ -139,6 +139,7 @@ class Reservations:
         observed: Mapping[str, float] = config.observed_runtime
         self.observed = [observed.get(name) for name in queue_names]  # by leaf queue index
         self.held: dict[int, Held] = {}  # gang index -> its reservation
+        self.changes = 0  # bumped whenever a reservation is made or dropped (``held`` changes)
         self.reserved = np.zeros(len(cluster.nodes), dtype=np.bool_)
         self._none = np.zeros(len(cluster.resources), dtype=np.int64)
         self._cells: _Table | None = None
@@ -242,6 +243,7 @@ class Reservations:
         start, _, nodes = found
         held = Held(gang.idx, nodes, start, g * need, borrows)
         self.held[gang.idx] = held
+        self.changes += 1
         self.reserved[nodes] = True
         return held
 
@@ -321,6 +323,7 @@ class Reservations:
     def drop(self, gang: int) -> None:
         held = self.held.pop(gang, None)
         if held is not None:
+            self.changes += 1
             self._release(held)
             self.reserved[held.nodes] = False
 

@@ -154,6 +154,12 @@ class Engine:
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
+        # gang -> ((Reservations.changes, borrows), what the reservations held say of it): failure_signature
+        self.held_sigs: dict[int, tuple[tuple[int, bool], tuple[tuple[int, bool], ...]]] = {}
+        # The cycle's remembered-failure test now (``answered``): the version of the failures, and
+        # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
+        self.memo: tuple[int, bool] = (-1, False)
+        self.first_candidates: dict[int, list[int]] | None = None  # the first cycle's, when known before it
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         self.forest.set_time(config.now, config.usage_half_life)  # needs the running pods' usage
         # Gangs with a member not running: the only ones that can be candidates or end pending
@@ -238,12 +244,16 @@ class Engine:
         return tuple(sorted(out, key=lambda mv: mv.pod))
 
     def cycle(self) -> bool:
-        turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
+        per_leaf, self.first_candidates = self.first_candidates, None
+        turn = self.admission.turn(per_leaf if per_leaf is not None else self.admission.candidates(),
+                                   self.quota.gang_request)
         changed = False
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
         pick, advance, signature, attempt, inq = turn.pick, turn.advance, self.failure_signature, self.attempt, turn.inq
-        if self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues):
+        answer_run, answered = turn.answer_run, self.answered
+        delayed = self.forest.now is not None and any(q.preemption_delay > 0 for q in self.forest.queues)
+        if delayed:
             signature = self.delayed_signature  # gangs alike fail alike only on the same side of the delay
         # The version of the last failure remembered (or, at the start, the version now if any is
         # remembered): while it is not the current one no memo can answer, and a gang's signature
@@ -253,6 +263,7 @@ class Engine:
         # Held GPUs differ by gang (reservations, docs/semantics.md): while one is held, a run admits
         # only the gangs every reservation yields to (admit_run).
         batching = self.USE_BATCH and batch_applies(self, turn)
+        answered_before = False  # the last pick was answered by a remembered failure
         while (chosen := pick()) >= 0:
             gang = gangs[chosen]
             leaf = gang.queue
@@ -263,8 +274,14 @@ class Engine:
                 known = failed.get(sig) if sig is not None else None
                 if known is not None and known[0] == memo_at:
                     gang.pending_reason = known[1]  # same pod, same state: the same failure
-                    advance(leaf)
+                    if answered_before:  # a second one in a row: likely more while nothing changes
+                        self.memo = (memo_at, delayed)
+                        answer_run(leaf, answered)
+                    else:  # one alone costs no stretch (its set-up)
+                        advance(leaf)
+                    answered_before = True
                     continue
+            answered_before = False
             if batching and (n := admit_run(self, turn, leaf)):
                 # The pick's gang and those after it were admitted; the turn is past them.
                 self.batches += 1
@@ -288,6 +305,19 @@ class Engine:
             advance(leaf)
         return changed
 
+    def answered(self, g: int, request: list[int]) -> bool:
+        """Whether gang ``g`` (asking ``request``), picked now, is answered by a remembered failure
+        (``self.memo``: the version it was remembered at, which is the version now, and the cycle's
+        signature); its pending reason is then set. The cycle's test, for ``Turn.answer_run``."""
+        memo_at, delayed = self.memo
+        gang = self.gangs[g]
+        sig = self.delayed_signature(gang, request) if delayed else self.failure_signature(gang, request)
+        known = self.failed.get(sig) if sig is not None else None
+        if known is None or known[0] != memo_at:
+            return False
+        gang.pending_reason = known[1]
+        return True
+
     def failure_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
         """What an attempt of a gang with no member running depends on, besides the state; None
         when there is no such shortcut.
@@ -302,13 +332,20 @@ class Engine:
         if self.reserve is not None and self.reserve.held:
             # What the holds are for this gang: which reservations it may use (docs/semantics.md). A
             # gang holding one is never answered by another's failure: it may evict for it.
+            reserve = self.reserve
             base = self.failure_signature_now(gang, request)
-            if base is None or gang.idx in self.reserve.held:
+            if base is None or gang.idx in reserve.held:
                 return None
-            members = self.admission.pending_members(gang)
+            # What may_use answers depends on the gang, its pending members (the same while none of
+            # them runs), the reservations (the same while ``changes`` is) and whether it borrows.
             borrows = self.reads_borrows(gang) and self.borrows(gang, request)
-            return (base, tuple((g, self.reserve.may_use(gang, h, members, borrows))
-                                for g, h in self.reserve.held.items()))
+            token = (reserve.changes, borrows)
+            got = self.held_sigs.get(gang.idx)
+            if got is None or got[0] != token:
+                members = self.admission.pending_members(gang)
+                got = self.held_sigs[gang.idx] = (token, tuple((g, reserve.may_use(gang, h, members, borrows))
+                                                               for g, h in reserve.held.items()))
+            return (base, got[1])
         return self.failure_signature_now(gang, request)
 
     def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
@@ -345,14 +382,17 @@ class Engine:
                                    gang.topology_required, gang.topology_preferred, tuple(request),
                                    gang.group.placement if gang.group is not None else None]
             volumes = self.placer.volumes is not None
+            pods, key, caps, add = self.pods, self.feasibility.key, self.caps, parts.append
+            rules = self.placer.interpod.signature if self.placer.interpod is not None else None
             for m in members:
-                info = self.pods[m]
-                if (info.pod.claims and volumes) or info.pod.device_wait:
+                info = pods[m]
+                pod = info.pod
+                if (pod.claims and volumes) or pod.device_wait:
                     self.gang_sigs[gang.idx] = got = ()
                     break
-                parts.append((self.feasibility.key(info.pod), info.res.tobytes(), info.whole, info.blocks,
-                              info.gpu_mem_bytes, self.placer.rule_signature(info),
-                              self.caps.signature(m) if self.caps is not None else -1, info.pod.host_ports))
+                add((key(pod), info.res.tobytes(), info.whole, info.blocks, info.gpu_mem_bytes,
+                     () if rules is None else rules(info.idx),  # Placer.rule_signature
+                     -1 if caps is None else caps.signature(m), pod.host_ports))
             else:
                 shape = tuple(parts)
                 got = ("gang", self.gang_shapes.setdefault(shape, len(self.gang_shapes)))
@@ -495,7 +535,9 @@ class Engine:
         """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
         its queue gates) may reserve, oldest wait first, up to the configured number."""
         wanted: list[Gang] = []
-        for gangs in self.admission.candidates().values():
+        # Reservations change nothing the candidates depend on: the first cycle takes these.
+        self.first_candidates = self.admission.candidates()
+        for gangs in self.first_candidates.values():
             for g in gangs:
                 gang = self.gangs[g]
                 if not reserve.overdue(gang):
