@@ -82,6 +82,14 @@ def _in_quota_knowing(in_quota: Callable[[int, list[int]], bool], known: tuple[l
     return known[1] if request == known[0] else in_quota(leaf, request)
 
 
+def _why_unplaced(host: FlavorHost, gang: Gang, members: list[int], request: list[int]) -> str:
+    """Why the gang's placement on the flavor applied now fails (:meth:`FlavorBook.attempt`'s reason
+    for a placement not tried, asked in the state it was known to fail in)."""
+    placed = host.try_place(gang, members, request)
+    assert not placed.ok, "admit_lone refused the placement in this state"
+    return placed.why()
+
+
 class Placed(Protocol):
     """A gang placement (engine/placement.py's GangPlacement, as this module reads it)."""
 
@@ -113,6 +121,8 @@ class FlavorHost(Protocol):
     def consolidating(self) -> bool: ...
 
     def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> Placed | None: ...
+
+    def may_consolidate(self, gang: Gang, members: list[int]) -> bool: ...
 
 
 Outcome = tuple[bool, str]
@@ -399,9 +409,12 @@ class FlavorBook:
                 pods[m].pod = self._original[m]
 
     def attempt(self, host: FlavorHost, gang: Gang, members: list[int], pods: Sequence[PodInfo],
-                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> Outcome:
+                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object],
+                unplaced: bool = False) -> Outcome:
         """Try the gang on its candidate flavors: in quota, then borrowing, then by consolidation
-        (when on), then with preemption (docs/semantics.md); commit on the first that admits it."""
+        (when on), then with preemption (docs/semantics.md); commit on the first that admits it.
+        ``unplaced``: the placement on each flavor is known to fail now (:meth:`admit_lone` refused the
+        gang's lone pod, no hold applies): not tried again; its reason is asked only when shown."""
         cands, why = self.candidates(gang, members, pods, feasible, key)
         leaf = gang.queue
         if not cands:
@@ -423,14 +436,18 @@ class FlavorBook:
         # reason costs a pass over the nodes), with the members on that flavor again: the state is
         # the same (failed attempts and victim searches leave it as it was).
         whys: dict[int, Callable[[], str]] = {}
-        for f in inside + outside:
-            with self.applied(members, pods, f):
-                placed = host.try_place(gang, members, requests[f])
-                if placed.ok:
-                    host.record_placed(gang, placed)
-                    return True, ""
-                whys[f] = placed.why
-        if host.consolidating:  # moves before victims, per flavor in the placement's order
+        if unplaced:  # each asked under its flavor, in the same state (a victim search that fails leaves it)
+            whys = {f: partial(_why_unplaced, host, gang, members, requests[f]) for f in inside + outside}
+        else:
+            for f in inside + outside:
+                with self.applied(members, pods, f):
+                    placed = host.try_place(gang, members, requests[f])
+                    if placed.ok:
+                        host.record_placed(gang, placed)
+                        return True, ""
+                    whys[f] = placed.why
+        # moves before victims, per flavor in the placement's order; none when hopeless (on any flavor)
+        if host.consolidating and host.may_consolidate(gang, members):
             for f in inside + outside:
                 with self.applied(members, pods, f):
                     planned = host.consolidate(gang, members, requests[f])

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_not
 
 import numpy as np
 import numpy.typing as npt
@@ -122,7 +122,7 @@ class _Table:
     gang_start: FloatArray
     gang_preemptible: BoolArray
     gang_overran: BoolArray
-    wait_rank: IntArray  # by gang: its place in (wait start, key) order
+    creation: FloatArray  # by gang: its wait start
 
 
 class Reservations:
@@ -224,7 +224,7 @@ class Reservations:
         table = self._table()
         # Backfill of this gang counts as ending by the start (it is evicted for it then): as now.
         backfill = (table.gang_start >= self.reserved_at(gang)) & (table.gang_preemptible | table.gang_overran)
-        backfill[:-1] &= table.wait_rank > table.wait_rank[gang.idx]  # it waited less than this gang
+        backfill[:-1] &= self._waited_less(table.creation, gang)
         ends = np.where(backfill[table.cell_gang], self.now, table.cell_end)
         used = np.full(c.gpu_free.shape, -np.inf)
         np.maximum.at(used, (table.cell_node, table.cell_gpu), ends)  # a used GPU frees when its last pod ends
@@ -245,6 +245,21 @@ class Reservations:
         self.reserved[nodes] = True
         return held
 
+    def _waited_less(self, creation: FloatArray, than: Gang) -> BoolArray:
+        """By gang: :meth:`waits_less` than ``than`` (a later wait start, then a later key; a wait start
+        of NaN after every other, as a sort puts it), with the keys compared only where the starts tie."""
+        c0 = than.creation
+        if math.isnan(c0):
+            out: BoolArray = np.zeros(len(creation), dtype=np.bool_)
+            tied = np.flatnonzero(np.isnan(creation))
+        else:
+            out = (creation > c0) | np.isnan(creation)
+            tied = np.flatnonzero(creation == c0)
+        gangs, key = self.gangs, than.key
+        for g in tied.tolist():
+            out[g] = gangs[g].key > key
+        return out
+
     def _table(self) -> _Table:
         """The running pods' GPU cells and their expected ends, by gang: built once per decision, from
         the state when the first reservation is made (the start of the call)."""
@@ -255,7 +270,8 @@ class Reservations:
         gpus = list(map(attrgetter("gpus"), bound))
         counts = np.fromiter(map(len, gpus), np.int64, n)
         cell_gpu = np.fromiter(chain.from_iterable(gpus), np.int64, int(counts.sum()))
-        is_bound = np.fromiter((i.pod.bound for i in bound), np.bool_, n)
+        # Pod.bound: the pod table holds no finished pod, so a pod of it is bound where it names a node.
+        is_bound = np.fromiter(map(is_not, map(attrgetter("pod.node_name"), bound), repeat(None)), np.bool_, n)
         start = np.where(is_bound, np.fromiter(map(attrgetter("start"), bound), np.float64, n), self.now)
         by_pod = np.full(len(self.pods), math.nan)  # declared runtimes over every pod
         if self.declared:
@@ -283,15 +299,11 @@ class Reservations:
         gang_preemptible[:n_gangs] &= gang_ours
         gang_overran[:n_gangs] &= gang_ours
         gang_overran[n_gangs] = False
-        # (wait start, key) order; lexsort is stable and compares the keys by code point, as sorted() does.
         creation = np.fromiter(map(attrgetter("creation"), self.gangs), np.float64, n_gangs)
-        keys = np.array([g.key for g in self.gangs], dtype=np.str_) if n_gangs else np.array([], dtype=np.str_)
-        wait_rank = np.empty(n_gangs, dtype=np.int64)
-        wait_rank[np.lexsort((keys, creation))] = np.arange(n_gangs)
         self._cells = _Table(
             np.repeat(np.fromiter(map(attrgetter("node"), bound), np.int64, n), counts), cell_gpu,
             np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
-            wait_rank)
+            creation)
         return self._cells
 
     # -- holds --------------------------------------------------------------------------------

@@ -152,6 +152,9 @@ class Engine:
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        # (gang, version, committed) of the last lone flavored pod the batch path's admit_lone refused
+        # (engine/batch.py): its attempt right after, in the same state, knows the answer.
+        self.lone_refused: tuple[int, int, int] | None = None
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
@@ -390,9 +393,19 @@ class Engine:
         flavors = self.flavors
         if flavors is not None and flavors.takes_gang(gang, members, self.pods):
             known = None if inside is None else (request, inside)
-            if self.USE_BATCH and self.admit_lone_flavored(flavors, gang, known):
-                return Attempt(True)
-            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
+            unplaced = False  # the placement on every flavor is known to fail now
+            if self.USE_BATCH:
+                if self.lone_refused == (gang.idx, self.version, self.committed):
+                    unplaced = True  # the batch path's admit_lone just refused it, nothing changed since
+                else:
+                    admitted = self.admit_lone_flavored(flavors, gang, known)
+                    if admitted:
+                        return Attempt(True)
+                    unplaced = admitted is not None
+            if unplaced and self.reserve is not None and self.reserve.held:
+                unplaced = False  # each flavor's placement sets its holds, which consolidation reads
+            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key,
+                                         unplaced)
             return Attempt(ok, reason)
         placed = self.try_place(gang, members, request)
         if placed.ok:
@@ -404,7 +417,8 @@ class Engine:
         ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
 
-    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang, known: tuple[list[int], bool] | None = None) -> bool:
+    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang,
+                            known: tuple[list[int], bool] | None = None) -> bool | None:
         """A lone whole-GPU pod that takes a flavor, admitted as the batch path admits it
         (``FlavorBook.admit_lone``: what the flavor attempt commits without preemption, placed from
         the free-GPU index on the flavor's nodes, no copy of the pod), where the batch's conditions
@@ -412,14 +426,16 @@ class Engine:
         committed on success. While reservations are held, each placement on a flavor is made with
         the holds that the flavor attempt's ``try_place`` on that flavor sets (``hold_for``, by
         whether the request on it borrows), or none where every reservation yields to the gang.
-        False: nothing placed (holds aside, which every attempt sets again), the flavor attempt
-        decides. ``known``: a request of the gang and whether it is in quota now (the fair order's)."""
+        True: admitted. False: the flavor attempt would place it on no flavor now (nothing placed,
+        holds aside, which every attempt sets again): it preempts or fails. None: the conditions do
+        not hold, the flavor attempt decides. ``known``: a request of the gang and whether it is in
+        quota now (the fair order's)."""
         m = lone_pod(self, gang)
         if m < 0 or self.caps is not None or self.placer.volumes is not None or self.forest.has_lending:
-            return False
+            return None
         info = self.pods[m]
         if not flavors.takes(info):
-            return False
+            return None
         reserve = self.reserve
         hold: Callable[[bool], None] | None = None
         if reserve is not None and reserve.held:
@@ -473,6 +489,12 @@ class Engine:
         """The node of the first pod of a placement :meth:`try_place` returned."""
         assert isinstance(placed, GangPlacement)
         return placed.assignments[0].node
+
+    def may_consolidate(self, gang: Gang, members: list[int]) -> bool:
+        """False when :meth:`consolidate` gives None now whatever the request (the consolidator's
+        ``hopeless``: no budget left, or fewer free GPUs in the cluster than the gang needs)."""
+        c = self.consolidator()
+        return c is not None and not c.hopeless(members, self.required(gang))
 
     def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement | None:
         """Moves that make room for ``gang`` (docs/semantics.md, "Consolidation"), committed with its
