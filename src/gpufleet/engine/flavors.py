@@ -234,6 +234,9 @@ class FlavorBook:
         self._lone: dict[tuple[int, object], list[int]] = {}
         self._last: dict[tuple[int, int], tuple[Mapping[str, int], int, list[int]]] = {}
         self._union: dict[tuple[int, ...], BoolArray] = {}
+        # What the last :meth:`admit_lone` that refused its pod found: (pod, candidate flavors, the
+        # pod's request on each, whether it is in quota there); None after any other outcome.
+        self.refused: tuple[int, list[int], list[list[int]], list[bool]] | None = None
 
     @staticmethod
     def of_snapshot(flavors: Sequence[ResourceFlavor], queues: Sequence[Queue],
@@ -367,6 +370,12 @@ class FlavorBook:
         flavor's labels added; answered once per distinct constraints and flavor)."""
         reach = self._reach
         listed = self.leaf_flavors[gang.queue]
+        if gang.alive == 0 and len(members) == 1 and len(gang.members) == 1:
+            # A lone pending pod: admit_lone's candidates (kept per leaf and static key), when they are
+            # every listed flavor (nothing to say of the others)
+            lone = self._lone.get((gang.queue, key(self._original.get(members[0], pods[members[0]].pod))))
+            if lone is not None and len(lone) == len(listed):
+                return list(lone), []
         running = next((pods[m].flavor for m in gang.members if pods[m].node is not None), None)
         out: list[int] = []
         why: list[str] = []
@@ -423,11 +432,19 @@ class FlavorBook:
         tried: dict[int, str] = {}
         inside: list[int] = []
         outside: list[int] = []
-        for f in cands:
-            for m in members:  # what the members count on flavor f (no placement: the pods stay)
-                pods[m].flavor = f
-            requests[f] = host.gang_request(members)
-            (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
+        refused = self.refused if unplaced else None
+        if refused is not None and len(members) == 1 and refused[0] == members[0] and refused[1] == cands:
+            # admit_lone's requests and verdicts, in this state: the same as asked again here
+            for f, request, ok in zip(cands, refused[2], refused[3], strict=True):
+                requests[f] = list(request)
+                (inside if ok else outside).append(f)
+            pods[members[0]].flavor = cands[-1]  # as the loop below leaves it
+        else:
+            for f in cands:
+                for m in members:  # what the members count on flavor f (no placement: the pods stay)
+                    pods[m].flavor = f
+                requests[f] = host.gang_request(members)
+                (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
         if leaf in self.best_leaves and len(members) == 1 and gang.alive == 0:
             for tier in (inside, outside):
                 if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
@@ -514,6 +531,7 @@ class FlavorBook:
         quota): it sets the reservations' holds as the attempt's ``try_place`` on that flavor does
         (``Reservations.hold_for``); None: no hold applies."""
         leaf = gang.queue
+        self.refused = None
         if known is not None:
             in_quota = partial(_in_quota_knowing, in_quota, known)
         feas = placer.feasibility
@@ -563,6 +581,10 @@ class FlavorBook:
                         info.flavor = cands[i]
                         return a, requests[i]
         info.flavor = -1
+        inq = [True] * len(cands)
+        for i in outside:
+            inq[i] = False
+        self.refused = (info.idx, cands, requests, inq)
         return None
 
     def _lone_candidates(self, leaf: int, info: PodInfo, feasible: Callable[[Pod], BoolArray],

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
 
 import numpy as np
@@ -265,7 +265,8 @@ class Reservations:
         the state when the first reservation is made (the start of the call)."""
         if self._cells is not None:
             return self._cells
-        bound = [info for info in self.pods if info.node is not None and info.gpus]
+        # The pods holding GPUs: a pod has GPUs only while bound (Placer.commit and release set both).
+        bound = list(compress(self.pods, map(attrgetter("gpus"), self.pods)))
         n, n_gangs = len(bound), len(self.gangs)
         gpus = list(map(attrgetter("gpus"), bound))
         counts = np.fromiter(map(len, gpus), np.int64, n)

@@ -216,7 +216,8 @@ class Engine:
                                        self.placer.volume_choices(), self.flavors.names if self.flavors else ())
         if self.consolidating:
             decisions = replace(decisions, moves=self.moves())
-        if self.reserve is not None and (held := self.reserve.output([n.name for n in self.cluster.nodes])):
+        if self.reserve is not None and self.reserve.held and \
+                (held := self.reserve.output([n.name for n in self.cluster.nodes])):
             decisions = replace(decisions, reservations=held)
         return decisions
 
