@@ -224,10 +224,12 @@ class Engine:
     def consolidator(self) -> Consolidator | None:
         """The call's consolidation (None: off, or no ``now`` to read move histories against)."""
         if self._consolidator is None and self.consolidation is not None and self._consolidation_now is not None:
-            flavors = self.flavors
+            # Nothing of it refers back to the engine: a reference cycle would keep the whole call's state
+            # alive after it returns, for the cyclic collector to walk (schedule() pauses it for the call).
+            flavors, pods = self.flavors, self.pods
             self._consolidator = Consolidator(
-                self.consolidation, self._consolidation_now, self.gangs, self.pods, self.placer,
-                None if flavors is None else (lambda members, f: flavors.applied(members, self.pods, f)))
+                self.consolidation, self._consolidation_now, self.gangs, pods, self.placer,
+                None if flavors is None else (lambda members, f: flavors.applied(members, pods, f)))
         return self._consolidator
 
     def moves(self) -> tuple[Move, ...]:
