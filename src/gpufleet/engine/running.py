@@ -36,7 +36,7 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
     at = [k for k, info in enumerate(ours) if info.flavor >= 0 and info.queue in book.leaf_flavors]
     if not at:
         return
-    rows = np.array(at, dtype=np.int64)
+    rows = np.fromiter(at, dtype=np.int64, count=len(at))
     infos = [ours[k] for k in at]
     managed = list(quota.forest.managed)
     column = {r: j for j, r in enumerate(managed)}
@@ -64,13 +64,19 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
             if col is not None:
                 amounts.append(usage[at_rows, col].copy())
             elif r == GPU:
-                amounts.append(np.array(_gpu_milli(quota, [infos[n] for n in members]), dtype=np.int64))
+                amounts.append(_int64(_gpu_milli(quota, [infos[n] for n in members])))
             else:
-                amounts.append(np.array([infos[n].pod.requests.get(r, 0) for n in members], dtype=np.int64))
+                amounts.append(_int64([infos[n].pod.requests.get(r, 0) for n in members]))
         for (_, plain, dim), amount in zip(moves, amounts, strict=True):
             if plain >= 0:
                 usage[at_rows, plain] -= amount
             usage[at_rows, dim] += amount
+
+
+def _int64(values: list[int]) -> IntArray:
+    """``np.array(values, dtype=np.int64)`` of a long list of ints, without its per-item type discovery."""
+    out: IntArray = np.fromiter(values, dtype=np.int64, count=len(values))
+    return out
 
 
 def _gpu_milli(quota: QuotaGates, infos: list[PodInfo]) -> list[int]:
@@ -96,7 +102,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     n_run = len(running)
     indices = [i.pod.gpu_index for i in running]
     node_list = [index[n] for n in cast(list[str], [i.pod.node_name for i in running])]
-    nodes = np.array(node_list, dtype=np.int64)
+    nodes = _int64(node_list)
     lens = np.fromiter(map(len, indices), dtype=np.int64, count=n_run)
     first = np.fromiter([t[0] if t and 0 <= t[0] < _BOUND else -1 for t in indices], dtype=np.int64, count=n_run)
     # GPUs wanted whole; -1: a share of one with its blocks indices, -2: a share by GPU memory
@@ -133,7 +139,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     b_pods = [running[k].idx for k in bulk_at.tolist()]
     warnings: list[str] = []
     if b_pods:
-        bulk = np.array(b_pods, dtype=np.int64)
+        bulk = _int64(b_pods)
         twice = _held_twice(width, c.gpu_free.size, whole, shares)
         if len(twice):  # rare: name the pods with Python, then take the cells out of service
             warnings.extend(_held_twice_warnings(c.nodes, [pods[b] for b in b_pods], twice, width))
@@ -181,12 +187,12 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     managed = forest.managed
     if ours and managed:
         # Queue usage of everything running, summed per leaf with NumPy, then added once per leaf.
-        rows = np.array([i.idx for i in ours], dtype=np.int64)
-        leaves = np.array([i.queue for i in ours], dtype=np.int64)
+        rows = _int64([i.idx for i in ours])
+        leaves = _int64([i.queue for i in ours])
         usage = np.zeros((len(ours), len(managed)), dtype=np.int64)
         for j, r in enumerate(managed):
             if r == GPU:
-                usage[:, j] = _gpu_milli(quota, ours)
+                usage[:, j] = _int64(_gpu_milli(quota, ours))
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)
