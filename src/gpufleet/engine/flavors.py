@@ -325,9 +325,10 @@ class FlavorBook:
             return False
         return all(pods[m].flavor >= 0 for m in gang.members if pods[m].node is not None and self.takes(pods[m]))
 
-    def move(self, info: PodInfo, vec: list[int], gpu_milli: Callable[[PodInfo], int]) -> list[int]:
+    def move(self, info: PodInfo, vec: list[int], gpu_milli: int) -> list[int]:
         """``vec`` (the pod's quota vector over the managed resources) with what it asks of each
-        flavored resource moved to its flavor's dimension (its flavor, else its leaf's first)."""
+        flavored resource moved to its flavor's dimension (its flavor, else its leaf's first).
+        ``gpu_milli``: what the pod counts of GPUs (``QuotaGates.gpu_milli``)."""
         f = info.flavor
         if f < 0:
             if info.pod.node_name is not None or not self.takes(info):
@@ -338,7 +339,7 @@ class FlavorBook:
             return vec
         requests = info.pod.requests
         for r, plain, dim in moves:
-            amount = gpu_milli(info) if r == GPU else requests.get(r, 0)
+            amount = gpu_milli if r == GPU else requests.get(r, 0)
             if plain >= 0:
                 vec[plain] -= amount
             vec[dim] += amount

@@ -65,13 +65,14 @@ def earliest_fit(cell_end: FloatArray, candidates: BoolArray, domain: IntArray, 
     nodes = np.flatnonzero(candidates)
     if not len(nodes) or per_pod <= 0:
         return None
-    ends = cell_end[nodes]
+    # By GPU then node (a row per GPU index): a node's count is a sum over the few rows, element-wise.
+    ends = cell_end[nodes].T.copy()
     codes = domain[nodes]
     n_domains = int(codes.max()) + 1
     times = np.unique(ends[np.isfinite(ends)])
 
     def slots_at(t: float) -> IntArray:
-        out: IntArray = (ends <= t).sum(axis=1) // per_pod
+        out: IntArray = (ends <= t).sum(axis=0) // per_pod
         return out
 
     def best(t: float) -> IntArray:
@@ -129,7 +130,9 @@ class Reservations:
     """The reservations of one ``schedule()`` call and the holds on their free GPUs."""
 
     def __init__(self, config: ReservationConfig, now: float, cluster: ClusterState, pods: list[PodInfo],
-                 gangs: list[Gang], queue_names: Sequence[str], warnings: list[str]) -> None:
+                 gangs: list[Gang], queue_names: Sequence[str], warnings: list[str],
+                 node_of: IntArray | None = None) -> None:
+        """``node_of``: each pod's node (-1: none), kept by the placer with the pods' ``node`` (read only)."""
         self.config = config
         self.now = now
         self.cluster = cluster
@@ -142,6 +145,7 @@ class Reservations:
         self.reserved = np.zeros(len(cluster.nodes), dtype=np.bool_)
         self._none = np.zeros(len(cluster.resources), dtype=np.int64)
         self._cells: _Table | None = None
+        self._node_of = node_of
 
     # -- facts --------------------------------------------------------------------------------
 
@@ -278,7 +282,8 @@ class Reservations:
         if self.declared:
             by_pod[np.fromiter(self.declared.keys(), np.int64, len(self.declared))] = \
                 np.fromiter(self.declared.values(), np.float64, len(self.declared))
-        declared = by_pod[np.fromiter(map(attrgetter("idx"), bound), np.int64, n)]
+        idx = np.fromiter(map(attrgetter("idx"), bound), np.int64, n)
+        declared = by_pod[idx]
         # By leaf queue, the last slot (index -1) for pods of no queue of ours.
         per_queue = np.array([math.nan if o is None else o for o in self.observed] + [math.nan], dtype=np.float64)
         observed = per_queue[np.fromiter(map(attrgetter("queue"), bound), np.int64, n)]
@@ -301,8 +306,10 @@ class Reservations:
         gang_overran[:n_gangs] &= gang_ours
         gang_overran[n_gangs] = False
         creation = np.fromiter(map(attrgetter("creation"), self.gangs), np.float64, n_gangs)
+        node = self._node_of[idx] if self._node_of is not None else np.fromiter(map(attrgetter("node"), bound),
+                                                                                   np.int64, n)
         self._cells = _Table(
-            np.repeat(np.fromiter(map(attrgetter("node"), bound), np.int64, n), counts), cell_gpu,
+            np.repeat(node, counts), cell_gpu,
             np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
             creation)
         return self._cells

@@ -11,6 +11,8 @@ count towards their gangs, and their usage towards their queues.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import cast
 
 import numpy as np
@@ -33,44 +35,64 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
     are read here, then each flavored request moves to its flavor's dimension (FlavorBook.move)."""
     book = quota.flavors
     assert book is not None
-    at = [k for k, info in enumerate(ours) if info.flavor >= 0 and info.queue in book.leaf_flavors]
-    if not at:
+    n = len(ours)
+    flavor = np.fromiter(map(attrgetter("flavor"), ours), dtype=np.int64, count=n)
+    leaf = np.fromiter(map(attrgetter("queue"), ours), dtype=np.int64, count=n)
+    rows = np.flatnonzero((flavor >= 0) & np.isin(leaf, list(book.leaf_flavors)))
+    if not len(rows):
         return
-    rows = np.fromiter(at, dtype=np.int64, count=len(at))
-    infos = [ours[k] for k in at]
     managed = list(quota.forest.managed)
     column = {r: j for j, r in enumerate(managed)}
     for j, r in enumerate(managed):
         # Every resource a pod requests but GPUs is one of the cluster's (BuildSteps.cluster): the
         # others are asked by no pod, and their column stays 0.
         if r == PODS:
-            usage[rows, j] = [i.pod.requests.get(r, 0) for i in infos]
+            usage[rows, j] = [ours[k].pod.requests.get(r, 0) for k in rows.tolist()]
     # The pods by (leaf, flavor), each group in pod order (the groups' rows are apart: any order).
-    leaves = np.fromiter([i.queue for i in infos], dtype=np.int64, count=len(infos))
-    flavors = np.fromiter([i.flavor for i in infos], dtype=np.int64, count=len(infos))
+    leaves, flavors = leaf[rows], flavor[rows]
     codes = leaves * (int(flavors.max()) + 1) + flavors
     order = np.argsort(codes, kind="stable")
     _, starts = np.unique(codes[order], return_index=True)
     bounds = [*starts.tolist()[1:], len(order)]
     for first, begin, end in zip(order[starts].tolist(), starts.tolist(), bounds, strict=True):
-        members: list[int] = order[begin:end].tolist()
-        moves = book.flavor_moves(infos[first].queue, infos[first].flavor)
+        moves = book.flavor_moves(int(leaves[first]), int(flavors[first]))
         if not moves:
             continue
-        at_rows = rows[members]
+        at_rows = rows[order[begin:end]]
         amounts = []  # read before any is moved, as quota_vec reads them from the pod
         for r, _, _ in moves:
             col = column.get(r)
             if col is not None:
                 amounts.append(usage[at_rows, col].copy())
             elif r == GPU:
-                amounts.append(_int64(_gpu_milli(quota, [infos[n] for n in members])))
+                amounts.append(_gpu_milli_column(quota, _take(ours, at_rows)))
             else:
-                amounts.append(_int64([infos[n].pod.requests.get(r, 0) for n in members]))
+                amounts.append(_int64([ours[k].pod.requests.get(r, 0) for k in at_rows.tolist()]))
         for (_, plain, dim), amount in zip(moves, amounts, strict=True):
             if plain >= 0:
                 usage[at_rows, plain] -= amount
             usage[at_rows, dim] += amount
+
+
+def _take(items: Sequence[PodInfo], at: IntArray) -> Sequence[PodInfo]:
+    """``items`` at positions ``at`` (one C-level pass)."""
+    if len(at) == 1:
+        return [items[int(at[0])]]
+    return itemgetter(*at.tolist())(items) if len(at) else []
+
+
+def _gpu_milli_column(quota: QuotaGates, infos: Sequence[PodInfo]) -> IntArray:
+    """:func:`_gpu_milli` as an array, by columns: a whole-GPU pod's GPUs, ``gpu_milli`` asked only of
+    the fractional pods."""
+    n = len(infos)
+    out: IntArray = np.fromiter(map(attrgetter("whole"), infos), dtype=np.int64, count=n) * MILLI
+    share = np.fromiter(map(is_not, map(attrgetter("blocks"), infos), repeat(None)), dtype=np.bool_, count=n)
+    share |= np.fromiter(map(is_not, map(attrgetter("gpu_mem_bytes"), infos), repeat(None)), dtype=np.bool_, count=n)
+    if share.any():
+        gpu_milli = quota.gpu_milli
+        for k in np.flatnonzero(share).tolist():
+            out[k] = gpu_milli(infos[k])
+    return out
 
 
 def _int64(values: list[int]) -> IntArray:

@@ -182,7 +182,7 @@ class Engine:
         if config.reservation is not None and config.now is not None:
             self.reserve = Reservations(config.reservation, config.now, self.cluster, self.pods, self.gangs,
                                         [self.forest.name(i) for i in range(len(self.forest.index))],
-                                        self.log.warnings)
+                                        self.log.warnings, self.placer.node_of)
 
     # -- gang facts --------------------------------------------------------------------------
 
