@@ -204,12 +204,15 @@ class Engine:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        first: dict[int, list[int]] | None = None  # the first cycle's candidates, when already asked
         if self.reserve is not None:
-            self.make_reservations(self.reserve)
+            first = self.admission.candidates()
+            self.make_reservations(self.reserve, first)  # reads them, changes nothing they depend on
         while True:
             self.cycles += 1
-            if not self.cycle():
+            if not self.cycle(first):
                 break
+            first = None
         if self.reserve is not None:
             self.note_reservations(self.reserve)
         decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
@@ -243,8 +246,12 @@ class Engine:
                for m, mv in c.moves.items()]
         return tuple(sorted(out, key=lambda mv: mv.pod))
 
-    def cycle(self) -> bool:
-        turn = self.admission.turn(self.admission.candidates(), self.quota.gang_request)
+    def cycle(self, candidates: dict[int, list[int]] | None = None) -> bool:
+        """One cycle over the candidates (``candidates``: :meth:`FairOrder.candidates` as of now, when
+        already asked); whether it changed anything."""
+        if candidates is None:
+            candidates = self.admission.candidates()
+        turn = self.admission.turn(candidates, self.quota.gang_request)
         changed = False
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
@@ -516,11 +523,12 @@ class Engine:
 
     # -- reservations (docs/semantics.md, "Reservation and backfill") ---------------------------
 
-    def make_reservations(self, reserve: Reservations) -> None:
+    def make_reservations(self, reserve: Reservations, candidates: dict[int, list[int]]) -> None:
         """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
-        its queue gates) may reserve, oldest wait first, up to the configured number."""
+        its queue gates) may reserve, oldest wait first, up to the configured number (``candidates``:
+        :meth:`FairOrder.candidates` now, read only)."""
         wanted: list[Gang] = []
-        for gangs in self.admission.candidates().values():
+        for gangs in candidates.values():
             for g in gangs:
                 gang = self.gangs[g]
                 if not reserve.overdue(gang):
