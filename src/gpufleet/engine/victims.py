@@ -17,8 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -31,9 +30,6 @@ from gpufleet.engine.workload import Gang, PodInfo
 __all__ = ["VictimIndex"]
 
 WALK_WINDOW = 4096  # gangs looked at per step when skipping those no longer victims
-
-
-_or_zero = {None: 0}.get  # _or_zero(b, b): 0 for None, else b
 
 
 def _column(items: Sequence[object], name: str, count: int) -> IntArray:
@@ -106,14 +102,10 @@ class VictimIndex:
         self.p_res = requests
         self.p_whole = _column(pods, "whole", n_pods)
         # Fixed and bound blocks (0: none); a pod is fractional when it has fixed blocks or asks memory.
-        # (C-level passes: ``_or_zero(b, b)`` is ``b or 0`` for None or an int; PodInfo.fractional by columns)
-        blocks = list(map(attrgetter("blocks"), pods))
-        p_blocks = np.fromiter(map(_or_zero, blocks, blocks), dtype=np.int64, count=n_pods)
-        p_fractional = np.fromiter(map(is_not, blocks, repeat(None)), dtype=np.bool_, count=n_pods)
-        p_fractional |= np.fromiter(map(is_not, map(attrgetter("gpu_mem_bytes"), pods), repeat(None)),
-                                    dtype=np.bool_, count=n_pods)
-        bound_blocks = list(map(attrgetter("bound_blocks"), pods))
-        p_bound_blocks = np.fromiter(map(_or_zero, bound_blocks, bound_blocks), dtype=np.int64, count=n_pods)
+        p_blocks = np.fromiter((b or 0 for b in map(attrgetter("blocks"), pods)), dtype=np.int64, count=n_pods)
+        p_fractional = np.fromiter(map(attrgetter("fractional"), pods), dtype=np.bool_, count=n_pods)
+        p_bound_blocks = np.fromiter((b or 0 for b in map(attrgetter("bound_blocks"), pods)), dtype=np.int64,
+                                     count=n_pods)
         p_bound = self._bound0  # info.node is not None, as of the call's start
         # GPUs a pod's eviction may turn back into whole free GPUs: a fractional pod may free one.
         self.p_gpus_freed = self.p_whole + p_fractional.astype(np.int64)
