@@ -56,6 +56,7 @@ class BatchHost(Protocol):
     reserve: Reservations | None
     version: int
     committed: int
+    lone_refused: tuple[int, int, int] | None
 
 
 __all__ = ["MAX_LEAVES", "BatchHost", "admit_run", "batch_applies", "commit_lone", "lone_pod"]
@@ -238,6 +239,8 @@ def admit_run(engine: BatchHost, turn: Turn, first: int) -> int:
             got = book.admit_lone(pods[m], gang, placer, f.in_quota, limit_ok, engine.quota.quota_vec,
                                   (heads.req[leaf], heads.inq[leaf]))  # its request on its first flavor
             if got is None:
+                if not n:  # the pick's own attempt follows at once, in this state (Engine.attempt)
+                    engine.lone_refused = (gang.idx, engine.version, engine.committed)
                 break
             a, request = got  # its request on the flavor it takes
         else:

@@ -82,6 +82,14 @@ def _in_quota_knowing(in_quota: Callable[[int, list[int]], bool], known: tuple[l
     return known[1] if request == known[0] else in_quota(leaf, request)
 
 
+def _why_unplaced(host: FlavorHost, gang: Gang, members: list[int], request: list[int]) -> str:
+    """Why the gang's placement on the flavor applied now fails (:meth:`FlavorBook.attempt`'s reason
+    for a placement not tried, asked in the state it was known to fail in)."""
+    placed = host.try_place(gang, members, request)
+    assert not placed.ok, "admit_lone refused the placement in this state"
+    return placed.why()
+
+
 class Placed(Protocol):
     """A gang placement (engine/placement.py's GangPlacement, as this module reads it)."""
 
@@ -113,6 +121,8 @@ class FlavorHost(Protocol):
     def consolidating(self) -> bool: ...
 
     def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> Placed | None: ...
+
+    def may_consolidate(self, gang: Gang, members: list[int]) -> bool: ...
 
 
 Outcome = tuple[bool, str]
@@ -224,6 +234,9 @@ class FlavorBook:
         self._lone: dict[tuple[int, object], list[int]] = {}
         self._last: dict[tuple[int, int], tuple[Mapping[str, int], int, list[int]]] = {}
         self._union: dict[tuple[int, ...], BoolArray] = {}
+        # What the last :meth:`admit_lone` that refused its pod found: (pod, candidate flavors, the
+        # pod's request on each, whether it is in quota there); None after any other outcome.
+        self.refused: tuple[int, list[int], list[list[int]], list[bool]] | None = None
 
     @staticmethod
     def of_snapshot(flavors: Sequence[ResourceFlavor], queues: Sequence[Queue],
@@ -312,9 +325,10 @@ class FlavorBook:
             return False
         return all(pods[m].flavor >= 0 for m in gang.members if pods[m].node is not None and self.takes(pods[m]))
 
-    def move(self, info: PodInfo, vec: list[int], gpu_milli: Callable[[PodInfo], int]) -> list[int]:
+    def move(self, info: PodInfo, vec: list[int], gpu_milli: int) -> list[int]:
         """``vec`` (the pod's quota vector over the managed resources) with what it asks of each
-        flavored resource moved to its flavor's dimension (its flavor, else its leaf's first)."""
+        flavored resource moved to its flavor's dimension (its flavor, else its leaf's first).
+        ``gpu_milli``: what the pod counts of GPUs (``QuotaGates.gpu_milli``)."""
         f = info.flavor
         if f < 0:
             if info.pod.node_name is not None or not self.takes(info):
@@ -325,7 +339,7 @@ class FlavorBook:
             return vec
         requests = info.pod.requests
         for r, plain, dim in moves:
-            amount = gpu_milli(info) if r == GPU else requests.get(r, 0)
+            amount = gpu_milli if r == GPU else requests.get(r, 0)
             if plain >= 0:
                 vec[plain] -= amount
             vec[dim] += amount
@@ -357,6 +371,12 @@ class FlavorBook:
         flavor's labels added; answered once per distinct constraints and flavor)."""
         reach = self._reach
         listed = self.leaf_flavors[gang.queue]
+        if gang.alive == 0 and len(members) == 1 and len(gang.members) == 1:
+            # A lone pending pod: admit_lone's candidates (kept per leaf and static key), when they are
+            # every listed flavor (nothing to say of the others)
+            lone = self._lone.get((gang.queue, key(self._original.get(members[0], pods[members[0]].pod))))
+            if lone is not None and len(lone) == len(listed):
+                return list(lone), []
         running = next((pods[m].flavor for m in gang.members if pods[m].node is not None), None)
         out: list[int] = []
         why: list[str] = []
@@ -399,9 +419,12 @@ class FlavorBook:
                 pods[m].pod = self._original[m]
 
     def attempt(self, host: FlavorHost, gang: Gang, members: list[int], pods: Sequence[PodInfo],
-                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object]) -> Outcome:
+                feasible: Callable[[Pod], BoolArray], key: Callable[[Pod], object],
+                unplaced: bool = False) -> Outcome:
         """Try the gang on its candidate flavors: in quota, then borrowing, then by consolidation
-        (when on), then with preemption (docs/semantics.md); commit on the first that admits it."""
+        (when on), then with preemption (docs/semantics.md); commit on the first that admits it.
+        ``unplaced``: the placement on each flavor is known to fail now (:meth:`admit_lone` refused the
+        gang's lone pod, no hold applies): not tried again; its reason is asked only when shown."""
         cands, why = self.candidates(gang, members, pods, feasible, key)
         leaf = gang.queue
         if not cands:
@@ -410,11 +433,19 @@ class FlavorBook:
         tried: dict[int, str] = {}
         inside: list[int] = []
         outside: list[int] = []
-        for f in cands:
-            for m in members:  # what the members count on flavor f (no placement: the pods stay)
-                pods[m].flavor = f
-            requests[f] = host.gang_request(members)
-            (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
+        refused = self.refused if unplaced else None
+        if refused is not None and len(members) == 1 and refused[0] == members[0] and refused[1] == cands:
+            # admit_lone's requests and verdicts, in this state: the same as asked again here
+            for f, request, ok in zip(cands, refused[2], refused[3], strict=True):
+                requests[f] = list(request)
+                (inside if ok else outside).append(f)
+            pods[members[0]].flavor = cands[-1]  # as the loop below leaves it
+        else:
+            for f in cands:
+                for m in members:  # what the members count on flavor f (no placement: the pods stay)
+                    pods[m].flavor = f
+                requests[f] = host.gang_request(members)
+                (inside if host.forest.in_quota(leaf, requests[f]) else outside).append(f)
         if leaf in self.best_leaves and len(members) == 1 and gang.alive == 0:
             for tier in (inside, outside):
                 if self._best_placement(host, gang, members[0], pods, tier, requests, tried):
@@ -423,14 +454,18 @@ class FlavorBook:
         # reason costs a pass over the nodes), with the members on that flavor again: the state is
         # the same (failed attempts and victim searches leave it as it was).
         whys: dict[int, Callable[[], str]] = {}
-        for f in inside + outside:
-            with self.applied(members, pods, f):
-                placed = host.try_place(gang, members, requests[f])
-                if placed.ok:
-                    host.record_placed(gang, placed)
-                    return True, ""
-                whys[f] = placed.why
-        if host.consolidating:  # moves before victims, per flavor in the placement's order
+        if unplaced:  # each asked under its flavor, in the same state (a victim search that fails leaves it)
+            whys = {f: partial(_why_unplaced, host, gang, members, requests[f]) for f in inside + outside}
+        else:
+            for f in inside + outside:
+                with self.applied(members, pods, f):
+                    placed = host.try_place(gang, members, requests[f])
+                    if placed.ok:
+                        host.record_placed(gang, placed)
+                        return True, ""
+                    whys[f] = placed.why
+        # moves before victims, per flavor in the placement's order; none when hopeless (on any flavor)
+        if host.consolidating and host.may_consolidate(gang, members):
             for f in inside + outside:
                 with self.applied(members, pods, f):
                     planned = host.consolidate(gang, members, requests[f])
@@ -497,6 +532,7 @@ class FlavorBook:
         quota): it sets the reservations' holds as the attempt's ``try_place`` on that flavor does
         (``Reservations.hold_for``); None: no hold applies."""
         leaf = gang.queue
+        self.refused = None
         if known is not None:
             in_quota = partial(_in_quota_knowing, in_quota, known)
         feas = placer.feasibility
@@ -546,6 +582,10 @@ class FlavorBook:
                         info.flavor = cands[i]
                         return a, requests[i]
         info.flavor = -1
+        inq = [True] * len(cands)
+        for i in outside:
+            inq[i] = False
+        self.refused = (info.idx, cands, requests, inq)
         return None
 
     def _lone_candidates(self, leaf: int, info: PodInfo, feasible: Callable[[Pod], BoolArray],

@@ -56,10 +56,11 @@ class QuotaGates:
     def quota_vec(self, info: PodInfo) -> list[int]:
         """What one pod counts against quota, over the managed resources."""
         requests = info.pod.requests
-        vec = [self.gpu_milli(info) if r == GPU else requests.get(r, 0) for r in self.managed]
+        milli = self.gpu_milli(info)
+        vec = [milli if r == GPU else requests.get(r, 0) for r in self.managed]
         flavors = self.flavors
         if flavors is not None and info.queue in flavors.leaf_flavors:
-            return flavors.move(info, vec, self.gpu_milli)
+            return flavors.move(info, vec, milli)
         return vec
 
     def gang_request(self, members: list[int]) -> list[int]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not
 
 import numpy as np
 import numpy.typing as npt
@@ -65,13 +65,14 @@ def earliest_fit(cell_end: FloatArray, candidates: BoolArray, domain: IntArray, 
     nodes = np.flatnonzero(candidates)
     if not len(nodes) or per_pod <= 0:
         return None
-    ends = cell_end[nodes]
+    # By GPU then node (a row per GPU index): a node's count is a sum over the few rows, element-wise.
+    ends = cell_end[nodes].T.copy()
     codes = domain[nodes]
     n_domains = int(codes.max()) + 1
     times = np.unique(ends[np.isfinite(ends)])
 
     def slots_at(t: float) -> IntArray:
-        out: IntArray = (ends <= t).sum(axis=1) // per_pod
+        out: IntArray = (ends <= t).sum(axis=0) // per_pod
         return out
 
     def best(t: float) -> IntArray:
@@ -122,14 +123,16 @@ class _Table:
     gang_start: FloatArray
     gang_preemptible: BoolArray
     gang_overran: BoolArray
-    wait_rank: IntArray  # by gang: its place in (wait start, key) order
+    creation: FloatArray  # by gang: its wait start
 
 
 class Reservations:
     """The reservations of one ``schedule()`` call and the holds on their free GPUs."""
 
     def __init__(self, config: ReservationConfig, now: float, cluster: ClusterState, pods: list[PodInfo],
-                 gangs: list[Gang], queue_names: Sequence[str], warnings: list[str]) -> None:
+                 gangs: list[Gang], queue_names: Sequence[str], warnings: list[str],
+                 node_of: IntArray | None = None) -> None:
+        """``node_of``: each pod's node (-1: none), kept by the placer with the pods' ``node`` (read only)."""
         self.config = config
         self.now = now
         self.cluster = cluster
@@ -143,6 +146,7 @@ class Reservations:
         self.reserved = np.zeros(len(cluster.nodes), dtype=np.bool_)
         self._none = np.zeros(len(cluster.resources), dtype=np.int64)
         self._cells: _Table | None = None
+        self._node_of = node_of
 
     # -- facts --------------------------------------------------------------------------------
 
@@ -225,7 +229,7 @@ class Reservations:
         table = self._table()
         # Backfill of this gang counts as ending by the start (it is evicted for it then): as now.
         backfill = (table.gang_start >= self.reserved_at(gang)) & (table.gang_preemptible | table.gang_overran)
-        backfill[:-1] &= table.wait_rank > table.wait_rank[gang.idx]  # it waited less than this gang
+        backfill[:-1] &= self._waited_less(table.creation, gang)
         ends = np.where(backfill[table.cell_gang], self.now, table.cell_end)
         used = np.full(c.gpu_free.shape, -np.inf)
         np.maximum.at(used, (table.cell_node, table.cell_gpu), ends)  # a used GPU frees when its last pod ends
@@ -247,23 +251,41 @@ class Reservations:
         self.reserved[nodes] = True
         return held
 
+    def _waited_less(self, creation: FloatArray, than: Gang) -> BoolArray:
+        """By gang: :meth:`waits_less` than ``than`` (a later wait start, then a later key; a wait start
+        of NaN after every other, as a sort puts it), with the keys compared only where the starts tie."""
+        c0 = than.creation
+        if math.isnan(c0):
+            out: BoolArray = np.zeros(len(creation), dtype=np.bool_)
+            tied = np.flatnonzero(np.isnan(creation))
+        else:
+            out = (creation > c0) | np.isnan(creation)
+            tied = np.flatnonzero(creation == c0)
+        gangs, key = self.gangs, than.key
+        for g in tied.tolist():
+            out[g] = gangs[g].key > key
+        return out
+
     def _table(self) -> _Table:
         """The running pods' GPU cells and their expected ends, by gang: built once per decision, from
         the state when the first reservation is made (the start of the call)."""
         if self._cells is not None:
             return self._cells
-        bound = [info for info in self.pods if info.node is not None and info.gpus]
+        # The pods holding GPUs: a pod has GPUs only while bound (Placer.commit and release set both).
+        bound = list(compress(self.pods, map(attrgetter("gpus"), self.pods)))
         n, n_gangs = len(bound), len(self.gangs)
         gpus = list(map(attrgetter("gpus"), bound))
         counts = np.fromiter(map(len, gpus), np.int64, n)
         cell_gpu = np.fromiter(chain.from_iterable(gpus), np.int64, int(counts.sum()))
-        is_bound = np.fromiter((i.pod.bound for i in bound), np.bool_, n)
+        # Pod.bound: the pod table holds no finished pod, so a pod of it is bound where it names a node.
+        is_bound = np.fromiter(map(is_not, map(attrgetter("pod.node_name"), bound), repeat(None)), np.bool_, n)
         start = np.where(is_bound, np.fromiter(map(attrgetter("start"), bound), np.float64, n), self.now)
         by_pod = np.full(len(self.pods), math.nan)  # declared runtimes over every pod
         if self.declared:
             by_pod[np.fromiter(self.declared.keys(), np.int64, len(self.declared))] = \
                 np.fromiter(self.declared.values(), np.float64, len(self.declared))
-        declared = by_pod[np.fromiter(map(attrgetter("idx"), bound), np.int64, n)]
+        idx = np.fromiter(map(attrgetter("idx"), bound), np.int64, n)
+        declared = by_pod[idx]
         # By leaf queue, the last slot (index -1) for pods of no queue of ours.
         per_queue = np.array([math.nan if o is None else o for o in self.observed] + [math.nan], dtype=np.float64)
         observed = per_queue[np.fromiter(map(attrgetter("queue"), bound), np.int64, n)]
@@ -285,15 +307,13 @@ class Reservations:
         gang_preemptible[:n_gangs] &= gang_ours
         gang_overran[:n_gangs] &= gang_ours
         gang_overran[n_gangs] = False
-        # (wait start, key) order; lexsort is stable and compares the keys by code point, as sorted() does.
         creation = np.fromiter(map(attrgetter("creation"), self.gangs), np.float64, n_gangs)
-        keys = np.array([g.key for g in self.gangs], dtype=np.str_) if n_gangs else np.array([], dtype=np.str_)
-        wait_rank = np.empty(n_gangs, dtype=np.int64)
-        wait_rank[np.lexsort((keys, creation))] = np.arange(n_gangs)
+        node = self._node_of[idx] if self._node_of is not None else np.fromiter(map(attrgetter("node"), bound),
+                                                                                   np.int64, n)
         self._cells = _Table(
-            np.repeat(np.fromiter(map(attrgetter("node"), bound), np.int64, n), counts), cell_gpu,
+            np.repeat(node, counts), cell_gpu,
             np.repeat(pod_end, counts), np.repeat(slot, counts), gang_start, gang_preemptible, gang_overran,
-            wait_rank)
+            creation)
         return self._cells
 
     # -- holds --------------------------------------------------------------------------------

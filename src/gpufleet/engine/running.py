@@ -11,6 +11,8 @@ count towards their gangs, and their usage towards their queues.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import cast
 
 import numpy as np
@@ -33,44 +35,70 @@ def _flavored_usage(quota: QuotaGates, ours: list[PodInfo], usage: IntArray, res
     are read here, then each flavored request moves to its flavor's dimension (FlavorBook.move)."""
     book = quota.flavors
     assert book is not None
-    at = [k for k, info in enumerate(ours) if info.flavor >= 0 and info.queue in book.leaf_flavors]
-    if not at:
+    n = len(ours)
+    flavor = np.fromiter(map(attrgetter("flavor"), ours), dtype=np.int64, count=n)
+    leaf = np.fromiter(map(attrgetter("queue"), ours), dtype=np.int64, count=n)
+    rows = np.flatnonzero((flavor >= 0) & np.isin(leaf, list(book.leaf_flavors)))
+    if not len(rows):
         return
-    rows = np.array(at, dtype=np.int64)
-    infos = [ours[k] for k in at]
     managed = list(quota.forest.managed)
     column = {r: j for j, r in enumerate(managed)}
     for j, r in enumerate(managed):
         # Every resource a pod requests but GPUs is one of the cluster's (BuildSteps.cluster): the
         # others are asked by no pod, and their column stays 0.
         if r == PODS:
-            usage[rows, j] = [i.pod.requests.get(r, 0) for i in infos]
+            usage[rows, j] = [ours[k].pod.requests.get(r, 0) for k in rows.tolist()]
     # The pods by (leaf, flavor), each group in pod order (the groups' rows are apart: any order).
-    leaves = np.fromiter([i.queue for i in infos], dtype=np.int64, count=len(infos))
-    flavors = np.fromiter([i.flavor for i in infos], dtype=np.int64, count=len(infos))
+    leaves, flavors = leaf[rows], flavor[rows]
     codes = leaves * (int(flavors.max()) + 1) + flavors
     order = np.argsort(codes, kind="stable")
     _, starts = np.unique(codes[order], return_index=True)
     bounds = [*starts.tolist()[1:], len(order)]
     for first, begin, end in zip(order[starts].tolist(), starts.tolist(), bounds, strict=True):
-        members: list[int] = order[begin:end].tolist()
-        moves = book.flavor_moves(infos[first].queue, infos[first].flavor)
+        moves = book.flavor_moves(int(leaves[first]), int(flavors[first]))
         if not moves:
             continue
-        at_rows = rows[members]
+        at_rows = rows[order[begin:end]]
         amounts = []  # read before any is moved, as quota_vec reads them from the pod
         for r, _, _ in moves:
             col = column.get(r)
             if col is not None:
                 amounts.append(usage[at_rows, col].copy())
             elif r == GPU:
-                amounts.append(np.array(_gpu_milli(quota, [infos[n] for n in members]), dtype=np.int64))
+                amounts.append(_gpu_milli_column(quota, _take(ours, at_rows)))
             else:
-                amounts.append(np.array([infos[n].pod.requests.get(r, 0) for n in members], dtype=np.int64))
+                amounts.append(_int64([ours[k].pod.requests.get(r, 0) for k in at_rows.tolist()]))
         for (_, plain, dim), amount in zip(moves, amounts, strict=True):
             if plain >= 0:
                 usage[at_rows, plain] -= amount
             usage[at_rows, dim] += amount
+
+
+def _take(items: Sequence[PodInfo], at: IntArray) -> Sequence[PodInfo]:
+    """``items`` at positions ``at`` (one C-level pass)."""
+    if len(at) == 1:
+        return [items[int(at[0])]]
+    return itemgetter(*at.tolist())(items) if len(at) else []
+
+
+def _gpu_milli_column(quota: QuotaGates, infos: Sequence[PodInfo]) -> IntArray:
+    """:func:`_gpu_milli` as an array, by columns: a whole-GPU pod's GPUs, ``gpu_milli`` asked only of
+    the fractional pods."""
+    n = len(infos)
+    out: IntArray = np.fromiter(map(attrgetter("whole"), infos), dtype=np.int64, count=n) * MILLI
+    share = np.fromiter(map(is_not, map(attrgetter("blocks"), infos), repeat(None)), dtype=np.bool_, count=n)
+    share |= np.fromiter(map(is_not, map(attrgetter("gpu_mem_bytes"), infos), repeat(None)), dtype=np.bool_, count=n)
+    if share.any():
+        gpu_milli = quota.gpu_milli
+        for k in np.flatnonzero(share).tolist():
+            out[k] = gpu_milli(infos[k])
+    return out
+
+
+def _int64(values: list[int]) -> IntArray:
+    """``np.array(values, dtype=np.int64)`` of a long list of ints, without its per-item type discovery."""
+    out: IntArray = np.fromiter(values, dtype=np.int64, count=len(values))
+    return out
 
 
 def _gpu_milli(quota: QuotaGates, infos: list[PodInfo]) -> list[int]:
@@ -96,7 +124,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     n_run = len(running)
     indices = [i.pod.gpu_index for i in running]
     node_list = [index[n] for n in cast(list[str], [i.pod.node_name for i in running])]
-    nodes = np.array(node_list, dtype=np.int64)
+    nodes = _int64(node_list)
     lens = np.fromiter(map(len, indices), dtype=np.int64, count=n_run)
     first = np.fromiter([t[0] if t and 0 <= t[0] < _BOUND else -1 for t in indices], dtype=np.int64, count=n_run)
     # GPUs wanted whole; -1: a share of one with its blocks indices, -2: a share by GPU memory
@@ -133,7 +161,7 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     b_pods = [running[k].idx for k in bulk_at.tolist()]
     warnings: list[str] = []
     if b_pods:
-        bulk = np.array(b_pods, dtype=np.int64)
+        bulk = _int64(b_pods)
         twice = _held_twice(width, c.gpu_free.size, whole, shares)
         if len(twice):  # rare: name the pods with Python, then take the cells out of service
             warnings.extend(_held_twice_warnings(c.nodes, [pods[b] for b in b_pods], twice, width))
@@ -181,12 +209,12 @@ def bind_running(pods: Sequence[PodInfo], requests: IntArray, placer: Placer, ga
     managed = forest.managed
     if ours and managed:
         # Queue usage of everything running, summed per leaf with NumPy, then added once per leaf.
-        rows = np.array([i.idx for i in ours], dtype=np.int64)
-        leaves = np.array([i.queue for i in ours], dtype=np.int64)
+        rows = _int64([i.idx for i in ours])
+        leaves = _int64([i.queue for i in ours])
         usage = np.zeros((len(ours), len(managed)), dtype=np.int64)
         for j, r in enumerate(managed):
             if r == GPU:
-                usage[:, j] = _gpu_milli(quota, ours)
+                usage[:, j] = _int64(_gpu_milli(quota, ours))
             elif r in c.res_index and r != PODS:
                 usage[:, j] = requests[rows, c.res_index[r]]
         if quota.flavors is not None:  # pods on a flavor's nodes count there (engine/flavors.py)

@@ -152,6 +152,9 @@ class Engine:
         self.version = 0  # bumped by every change of bindings, so remembered failures expire
         self.committed = 0  # bumped by every admission and eviction (queue usage changed)
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        # (gang, version, committed) of the last lone flavored pod the batch path's admit_lone refused
+        # (engine/batch.py): its attempt right after, in the same state, knows the answer.
+        self.lone_refused: tuple[int, int, int] | None = None
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
         # gang -> ((Reservations.changes, borrows), what the reservations held say of it): failure_signature
@@ -159,7 +162,6 @@ class Engine:
         # The cycle's remembered-failure test now (``answered``): the version of the failures, and
         # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
         self.memo: tuple[int, bool] = (-1, False)
-        self.first_candidates: dict[int, list[int]] | None = None  # the first cycle's, when known before it
         warnings += steps.bind_running(self.pods, requests, self.placer, self.gangs, self.quota)
         self.forest.set_time(config.now, config.usage_half_life)  # needs the running pods' usage
         # Gangs with a member not running: the only ones that can be candidates or end pending
@@ -185,7 +187,7 @@ class Engine:
         if config.reservation is not None and config.now is not None:
             self.reserve = Reservations(config.reservation, config.now, self.cluster, self.pods, self.gangs,
                                         [self.forest.name(i) for i in range(len(self.forest.index))],
-                                        self.log.warnings)
+                                        self.log.warnings, self.placer.node_of)
 
     # -- gang facts --------------------------------------------------------------------------
 
@@ -207,29 +209,35 @@ class Engine:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        first: dict[int, list[int]] | None = None  # the first cycle's candidates, when already asked
         if self.reserve is not None:
-            self.make_reservations(self.reserve)
+            first = self.admission.candidates()
+            self.make_reservations(self.reserve, first)  # reads them, changes nothing they depend on
         while True:
             self.cycles += 1
-            if not self.cycle():
+            if not self.cycle(first):
                 break
+            first = None
         if self.reserve is not None:
             self.note_reservations(self.reserve)
         decisions = self.log.decisions(self.cluster.nodes, self.pods, self.gangs, self.open_gangs, self.cycles,
                                        self.placer.volume_choices(), self.flavors.names if self.flavors else ())
         if self.consolidating:
             decisions = replace(decisions, moves=self.moves())
-        if self.reserve is not None and (held := self.reserve.output([n.name for n in self.cluster.nodes])):
+        if self.reserve is not None and self.reserve.held and \
+                (held := self.reserve.output([n.name for n in self.cluster.nodes])):
             decisions = replace(decisions, reservations=held)
         return decisions
 
     def consolidator(self) -> Consolidator | None:
         """The call's consolidation (None: off, or no ``now`` to read move histories against)."""
         if self._consolidator is None and self.consolidation is not None and self._consolidation_now is not None:
-            flavors = self.flavors
+            # Nothing of it refers back to the engine: a reference cycle would keep the whole call's state
+            # alive after it returns, for the cyclic collector to walk (schedule() pauses it for the call).
+            flavors, pods = self.flavors, self.pods
             self._consolidator = Consolidator(
-                self.consolidation, self._consolidation_now, self.gangs, self.pods, self.placer,
-                None if flavors is None else (lambda members, f: flavors.applied(members, self.pods, f)))
+                self.consolidation, self._consolidation_now, self.gangs, pods, self.placer,
+                None if flavors is None else (lambda members, f: flavors.applied(members, pods, f)))
         return self._consolidator
 
     def moves(self) -> tuple[Move, ...]:
@@ -243,10 +251,12 @@ class Engine:
                for m, mv in c.moves.items()]
         return tuple(sorted(out, key=lambda mv: mv.pod))
 
-    def cycle(self) -> bool:
-        per_leaf, self.first_candidates = self.first_candidates, None
-        turn = self.admission.turn(per_leaf if per_leaf is not None else self.admission.candidates(),
-                                   self.quota.gang_request)
+    def cycle(self, candidates: dict[int, list[int]] | None = None) -> bool:
+        """One cycle over the candidates (``candidates``: :meth:`FairOrder.candidates` as of now, when
+        already asked); whether it changed anything."""
+        if candidates is None:
+            candidates = self.admission.candidates()
+        turn = self.admission.turn(candidates, self.quota.gang_request)
         changed = False
         # The hot loop (one pass per decision): bound methods and containers looked up once.
         gangs, failed, heads = self.gangs, self.failed, turn.req
@@ -430,9 +440,19 @@ class Engine:
         flavors = self.flavors
         if flavors is not None and flavors.takes_gang(gang, members, self.pods):
             known = None if inside is None else (request, inside)
-            if self.USE_BATCH and self.admit_lone_flavored(flavors, gang, known):
-                return Attempt(True)
-            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key)
+            unplaced = False  # the placement on every flavor is known to fail now
+            if self.USE_BATCH:
+                if self.lone_refused == (gang.idx, self.version, self.committed):
+                    unplaced = True  # the batch path's admit_lone just refused it, nothing changed since
+                else:
+                    admitted = self.admit_lone_flavored(flavors, gang, known)
+                    if admitted:
+                        return Attempt(True)
+                    unplaced = admitted is not None
+            if unplaced and self.reserve is not None and self.reserve.held:
+                unplaced = False  # each flavor's placement sets its holds, which consolidation reads
+            ok, reason = flavors.attempt(self, gang, members, self.pods, self.feasibility.mask, self.feasibility.key,
+                                         unplaced)
             return Attempt(ok, reason)
         placed = self.try_place(gang, members, request)
         if placed.ok:
@@ -444,7 +464,8 @@ class Engine:
         ok, reason = self.preempt_for(gang, members, request, placed.why)
         return Attempt(ok, reason)
 
-    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang, known: tuple[list[int], bool] | None = None) -> bool:
+    def admit_lone_flavored(self, flavors: FlavorBook, gang: Gang,
+                            known: tuple[list[int], bool] | None = None) -> bool | None:
         """A lone whole-GPU pod that takes a flavor, admitted as the batch path admits it
         (``FlavorBook.admit_lone``: what the flavor attempt commits without preemption, placed from
         the free-GPU index on the flavor's nodes, no copy of the pod), where the batch's conditions
@@ -452,14 +473,16 @@ class Engine:
         committed on success. While reservations are held, each placement on a flavor is made with
         the holds that the flavor attempt's ``try_place`` on that flavor sets (``hold_for``, by
         whether the request on it borrows), or none where every reservation yields to the gang.
-        False: nothing placed (holds aside, which every attempt sets again), the flavor attempt
-        decides. ``known``: a request of the gang and whether it is in quota now (the fair order's)."""
+        True: admitted. False: the flavor attempt would place it on no flavor now (nothing placed,
+        holds aside, which every attempt sets again): it preempts or fails. None: the conditions do
+        not hold, the flavor attempt decides. ``known``: a request of the gang and whether it is in
+        quota now (the fair order's)."""
         m = lone_pod(self, gang)
         if m < 0 or self.caps is not None or self.placer.volumes is not None or self.forest.has_lending:
-            return False
+            return None
         info = self.pods[m]
         if not flavors.takes(info):
-            return False
+            return None
         reserve = self.reserve
         hold: Callable[[bool], None] | None = None
         if reserve is not None and reserve.held:
@@ -514,6 +537,12 @@ class Engine:
         assert isinstance(placed, GangPlacement)
         return placed.assignments[0].node
 
+    def may_consolidate(self, gang: Gang, members: list[int]) -> bool:
+        """False when :meth:`consolidate` gives None now whatever the request (the consolidator's
+        ``hopeless``: no budget left, or fewer free GPUs in the cluster than the gang needs)."""
+        c = self.consolidator()
+        return c is not None and not c.hopeless(members, self.required(gang))
+
     def consolidate(self, gang: Gang, members: list[int], request: list[int]) -> GangPlacement | None:
         """Moves that make room for ``gang`` (docs/semantics.md, "Consolidation"), committed with its
         placement; None when there are none (nothing changed)."""
@@ -531,13 +560,12 @@ class Engine:
 
     # -- reservations (docs/semantics.md, "Reservation and backfill") ---------------------------
 
-    def make_reservations(self, reserve: Reservations) -> None:
+    def make_reservations(self, reserve: Reservations, candidates: dict[int, list[int]]) -> None:
         """At the start of the call: each leaf queue's first overdue candidate (whole GPUs, admitted by
-        its queue gates) may reserve, oldest wait first, up to the configured number."""
+        its queue gates) may reserve, oldest wait first, up to the configured number (``candidates``:
+        :meth:`FairOrder.candidates` now, read only)."""
         wanted: list[Gang] = []
-        # Reservations change nothing the candidates depend on: the first cycle takes these.
-        self.first_candidates = self.admission.candidates()
-        for gangs in self.first_candidates.values():
+        for gangs in candidates.values():
             for g in gangs:
                 gang = self.gangs[g]
                 if not reserve.overdue(gang):
