@@ -81,6 +81,17 @@ def forests(draw: Any) -> tuple[QueueForest, int]:
     return QueueForest(queues, capacity), m
 
 
+def _turn(f: QueueForest, gangs: list[Gang], requests: dict[int, list[int]],
+          per_leaf: dict[int, list[int]]) -> tuple[Turn, dict[int, int]]:
+    """A cycle's turn over ``per_leaf`` (each leaf's gangs put in queue order), and each leaf's
+    next gang's position (0)."""
+    for lst in per_leaf.values():
+        lst.sort(key=lambda g: (-gangs[g].priority, gangs[g].creation, gangs[g].key))
+    order = Order(f, gangs)
+    turn = Turn(order, per_leaf, lambda members: requests[members[0]])  # type: ignore[arg-type]
+    return turn, dict.fromkeys(per_leaf, 0)
+
+
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -104,11 +115,7 @@ def test_tournament_picks_what_the_brute_force_order_picks(forest_m: tuple[Queue
                           True, True, float(data.draw(st.integers(0, 2)))))
         requests[g] = data.draw(amounts)
         per_leaf.setdefault(leaf, []).append(g)
-    for lst in per_leaf.values():
-        lst.sort(key=lambda g: (-gangs[g].priority, gangs[g].creation, gangs[g].key))
-    order = Order(f, gangs)
-    turn = Turn(order, per_leaf, lambda members: requests[members[0]])  # type: ignore[arg-type]
-    pointer = dict.fromkeys(per_leaf, 0)
+    turn, pointer = _turn(f, gangs, requests, per_leaf)
     admitted: list[tuple[int, list[int]]] = []
     while True:
         heads = {leaf: lst[pointer[leaf]] for leaf, lst in per_leaf.items() if pointer[leaf] < len(lst)}
@@ -165,11 +172,7 @@ def test_answer_run_offers_the_picks_the_tournament_makes_one_by_one(forest_m: t
         if data.draw(st.integers(0, 3)):
             answerable.add(g)
         per_leaf.setdefault(leaf, []).append(g)
-    for lst in per_leaf.values():
-        lst.sort(key=lambda g: (-gangs[g].priority, gangs[g].creation, gangs[g].key))
-    order = Order(f, gangs)
-    turn = Turn(order, per_leaf, lambda members: requests[members[0]])  # type: ignore[arg-type]
-    pointer = dict.fromkeys(per_leaf, 0)
+    turn, pointer = _turn(f, gangs, requests, per_leaf)
     stretches = 0
 
     def heads() -> dict[int, int]:

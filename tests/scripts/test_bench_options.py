@@ -82,3 +82,24 @@ def test_reference_refuses_a_scale_its_figures_were_not_taken_at() -> None:
     out = subprocess.run([sys.executable, str(SCRIPTS / "bench_options.py"), "--scale", "0.5", "--reference", "src"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "--reference: the recorded figures are at --scale 1" in out.stderr
+
+
+def test_schedule_with_every_option_on_leaves_no_cyclic_garbage() -> None:
+    """With flavors and consolidation on, nothing of a call's state may hold the engine in a cycle
+    (the consolidator's flavor callback once did): ``schedule()`` pauses the collector, so such a
+    cycle kept the call's whole state alive for the collector to walk inside the next call."""
+    import gc
+
+    for shape, scale in (("preemption", 0.05), ("stuck-gangs", 0.05)):
+        _, snapshot = _all_on(shape, scale)
+        schedule(snapshot)  # first use: modules imported lazily leave their own import-time cycles
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            decisions = schedule(snapshot)
+            assert gc.collect() == 0, shape
+        finally:
+            if enabled:
+                gc.enable()
+        assert decisions.bindings
