@@ -16,7 +16,10 @@ fi
 # tests (the device plugin's) run after the rest, each file in a process of its own: a crash there is
 # reported as such and tried once more, and can never take the rest of the suite with it.
 GRPC_TESTS=tests/agent/deviceplugin
-"$VENV/bin/python" -m pytest -p no:cacheprovider --ignore="$GRPC_TESTS"
+# The rest runs in TEST_WORKERS processes (pytest-xdist; 2 by default, CI's cores; 0 runs it in this one):
+# every test starts what it needs itself (free ports, temp dirs, its own PostgreSQL per process), so they
+# share nothing, and hypothesis draws the same examples in any process (the "repeatable" profile).
+"$VENV/bin/python" -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --ignore="$GRPC_TESTS"
 for file in "$GRPC_TESTS"/test_*.py; do
     for attempt in 1 2; do
         status=0
