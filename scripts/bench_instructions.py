@@ -8,6 +8,8 @@ the snapshot and calls ``schedule()`` once, then on one that calls it twice: the
 call. ``--mode`` is bench_options.py's (``plain``, ``flavors``, ``all``: ``two_models``' snapshot, flavored,
 every option on); ``shape`` is the shape as ``gpufleet bench`` builds it (how 85312c8's figures were
 recorded). ``--src``: the ``src`` directory of another checkout to count instead (first on the path).
+``--whole``: count the whole call as the controller and ``replay`` make it (``resolve_devices``,
+``schedule`` on its snapshot, ``attach``), as bench_options.py times it (for ``dra-basic`` against ``basic``).
 """
 
 from __future__ import annotations
@@ -38,13 +40,18 @@ def snapshot_of(shape: str, mode: str, scale: float):  # type: ignore[no-untyped
     return every_option(snapshot) if mode == "all" else snapshot
 
 
-def calls(shape: str, mode: str, scale: float, n: int) -> None:
-    """The child: build the snapshot, call ``schedule()`` ``n`` times."""
+def calls(shape: str, mode: str, scale: float, n: int, whole: bool) -> None:
+    """The child: build the snapshot, call ``schedule()`` ``n`` times (``whole``: the whole call)."""
+    from gpufleet.adapters import resolve_devices
     from gpufleet.engine import schedule
 
     snapshot = snapshot_of(shape, mode, scale)
     for _ in range(n):
-        schedule(snapshot)
+        if whole:
+            view = resolve_devices(snapshot)
+            view.attach(schedule(view.snapshot))
+        else:
+            schedule(snapshot)
 
 
 def instructions(args: argparse.Namespace, n: int) -> int:
@@ -53,7 +60,8 @@ def instructions(args: argparse.Namespace, n: int) -> int:
         env["PYTHONPATH"] = args.src
     out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                           sys.executable, __file__, "--shape", args.shape, "--mode", args.mode,
-                          "--scale", str(args.scale), "--calls", str(n)],
+                          "--scale", str(args.scale), "--calls", str(n),
+                          *(["--whole"] if args.whole else [])],
                          env=env, capture_output=True, text=True, check=True).stderr
     found = re.search(r"I\s+refs:\s+([\d,]+)", out)
     if found is None:
@@ -67,13 +75,15 @@ def main() -> None:
     parser.add_argument("--mode", choices=MODES, default="plain")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--src", help="the src directory of another checkout")
+    parser.add_argument("--whole", action="store_true", help="resolve_devices + schedule + attach")
     parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)  # the child under valgrind
     args = parser.parse_args()
     if args.calls is not None:
-        calls(args.shape, args.mode, args.scale, args.calls)
+        calls(args.shape, args.mode, args.scale, args.calls, args.whole)
         return
     one, two = instructions(args, 1), instructions(args, 2)
-    print(f"{args.shape} {args.mode}: {(two - one) / 1e6:,.0f}M instructions per warm schedule() call")
+    what = "whole (resolve_devices + schedule + attach)" if args.whole else "schedule()"
+    print(f"{args.shape} {args.mode}: {(two - one) / 1e6:,.0f}M instructions per warm {what} call")
 
 
 if __name__ == "__main__":
