@@ -9,7 +9,12 @@ call. ``--mode`` is bench_options.py's (``plain``, ``flavors``, ``all``: ``two_m
 every option on); ``shape`` is the shape as ``gpufleet bench`` builds it (how 85312c8's figures were
 recorded). ``--src``: the ``src`` directory of another checkout to count instead (first on the path).
 ``--whole``: count the whole call as the controller and ``replay`` make it (``resolve_devices``,
-``schedule`` on its snapshot, ``attach``), as bench_options.py times it (for ``dra-basic`` against ``basic``).
+``schedule`` on its snapshot, ``attach``), as bench_options.py times it (for ``dra-basic`` against ``basic``);
+``--cache`` (with ``--whole``) the call as the controller makes it with its DeviceCache, the cache of the
+call before: ``same``, on the same snapshot (every object unchanged since: a cycle where nothing
+changed); ``new-pods``, on a snapshot whose pods and ResourceClaims are new objects (equal ones; nodes,
+slices and classes unchanged: a cycle where every pod and claim is new, as when they all just arrived).
+Both children build two snapshots first, so the difference is one call.
 """
 
 from __future__ import annotations
@@ -40,15 +45,25 @@ def snapshot_of(shape: str, mode: str, scale: float):  # type: ignore[no-untyped
     return every_option(snapshot) if mode == "all" else snapshot
 
 
-def calls(shape: str, mode: str, scale: float, n: int, whole: bool) -> None:
+def renewed(snapshot):  # type: ignore[no-untyped-def]
+    """``snapshot`` with new (equal) pod and ResourceClaim objects."""
+    from dataclasses import replace
+
+    return replace(snapshot, pods=tuple(replace(p) for p in snapshot.pods),
+                   resource_claims=tuple(replace(c) for c in snapshot.resource_claims))
+
+
+def calls(shape: str, mode: str, scale: float, n: int, whole: bool, cache_mode: str) -> None:
     """The child: build the snapshot, call ``schedule()`` ``n`` times (``whole``: the whole call)."""
-    from gpufleet.adapters import resolve_devices
+    from gpufleet.adapters import DeviceCache, resolve_devices
     from gpufleet.engine import schedule
 
     snapshot = snapshot_of(shape, mode, scale)
-    for _ in range(n):
+    snapshots = [snapshot, renewed(snapshot) if cache_mode == "new-pods" else snapshot]
+    cache = DeviceCache() if cache_mode != "none" else None
+    for k in range(n):
         if whole:
-            view = resolve_devices(snapshot)
+            view = resolve_devices(snapshots[k % 2], cache)
             view.attach(schedule(view.snapshot))
         else:
             schedule(snapshot)
@@ -61,7 +76,7 @@ def instructions(args: argparse.Namespace, n: int) -> int:
     out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                           sys.executable, __file__, "--shape", args.shape, "--mode", args.mode,
                           "--scale", str(args.scale), "--calls", str(n),
-                          *(["--whole"] if args.whole else [])],
+                          *(["--whole"] if args.whole else []), "--cache", args.cache],
                          env=env, capture_output=True, text=True, check=True).stderr
     found = re.search(r"I\s+refs:\s+([\d,]+)", out)
     if found is None:
@@ -76,13 +91,17 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--src", help="the src directory of another checkout")
     parser.add_argument("--whole", action="store_true", help="resolve_devices + schedule + attach")
+    parser.add_argument("--cache", choices=("none", "same", "new-pods"), default="none",
+                        help="with --whole: a DeviceCache kept between the calls (see above)")
     parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)  # the child under valgrind
     args = parser.parse_args()
     if args.calls is not None:
-        calls(args.shape, args.mode, args.scale, args.calls, args.whole)
+        calls(args.shape, args.mode, args.scale, args.calls, args.whole, args.cache)
         return
     one, two = instructions(args, 1), instructions(args, 2)
     what = "whole (resolve_devices + schedule + attach)" if args.whole else "schedule()"
+    if args.whole and args.cache != "none":
+        what += f", DeviceCache {args.cache},"
     print(f"{args.shape} {args.mode}: {(two - one) / 1e6:,.0f}M instructions per warm {what} call")
 
 
