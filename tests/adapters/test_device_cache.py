@@ -128,6 +128,23 @@ def test_a_claim_held_by_another_pod_is_decided_again() -> None:
     assert p0.device_nodes == frozenset({"n1"}) and GPU not in p0.requests
 
 
+def test_a_bound_pod_whose_claim_changed_is_read_again() -> None:
+    snapshot = _cluster(nodes=1, gpus=4, pods=1)
+    claim = replace(snapshot.resource_claims[0], allocation=(DeviceResult("gpu", DRIVER, "n0", "gpu-1"),),
+                    allocated_node=NodeName("n0"), reserved_for=("p0",))
+    pod = replace(snapshot.pods[0], node_name=NodeName("n0"), phase="Running")
+    snapshot = replace(snapshot, pods=(pod,), resource_claims=(claim,))
+    cache = DeviceCache()
+    assert _same_as_fresh(snapshot, cache).snapshot.pods[0].gpu_index == (1,)
+    moved = replace(claim, allocation=(DeviceResult("gpu", DRIVER, "n0", "gpu-3"),))
+    assert _same_as_fresh(replace(snapshot, resource_claims=(moved,)), cache).snapshot.pods[0].gpu_index == (3,)
+    # Its claim now reserved for another (bound) pod: it holds nothing.
+    other = replace(pod, name="a-holder")
+    taken = replace(moved, reserved_for=("a-holder",))
+    view = _same_as_fresh(replace(snapshot, pods=(pod, other), resource_claims=(taken,)), cache)
+    assert [p.gpu_index for p in view.snapshot.pods] == [(3,), ()]
+
+
 def test_changed_slices_are_read_again() -> None:
     snapshot = _cluster(nodes=2, gpus=2, pods=3)
     cache = DeviceCache()
@@ -218,6 +235,21 @@ def _claim_held(draw: st.DrawFn, s: Snapshot) -> Snapshot:
     return replace(s, pods=_with(s.pods, k, pod), resource_claims=_with(s.resource_claims, at[0], claim))  # type: ignore[arg-type]
 
 
+def _allocation_changed(draw: st.DrawFn, s: Snapshot) -> Snapshot:
+    """A held claim's allocation moved to other devices of its slice, its pod unchanged."""
+    held = [k for k, c in enumerate(s.resource_claims) if c.allocation]
+    if not held:
+        return s
+    k = draw(st.sampled_from(held))
+    claim = s.resource_claims[k]
+    devices = [d.name for sl in s.resource_slices if sl.pool == claim.allocation[0].pool for d in sl.devices]
+    if not devices:
+        return s
+    names = draw(st.lists(st.sampled_from(devices), min_size=1, max_size=2, unique=True))
+    claim = replace(claim, allocation=tuple(DeviceResult("gpu", DRIVER, claim.allocation[0].pool, n) for n in names))
+    return replace(s, resource_claims=_with(s.resource_claims, k, claim))  # type: ignore[arg-type]
+
+
 def _pod_changed(draw: st.DrawFn, s: Snapshot) -> Snapshot:
     k = _pick(draw, s.pods)
     if k is None:
@@ -273,7 +305,7 @@ def _class_changed(draw: st.DrawFn, s: Snapshot) -> Snapshot:
     return replace(s, device_classes=(DeviceClass(DRIVER, selectors=selectors),))
 
 
-_CHANGES = [_claim_count, _claim_deleting, _claim_gone, _claim_held, _pod_changed, _pod_gone, _pod_new,
+_CHANGES = [_claim_count, _claim_deleting, _claim_gone, _claim_held, _allocation_changed, _pod_changed, _pod_gone, _pod_new,
             _slice_changed, _slice_gone, _node_changed, _class_changed]
 
 

@@ -423,12 +423,13 @@ class DeviceCache:
     objects are the same ones (identity, not equality: the controller's informers keep every object
     that did not change between cycles; a changed one is a new object). The slices' reading is kept
     while the snapshot's ResourceSlices are the same objects in the same order; a node's resolved
-    copy while the node and the slices are the same; a usual pending pod's while the pod, its claim,
+    copy while the node and the slices are the same; a bound pod's while the pod, the claims it holds
+and the slices are the same; a usual pending pod's while the pod, its claim,
     the slices, the DeviceClasses and the resources that nodes without DRA devices advertise are the
     same (what its reading depends on; who holds or allocates its claim is decided again every
     call). Only what the last call saw is kept. One cache serves one caller's calls one at a time."""
 
-    __slots__ = ("_classes", "_nodes", "_plain", "_pods", "_reading", "_slices")
+    __slots__ = ("_bound", "_classes", "_nodes", "_plain", "_pods", "_reading", "_slices")
 
     def __init__(self) -> None:
         self._slices: tuple[ResourceSlice, ...] = ()
@@ -437,13 +438,15 @@ class DeviceCache:
         self._plain: frozenset[str] = frozenset()
         self._nodes: dict[int, tuple[Node, Node]] = {}  # id(node) -> the node, its resolved copy
         self._pods: dict[int, _PodRead] = {}  # id(pod) -> its reading
+        # id(pod) -> a bound pod, the claims it holds (None for the others), the pod the engine gets
+        self._bound: dict[int, tuple[Pod, tuple[ResourceClaim | None, ...], Pod]] = {}
 
     def _take(self, snapshot: Snapshot) -> _SliceReading | None:
         """The slices' reading, if the snapshot's slices are those of the last call; else nothing
         of the last call is kept."""
         if self._reading is not None and _same(self._slices, snapshot.resource_slices):
             return self._reading
-        self._reading, self._nodes, self._pods = None, {}, {}
+        self._reading, self._nodes, self._pods, self._bound = None, {}, {}, {}
         return None
 
 
@@ -664,13 +667,23 @@ class _Resolver:
         allocators: dict[tuple[str, str], Pod] = {}
         claims, plan_of, sums_of, with_requests = self.claims, self._plan, self._claim_sums, self._with_requests
         caching, old_pods, read_pods = self.cache is not None, self.old_pods, dict[int, _PodRead]()
+        old_bound = self.cache._bound if self.cache is not None else {}
+        read_bound: dict[int, tuple[Pod, tuple[ResourceClaim | None, ...], Pod]] = {}
         # In namespace/name order: of pending pods naming one unheld claim, the first allocates it.
         for pod in sorted(self.snapshot.pods, key=_by_key):
             entries = pod.resource_claims
             if not entries or pod.phase in _FINISHED:  # Pod.finished
                 pods.append(pod)
             elif pod.node_name is not None:
-                pods.append(self._bound(pod, holders))
+                if caching:  # the pod read in the last call, if it holds the same claims
+                    held_claims = self._held_claims(pod, holders)
+                    was = old_bound.get(id(pod))
+                    if was is None or was[0] is not pod or not _same(was[1], held_claims):
+                        was = (pod, held_claims, self._bound(pod, holders))
+                    read_bound[id(pod)] = was
+                    pods.append(was[2])
+                else:
+                    pods.append(self._bound(pod, holders))
             elif pod.scheduler_name != SCHEDULER_NAME:  # not Pod.ours
                 pods.append(pod)
             else:
@@ -742,11 +755,22 @@ class _Resolver:
                     read_nodes[id(n)] = seen
                     n = seen[1]
                 nodes.append(n)
-            cache._nodes, cache._pods = read_nodes, read_pods
+            cache._nodes, cache._pods, cache._bound = read_nodes, read_pods, read_bound
             self.reading.selectors, self.reading.eligible = self.selectors, self.eligible
         held = frozenset((r.driver, r.pool, r.device) for key in holders for r in self.claims[key].allocation)
         snapshot = replace(self.snapshot, nodes=tuple(nodes), pods=tuple(pods))
         return DeviceView(snapshot, tuple(self.warnings), tuple(stale), self.gpus, needs, migs, held)
+
+    def _held_claims(self, pod: Pod, holders: Mapping[tuple[str, str], Pod]) -> tuple[ResourceClaim | None, ...]:
+        """Per claim of the bound ``pod``, the claim if the pod is its holder (None: it is not):
+        what _bound reads of the claims."""
+        out: list[ResourceClaim | None] = []
+        for entry in pod.resource_claims:
+            name = entry.claim_name
+            holder = holders.get((pod.namespace, name)) if name else None
+            out.append(self.claims[(pod.namespace, name)] if holder is not None and name and holder.key == pod.key
+                       else None)
+        return tuple(out)
 
     def _bound(self, pod: Pod, holders: Mapping[tuple[str, str], Pod]) -> Pod:
         """A bound pod holds the devices of the claims it is the holder of: GPUs by index, MIG
