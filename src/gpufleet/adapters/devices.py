@@ -61,7 +61,7 @@ class _NodeGpus:
     of the usual slice (``usual``: its devices, all GPUs, gpu-0 .. gpu-n-1 in index order) makes
     its two tables when first asked."""
 
-    __slots__ = ("_by_index", "_devices", "_usual", "driver")
+    __slots__ = ("_by_index", "_devices", "_results", "_usual", "driver")
 
     def __init__(self, by_index: Mapping[int, DeviceRef] | None, devices: Mapping[int, Device] | None,
                  driver: str | None = None, usual: ResourceSlice | None = None) -> None:
@@ -69,6 +69,22 @@ class _NodeGpus:
         self._devices = devices
         self.driver = driver
         self._usual = usual
+        self._results: dict[tuple[str, tuple[int, ...]], tuple[DeviceResult, ...]] = {}
+
+    def results(self, request: str, gpus: tuple[int, ...]) -> tuple[DeviceResult, ...] | None:
+        """The results of ``request`` for the GPUs of indices ``gpus`` (None: one of them is no
+        device), made once per request and GPUs for as long as the node's slices are read (a
+        DeviceCache keeps them between calls: the GPUs of a node are given again and again)."""
+        key = (request, gpus)
+        got = self._results.get(key)
+        if got is None:
+            refs = [self.ref(i) for i in gpus]
+            if None in refs:
+                return None
+            if len(self._results) >= _RESULTS_KEPT:  # tenants name their requests: a few kept per node
+                self._results.clear()
+            got = self._results[key] = tuple([_new_result(request, *ref) for ref in refs])  # type: ignore[misc]
+        return got
 
     @property
     def by_index(self) -> Mapping[int, DeviceRef]:
@@ -118,6 +134,9 @@ class _NodeGpus:
     __hash__ = None  # type: ignore[assignment]  # mutable tables: unhashable, as the mappings are
 
 
+_RESULTS_KEPT = 64  # the most results a node keeps (_NodeGpus.results)
+
+
 class _Need(NamedTuple):
     """What a pending pod's claim asks the engine for: its requests ((name, count, resource) in spec
     order), or (``held``) the results of a claim another pod holds. A tuple: ten thousand a call."""
@@ -159,9 +178,8 @@ class DeviceView:
                     request, count, resource = need.requests[0]
                     node = gpus_of.get(b.node)
                     if resource == GPU and count == len(b.gpus) and node is not None:
-                        refs = [node.ref(i) for i in b.gpus]
-                        if None not in refs:
-                            results = tuple([_new_result(request, *ref) for ref in refs])  # type: ignore[misc]
+                        results = node.results(request, b.gpus)
+                        if results is not None:
                             allocation = _new_allocation(need.claim, results, False)
                             bindings.append(_copy_binding(b, {"devices": (allocation,)}))
                             continue
