@@ -181,7 +181,7 @@ class DeviceView:
                         results = node.results(request, b.gpus)
                         if results is not None:
                             allocation = _new_allocation(need.claim, results, False)
-                            bindings.append(_copy_binding(b, {"devices": (allocation,)}))
+                            bindings.append(_binding_with_devices(b, (allocation,)))
                             continue
                 bindings.append(self._with_devices(b, taken))
         return replace(decisions, bindings=tuple(bindings))
@@ -729,12 +729,10 @@ class _Resolver:
                                 asked, restrict = plan
                                 extra_items = sums_of(asked)
                                 if restrict is not None:
-                                    changes: dict[str, object] = {"device_nodes": restrict}
-                                    if extra_items:
-                                        changes["requests"] = with_requests(pod.requests, extra_items)
-                                    new = _copy_pod(pod, changes)
+                                    new = _pod_with_nodes_requests(pod, restrict, with_requests(
+                                        pod.requests, extra_items) if extra_items else pod.requests)
                                 elif extra_items:
-                                    new = _copy_pod(pod, {"requests": with_requests(pod.requests, extra_items)})
+                                    new = _pod_with_requests(pod, with_requests(pod.requests, extra_items))
                                 else:
                                     new = pod
                                 pods.append(new)
@@ -998,6 +996,20 @@ def _copier(cls: type[T]) -> Callable[[T, Mapping[str, object]], T]:
     return scope["copy"]  # type: ignore[return-value]
 
 
+def _replacer(cls: type[T], *changed: str) -> Callable[..., T]:
+    """``_copier(cls)`` for the fields ``changed`` (their values given after ``obj``, in that
+    order): no mapping of changes made and read per object."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    assert set(changed) <= set(names)
+    lines = [f"def copy(obj, {', '.join(changed)}):", "    new = new_object(cls)"]
+    lines += [f"    set_{name}(new, {name if name in changed else f'obj.{name}'})" for name in names]
+    lines += ["    return new"]
+    scope: dict[str, object] = {"new_object": object.__new__, "cls": cls}
+    scope.update({f"set_{name}": getattr(cls, name).__set__ for name in names})
+    exec("\n".join(lines), scope)  # code made only of the dataclass's own field names
+    return scope["copy"]  # type: ignore[return-value]
+
+
 def _maker(cls: type[T]) -> Callable[..., T]:
     """A function doing ``cls(*values)`` (every field given, in order) for the frozen slotted
     dataclass ``cls`` without ``__post_init__`` three times faster (ten thousand device results a
@@ -1015,6 +1027,10 @@ def _maker(cls: type[T]) -> Callable[..., T]:
 _copy_pod = _copier(Pod)
 _copy_binding = _copier(Binding)
 _copy_node = _copier(Node)
+_pod_with_nodes_requests: Callable[[Pod, frozenset[str], Mapping[str, int]], Pod] = _replacer(
+    Pod, "device_nodes", "requests")
+_pod_with_requests: Callable[[Pod, Mapping[str, int]], Pod] = _replacer(Pod, "requests")
+_binding_with_devices: Callable[[Binding, tuple[ClaimAllocation, ...]], Binding] = _replacer(Binding, "devices")
 _new_result: Callable[[str, str, str, str], DeviceResult] = _maker(DeviceResult)
 _new_allocation: Callable[[str, tuple[DeviceResult, ...], bool], ClaimAllocation] = _maker(ClaimAllocation)
 
