@@ -6,7 +6,9 @@ ResourceClaims. :func:`resolve_devices` turns a snapshot with DRA objects into o
 schedules as it schedules any snapshot (node GPU counts from slices; pods' GPU requests from their
 claims, with the nodes their selectors allow and the reasons they wait), and
 :meth:`DeviceView.attach` turns the GPUs of each binding back into the devices its claims get. The
-controller and ``replay`` both go through here, so that they allocate alike.
+controller and ``replay`` both go through here, so that they allocate alike. The controller keeps a
+:class:`DeviceCache` between its cycles: what did not change since the last cycle (the same objects) is
+not read again.
 """
 
 from __future__ import annotations
