@@ -2,11 +2,12 @@
 
 Usage: .venv/bin/python scripts/bench_dra_vs_basic.py [ROUNDS] [--cache none|same|new-pods]
 
-Prints, per shape, the median CPU seconds (``time.process_time``) of the whole call (``resolve_devices`` + ``schedule`` + ``attach``)
-and of ``schedule`` alone, and the ratio of ``basic``'s time to ``dra-basic``'s (the ratio of
-their decision rates: both decide 10,000 pods); and the median time per call of the cyclic collector's
-passes (``gc.callbacks``), which a call's objects cost when the collector runs again after each step
-(they are memory-bound: instruction counts hardly show them).
+Prints, per shape, the median CPU seconds (``time.process_time``) of the whole call
+(``resolve_devices`` + ``schedule`` + ``attach``) and of ``schedule`` alone, and the ratio of
+``basic``'s time to ``dra-basic``'s (the ratio of their decision rates: both decide 10,000 pods);
+and the median time per call of the cyclic collector's passes (``gc.callbacks``), which a call's
+objects cost when the collector runs again after each step (they are memory-bound: instruction
+counts hardly show them).
 
 ``--cache``: each shape's calls keep a DeviceCache between them, as the controller does between
 cycles: ``same``, every call on the same snapshot (a cycle in which nothing changed since the last);

@@ -444,10 +444,11 @@ class DeviceCache:
     that did not change between cycles; a changed one is a new object). The slices' reading is kept
     while the snapshot's ResourceSlices are the same objects in the same order; a node's resolved
     copy while the node and the slices are the same; a bound pod's while the pod, the claims it holds
-and the slices are the same; a usual pending pod's while the pod, its claim,
-    the slices, the DeviceClasses and the resources that nodes without DRA devices advertise are the
-    same (what its reading depends on; who holds or allocates its claim is decided again every
-    call). Only what the last call saw is kept. One cache serves one caller's calls one at a time."""
+    and the slices are the same; a usual pending pod's while the pod, its claim, the slices, the
+    DeviceClasses and the resources that nodes without DRA devices advertise are the same (what its
+    reading depends on; who holds or allocates its claim is decided again every call). Only what the
+    last call saw is kept (the objects held, so that no id is reused while kept). One cache serves one
+    caller's calls one at a time."""
 
     __slots__ = ("_bound", "_classes", "_nodes", "_plain", "_pods", "_reading", "_slices")
 
