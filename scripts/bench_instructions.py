@@ -75,8 +75,8 @@ def instructions(args: argparse.Namespace, n: int) -> int:
         env["PYTHONPATH"] = args.src
     out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                           sys.executable, __file__, "--shape", args.shape, "--mode", args.mode,
-                          "--scale", str(args.scale), "--calls", str(n),
-                          *(["--whole"] if args.whole else []), "--cache", args.cache],
+                          "--scale", str(args.scale), *(["--whole"] if args.whole else []),
+                          "--cache", args.cache, "--calls", str(n)],
                          env=env, capture_output=True, text=True, check=True).stderr
     found = re.search(r"I\s+refs:\s+([\d,]+)", out)
     if found is None:
