@@ -14,7 +14,8 @@ recorded). ``--src``: the ``src`` directory of another checkout to count instead
 call before: ``same``, on the same snapshot (every object unchanged since: a cycle where nothing
 changed); ``new-pods``, on a snapshot whose pods and ResourceClaims are new objects (equal ones; nodes,
 slices and classes unchanged: a cycle where every pod and claim is new, as when they all just arrived).
-Both children build two snapshots first, so the difference is one call.
+Both children build two snapshots first, so the difference is one call. ``--incremental`` (with
+``--whole``): the controller's engine, one ``IncrementalEngine`` for the calls, instead of ``schedule``.
 """
 
 from __future__ import annotations
@@ -53,10 +54,13 @@ def renewed(snapshot):  # type: ignore[no-untyped-def]
                    resource_claims=tuple(replace(c) for c in snapshot.resource_claims))
 
 
-def calls(shape: str, mode: str, scale: float, n: int, whole: bool, cache_mode: str) -> None:
+def calls(shape: str, mode: str, scale: float, n: int, whole: bool, cache_mode: str, incremental: bool = False) -> None:
     """The child: build the snapshot, call ``schedule()`` ``n`` times (``whole``: the whole call)."""
     from gpufleet.adapters import DeviceCache, resolve_devices
     from gpufleet.engine import schedule
+    from gpufleet.engine.incremental import IncrementalEngine
+
+    engine = IncrementalEngine() if incremental else schedule
 
     snapshot = snapshot_of(shape, mode, scale)
     snapshots = [snapshot, renewed(snapshot) if cache_mode == "new-pods" else snapshot]
@@ -64,7 +68,7 @@ def calls(shape: str, mode: str, scale: float, n: int, whole: bool, cache_mode: 
     for k in range(n):
         if whole:
             view = resolve_devices(snapshots[k % 2], cache)
-            view.attach(schedule(view.snapshot))
+            view.attach(engine(view.snapshot))
         else:
             schedule(snapshot)
 
@@ -76,7 +80,8 @@ def instructions(args: argparse.Namespace, n: int) -> int:
     out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                           sys.executable, __file__, "--shape", args.shape, "--mode", args.mode,
                           "--scale", str(args.scale), *(["--whole"] if args.whole else []),
-                          "--cache", args.cache, "--calls", str(n)],
+                          "--cache", args.cache, *(["--incremental"] if getattr(args, "incremental", False) else []),
+                          "--calls", str(n)],
                          env=env, capture_output=True, text=True, check=True).stderr
     found = re.search(r"I\s+refs:\s+([\d,]+)", out)
     if found is None:
@@ -93,15 +98,18 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true", help="resolve_devices + schedule + attach")
     parser.add_argument("--cache", choices=("none", "same", "new-pods"), default="none",
                         help="with --whole: a DeviceCache kept between the calls (see above)")
+    parser.add_argument("--incremental", action="store_true", help="with --whole: IncrementalEngine")
     parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)  # the child under valgrind
     args = parser.parse_args()
     if args.calls is not None:
-        calls(args.shape, args.mode, args.scale, args.calls, args.whole, args.cache)
+        calls(args.shape, args.mode, args.scale, args.calls, args.whole, args.cache, args.incremental)
         return
     one, two = instructions(args, 1), instructions(args, 2)
     what = "whole (resolve_devices + schedule + attach)" if args.whole else "schedule()"
     if args.whole and args.cache != "none":
         what += f", DeviceCache {args.cache},"
+    if args.whole and args.incremental:
+        what += " IncrementalEngine,"
     print(f"{args.shape} {args.mode}: {(two - one) / 1e6:,.0f}M instructions per warm {what} call")
 
 
