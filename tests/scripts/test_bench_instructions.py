@@ -32,10 +32,11 @@ def test_the_child_schedules_each_mode(mode: str) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.mark.parametrize("cache", ["none", "same", "new-pods"])
-def test_the_child_makes_the_whole_dra_call(cache: str) -> None:
+@pytest.mark.parametrize(("cache", "engine"), [("none", []), ("same", []), ("new-pods", []),
+                                               ("same", ["--incremental"])])
+def test_the_child_makes_the_whole_dra_call(cache: str, engine: list[str]) -> None:
     out = subprocess.run([sys.executable, str(SCRIPTS / "bench_instructions.py"), "--shape", "dra-basic",
-                          "--mode", "all", "--scale", "0.01", "--whole", "--cache", cache, "--calls", "2"],
+                          "--mode", "all", "--scale", "0.01", "--whole", "--cache", cache, *engine, "--calls", "2"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 
