@@ -60,7 +60,7 @@ from gpufleet.adapters.quantity import to_milli
 
 if TYPE_CHECKING:
     from gpufleet.adapters.cluster_spec import ClusterLayout, cluster_from_trace_nodes, load_cluster_spec_file
-    from gpufleet.adapters.devices import DeviceView, resolve_devices
+    from gpufleet.adapters.devices import DeviceCache, DeviceView, resolve_devices
     from gpufleet.adapters.k8s_yaml_writer import (
         device_config_document,
         dump_documents_json,
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUANTITY_JSON_SCHEMA",
     "ClusterLayout",
+    "DeviceCache",
     "DeviceView",
     "FieldError",
     "InputError",
@@ -136,6 +137,7 @@ __getattr__ = lazy_exports(__name__, {
     "ClusterLayout": "gpufleet.adapters.cluster_spec",
     "cluster_from_trace_nodes": "gpufleet.adapters.cluster_spec",
     "load_cluster_spec_file": "gpufleet.adapters.cluster_spec",
+    "DeviceCache": "gpufleet.adapters.devices",
     "DeviceView": "gpufleet.adapters.devices",
     "resolve_devices": "gpufleet.adapters.devices",
     "device_config_document": "gpufleet.adapters.k8s_yaml_writer",

@@ -221,3 +221,27 @@ async def test_an_allocation_reserved_for_another_schedulers_pod_is_left_alone(e
         await c.cycle()
     assert claim_status(store, "kept") == held
     assert claim_status(store, "gone") == {}  # its pod no longer exists
+
+
+async def test_a_claim_changed_between_cycles_is_read_again(emulator: ApiServerEmulator) -> None:
+    """The controller keeps its reading of the DRA objects between cycles (DeviceCache): the
+    informers keep an unchanged pod as the same object, so its reading is reused; its claim changed
+    (8 GPUs, which no node has, then 2), the pod is read again and bound with 2 devices."""
+    store = emulator.store
+    eight = "      - name: gpu\n        exactly: {deviceClassName: gpu.nvidia.com, count: 8}\n"
+    add_claim(store, "a-gpu", requests=eight)
+    add_pod(store, "a", "a-gpu")
+    c = http_controller(emulator)
+    async with informing_http(c):
+        await caught_up(c, store)
+        assert (await c.cycle()).bound == ()
+        before = c.snapshot().snapshot
+        assert (await c.cycle()).bound == ()
+        after = c.snapshot().snapshot
+        assert next(p for p in before.pods if p.name == "a") is next(p for p in after.pods if p.name == "a")
+        read = [r.new for r in c._device_cache._pods.values() if r.pod.name == "a"]
+        assert len(read) == 1 and read[0].requests["nvidia.com/gpu"] == 8000
+        add_claim(store, "a-gpu", requests=eight.replace("count: 8", "count: 2"))
+        await caught_up(c, store)
+        assert (await c.cycle()).bound == ("ml/a",)
+    assert len(claim_status(store, "a-gpu")["allocation"]["devices"]["results"]) == 2

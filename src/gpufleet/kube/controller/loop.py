@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from gpufleet.adapters import DeviceView, resolve_devices
+from gpufleet.adapters import DeviceCache, DeviceView, resolve_devices
 from gpufleet.domain import (
     ANNOTATION_QUEUED_AT,
     LABEL_GPU_MEMORY,
@@ -269,6 +269,9 @@ class Controller:
         # and this cycle's plan.
         self._drain_inputs = DrainInputs()
         self._drain = DrainPlan()
+        # The DRA objects' reading kept between cycles, for the unchanged objects the cache keeps
+        # (adapters/devices.py, DeviceCache).
+        self._device_cache = DeviceCache()
         self.cycles = 0
         self.last: CycleResult | None = None
         self._event_tasks: set[asyncio.Task[None]] = set()  # Scheduled Events being posted
@@ -581,8 +584,8 @@ class Controller:
         Resource Allocation"), as replay reads them; off the event loop like the engine."""
         snapshot = view.snapshot
         if self.config.engine_in_thread and (snapshot.resource_slices or snapshot.resource_claims):
-            return await asyncio.to_thread(resolve_devices, snapshot)
-        return resolve_devices(snapshot)
+            return await asyncio.to_thread(resolve_devices, snapshot, self._device_cache)
+        return resolve_devices(snapshot, self._device_cache)
 
     async def _release_stale(self, stale: Sequence[ResourceClaim], decisions: Decisions) -> None:
         """Clear the allocation and reservedFor of each claim no pod holds (DeviceView.stale), except
