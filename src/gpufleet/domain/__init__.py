@@ -73,6 +73,7 @@ from gpufleet.domain.model import (
     VolumeClaim,
     VolumePolicy,
     WithinQueue,
+    pending_pods,
 )
 from gpufleet.domain.wire import (
     ANNOTATION_BOUND_AT,
@@ -201,4 +202,5 @@ __all__ = [
     "VolumeClaim",
     "VolumePolicy",
     "WithinQueue",
+    "pending_pods",
 ]

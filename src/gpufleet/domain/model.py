@@ -8,9 +8,11 @@ arrays with no float rounding anywhere in quota or capacity checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import repeat
 from typing import NewType
 
 from gpufleet.domain.wire import SCHEDULER_NAME
@@ -680,6 +682,20 @@ class Move:
 class PendingPod:
     pod: PodKey
     reason: str
+
+
+def pending_pods(pods: Sequence[PodKey], reasons: Sequence[str]) -> tuple[PendingPod, ...]:
+    """``PendingPod(pod, reason)`` of each pair, equal to those the constructor makes: set by the
+    slots' own descriptors, not the frozen ``__init__``'s ``object.__setattr__`` call per field
+    (a large call leaves tens of thousands of pods pending)."""
+    out = list(map(object.__new__, repeat(PendingPod, len(pods))))
+    deque(map(_set_pod, out, pods), maxlen=0)
+    deque(map(_set_reason, out, reasons), maxlen=0)
+    return tuple(out)
+
+
+_set_pod = PendingPod.pod.__set__  # type: ignore[attr-defined]
+_set_reason = PendingPod.reason.__set__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

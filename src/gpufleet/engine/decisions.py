@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod, PodKey, VolumeBinding
+from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PodKey, VolumeBinding, pending_pods
 from gpufleet.engine.placement import Assignment
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -68,7 +68,7 @@ class DecisionLog:
         return Decisions(
             bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
             evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),
-            pending=tuple(map(PendingPod, *zip(*pending, strict=True))) if pending else (),
+            pending=pending_pods(*zip(*pending, strict=True)) if pending else (),
             warnings=tuple(self.warnings),
             cycles=cycles,
         )

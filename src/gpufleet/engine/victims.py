@@ -77,6 +77,29 @@ class VictimIndex:
         self._alive0 = _column(gangs, "alive", len(gangs))
         self._bound0: BoolArray = node_of >= 0
         self._admitted: list[Gang] | None = []
+        # Before the build: per queue (clipped at 0, as ``q_live_count``), whether a gang of it may be
+        # live (``maybe_live``): running at the start and preemptible, or admitted since and preemptible.
+        self._maybe0: list[bool] | None = None
+        self._maybe_admitted: set[int] = set()
+
+    def maybe_live(self) -> list[bool]:
+        """Per queue, False where no gang of it is live now (``q_live_count`` is 0), True where one may
+        be: once built, ``q_live_count > 0``; before, without the build (the victim search's first
+        test, which most searches of a call whose queues hold no victim end at): a gang is live only
+        while preemptible and running, since the start or admitted by this call."""
+        if self._admitted is None:
+            out: list[bool] = (self.q_live_count > 0).tolist()
+            return out
+        if self._maybe0 is None:
+            gangs = self.gangs
+            n = len(gangs)
+            preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n)
+            queues = np.maximum(_column(gangs, "queue", n), 0)[(self._alive0 > 0) & preemptible]
+            self._maybe0 = (np.bincount(queues, minlength=len(self.forest.queues)) > 0).tolist()
+        maybe = list(self._maybe0)
+        for q in self._maybe_admitted:
+            maybe[q] = True
+        return maybe
 
     def ready(self) -> None:
         """Build the arrays (once), as of the call's start, then replay this call's admissions."""
@@ -197,6 +220,8 @@ class VictimIndex:
         snapshot and never withdrawn, else no longer one."""
         if self._admitted is not None:  # not built yet: replayed by ready()
             self._admitted.append(gang)
+            if gang.preemptible:
+                self._maybe_admitted.add(max(gang.queue, 0))
             return
         g = gang.idx
         if not self.g_admissible[g]:
