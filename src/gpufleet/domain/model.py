@@ -9,7 +9,7 @@ arrays with no float rounding anywhere in quota or capacity checks.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import repeat
@@ -694,8 +694,9 @@ def pending_pods(pods: Sequence[PodKey], reasons: Sequence[str]) -> tuple[Pendin
     return tuple(out)
 
 
-_set_pod = PendingPod.pod.__set__  # type: ignore[attr-defined]
-_set_reason = PendingPod.reason.__set__  # type: ignore[attr-defined]
+# The slots' member descriptors: setting through them skips the frozen class's __setattr__.
+_set_pod: Callable[[PendingPod, str], None] = PendingPod.__dict__["pod"].__set__
+_set_reason: Callable[[PendingPod, str], None] = PendingPod.__dict__["reason"].__set__
 
 
 @dataclass(frozen=True, slots=True)
