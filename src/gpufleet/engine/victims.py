@@ -86,7 +86,8 @@ class VictimIndex:
         """Per queue, False where no gang of it is live now (``q_live_count`` is 0), True where one may
         be: once built, ``q_live_count > 0``; before, without the build (the victim search's first
         test, which most searches of a call whose queues hold no victim end at): a gang is live only
-        while preemptible and running, since the start or admitted by this call."""
+        while preemptible and running, since the start or admitted by this call (and then not
+        protected by its queue's ``minRuntime``)."""
         if self._admitted is None:
             out: list[bool] = (self.q_live_count > 0).tolist()
             return out
@@ -100,6 +101,12 @@ class VictimIndex:
         for q in self._maybe_admitted:
             maybe[q] = True
         return maybe
+
+    def _guarded(self, queue: int) -> bool:
+        """Whether gangs of ``queue`` admitted by this call are never victims in it: its ``minRuntime``
+        protects them (QueueForest.young_gangs: they have just started)."""
+        f = self.forest
+        return queue >= 0 and f.now is not None and f.queues[queue].min_runtime > 0
 
     def ready(self) -> None:
         """Build the arrays (once), as of the call's start, then replay this call's admissions."""
@@ -220,7 +227,7 @@ class VictimIndex:
         snapshot and never withdrawn, else no longer one."""
         if self._admitted is not None:  # not built yet: replayed by ready()
             self._admitted.append(gang)
-            if gang.preemptible:
+            if gang.preemptible and not self._guarded(gang.queue):
                 self._maybe_admitted.add(max(gang.queue, 0))
             return
         g = gang.idx
