@@ -87,14 +87,15 @@ class ClusterState:
             else:
                 self.gpu_free[node, g] -= blocks
         elif gpus:
-            row, given = self.gpu_free[node], self.gpu_whole[node]  # row views: 1-D indexing is cheaper
+            # Element by element with item() and (node, gpu) indexes: no row views, no NumPy scalars.
+            free, given = self.gpu_free, self.gpu_whole
             taken = 0
             for g in gpus:
-                if healthy[g]:
-                    if row[g] == BLOCKS_PER_GPU:
+                if healthy.item(g):
+                    if free.item(node, g) == BLOCKS_PER_GPU:
                         taken += 1
-                    row[g] = 0
-                    given[g] = True
+                    free[node, g] = 0
+                    given[node, g] = True
             if taken:
                 self.free_whole[node] -= taken
         self.dirty.append(node)

@@ -81,6 +81,7 @@ class VictimIndex:
         # live (``maybe_live``): running at the start and preemptible, or admitted since and preemptible.
         self._maybe0: list[bool] | None = None
         self._maybe_admitted: set[int] = set()
+        self._guarded_queues: list[bool] | None = None  # _guarded, per queue (made on the first admission)
 
     def maybe_live(self) -> list[bool]:
         """Per queue, False where no gang of it is live now (``q_live_count`` is 0), True where one may
@@ -105,8 +106,13 @@ class VictimIndex:
     def _guarded(self, queue: int) -> bool:
         """Whether gangs of ``queue`` admitted by this call are never victims in it: its ``minRuntime``
         protects them (QueueForest.young_gangs: they have just started)."""
-        f = self.forest
-        return queue >= 0 and f.now is not None and f.queues[queue].min_runtime > 0
+        if queue < 0:
+            return False
+        guarded = self._guarded_queues
+        if guarded is None:
+            f = self.forest
+            guarded = self._guarded_queues = [f.now is not None and q.min_runtime > 0 for q in f.queues]
+        return guarded[queue]
 
     def ready(self) -> None:
         """Build the arrays (once), as of the call's start, then replay this call's admissions."""
@@ -227,8 +233,9 @@ class VictimIndex:
         snapshot and never withdrawn, else no longer one."""
         if self._admitted is not None:  # not built yet: replayed by ready()
             self._admitted.append(gang)
-            if gang.preemptible and not self._guarded(gang.queue):
-                self._maybe_admitted.add(max(gang.queue, 0))
+            if gang.preemptible and (q := max(gang.queue, 0)) not in self._maybe_admitted \
+                    and not self._guarded(gang.queue):
+                self._maybe_admitted.add(q)
             return
         g = gang.idx
         if not self.g_admissible[g]:
