@@ -84,9 +84,12 @@ class FairOrder:
             assert limits is not None
             for g in limits.select(capped, self.gangs):
                 per_leaf.setdefault(self.gangs[g].queue, []).append(g)
-        tie = self.tie
+        ties, tie = self.ties, self.tie
         for lst in per_leaf.values():
-            lst.sort(key=tie)
+            for g in lst:  # every tiebreak made, then sorted by a C-level lookup (no Python call per gang)
+                if g not in ties:
+                    tie(g)
+            lst.sort(key=ties.__getitem__)
         return per_leaf
 
     def tie(self, g: int) -> Tiebreak:

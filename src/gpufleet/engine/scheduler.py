@@ -326,7 +326,13 @@ class Engine:
         signature); its pending reason is then set. The cycle's test, for ``Turn.answer_run``."""
         memo_at, delayed = self.memo
         gang = self.gangs[g]
-        sig = self.delayed_signature(gang, request) if delayed else self.failure_signature(gang, request)
+        if delayed:
+            sig = self.delayed_signature(gang, request)
+        elif not gang.alive and (self.reserve is None or not self.reserve.held) \
+                and (got := self.gang_sigs.get(g)) is not None:
+            sig = got or None  # failure_signature: a gang of gang_signature's, no hold to add
+        else:
+            sig = self.failure_signature(gang, request)
         known = self.failed.get(sig) if sig is not None else None
         if known is None or known[0] != memo_at:
             return False
@@ -407,7 +413,7 @@ class Engine:
                                    gang.topology_required, gang.topology_preferred, tuple(request),
                                    gang.group.placement if gang.group is not None else None]
             volumes = self.placer.volumes is not None
-            pods, key, caps, add = self.pods, self.feasibility.key, self.caps, parts.append
+            pods, key, caps, add = self.pods, self.feasibility.key_once, self.caps, parts.append
             rules = self.placer.interpod.signature if self.placer.interpod is not None else None
             for m in members:
                 info = pods[m]
