@@ -573,7 +573,9 @@ class Engine:
         required = self.required(gang)
         if c.hopeless(members, required) or self.quota_gate(gang, request):
             return None
-        placed = c.plan(gang, members, required)
+        # The placement state: the bindings (``version``) and the GPUs reservations hold now.
+        state = (self.version, self.reserve.holds() if self.reserve is not None else ())
+        placed = c.plan(gang, members, required, state)
         if placed is not None:
             self.version += 1
             self.victims.moved = True  # running gangs changed nodes
