@@ -33,8 +33,8 @@ class QuotaGates:
         self.pods = pods
         self.managed = forest.managed
         mib = cluster.gpu_memory_mib
-        # gang_request's last row of a whole-GPU pod: (request mapping, GPUs, leaf, flavor, unbound, its quota_vec)
-        self._row: tuple[Mapping[str, int], int, int, int, bool, list[int]] | None = None
+        # gang_request's last row of whole-GPU pods by (GPUs, leaf, flavor, unbound): (request mapping, quota_vec)
+        self._rows: dict[tuple[int, int, int, bool], tuple[Mapping[str, int], list[int]]] = {}
         self._smallest_gpu_mib: list[int] = np.unique(mib[mib > 0]).tolist()  # ascending, no repeats
 
     def counted_blocks(self, info: PodInfo) -> int | None:
@@ -94,14 +94,13 @@ class QuotaGates:
                     total[j] += v * count
             last, count = key, 1
             whole, queue, flavor, unbound = info.whole, info.queue, info.flavor, pod.node_name is None
-            row = self._row
-            if key is not None and row is not None and row[1] == whole and row[2] == queue \
-                    and row[3] == flavor and row[4] == unbound and (row[0] is key or row[0] == key):
-                vec = row[5]  # the row of the last call's gang: gangs alike ask alike
+            row = self._rows.get((whole, queue, flavor, unbound)) if key is not None else None
+            if row is not None and (row[0] is key or row[0] == key):
+                vec = row[1]  # as for the last gang with such a row: gangs alike ask alike
             else:
                 vec = self.quota_vec(info)
                 if key is not None:
-                    self._row = (key, whole, queue, flavor, unbound, vec)  # read, never changed
+                    self._rows[whole, queue, flavor, unbound] = (key, vec)  # read, never changed
         if count:
             for j, v in enumerate(vec):
                 total[j] += v * count
