@@ -132,3 +132,13 @@ def test_pending_pods_are_the_constructors_and_stay_frozen() -> None:
     assert domain.pending_pods([], []) == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         made[0].reason = "changed"  # type: ignore[misc]
+
+
+def test_bindings_of_are_the_constructors() -> None:
+    rows = [(domain.PodKey(f"ns/p{i}"), NodeName(f"n{i % 3}"), (i % 2, 3), None if i % 2 else 4,
+             (), "h100" if i % 3 else None) for i in range(6)]
+    made = domain.bindings_of(*zip(*rows, strict=True))
+    expected = tuple(Binding(p, n, g, b, v, flavor=f) for p, n, g, b, v, f in rows)
+    assert made == expected
+    assert [hash(b) for b in made] == [hash(b) for b in expected]
+    assert [repr(b) for b in made] == [repr(b) for b in expected]

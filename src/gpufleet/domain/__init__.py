@@ -73,6 +73,7 @@ from gpufleet.domain.model import (
     VolumeClaim,
     VolumePolicy,
     WithinQueue,
+    bindings_of,
     pending_pods,
 )
 from gpufleet.domain.wire import (
@@ -202,5 +203,6 @@ __all__ = [
     "VolumeClaim",
     "VolumePolicy",
     "WithinQueue",
+    "bindings_of",
     "pending_pods",
 ]
