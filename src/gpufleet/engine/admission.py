@@ -84,11 +84,12 @@ class FairOrder:
             assert limits is not None
             for g in limits.select(capped, self.gangs):
                 per_leaf.setdefault(self.gangs[g].queue, []).append(g)
-        ties, tie = self.ties, self.tie
+        ties, gangs = self.ties, self.gangs
         for lst in per_leaf.values():
-            for g in lst:  # every tiebreak made, then sorted by a C-level lookup (no Python call per gang)
+            for g in lst:  # every tiebreak made (as tie() makes it), then sorted by a C-level lookup
                 if g not in ties:
-                    tie(g)
+                    gang = gangs[g]
+                    ties[g] = (-gang.priority, gang.creation, gang.key)
             lst.sort(key=ties.__getitem__)
         return per_leaf
 
