@@ -718,9 +718,9 @@ class Engine:
             if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
                 continue
             borrows = self.reads_borrows(gang) and self.borrows(gang, self.gang_request(members))
-            for held, text in said:
-                if not reserve.may_use(gang, held, members, borrows):
-                    gang.pending_reason += text
+            unused = [text for held, text in said if not reserve.may_use(gang, held, members, borrows)]
+            if unused:
+                gang.pending_reason += "".join(unused)
 
     # -- changes of the live state -------------------------------------------------------------
 
