@@ -87,15 +87,14 @@ class ClusterState:
             else:
                 self.gpu_free[node, g] -= blocks
         elif gpus:
-            # Element by element with item() and (node, gpu) indexes: no row views, no NumPy scalars.
-            free, given = self.gpu_free, self.gpu_whole
+            row, given = self.gpu_free[node], self.gpu_whole[node]  # row views: 1-D indexing is cheaper
             taken = 0
             for g in gpus:
-                if healthy.item(g):
-                    if free.item(node, g) == BLOCKS_PER_GPU:
+                if healthy[g]:
+                    if row[g] == BLOCKS_PER_GPU:
                         taken += 1
-                    free[node, g] = 0
-                    given[node, g] = True
+                    row[g] = 0
+                    given[g] = True
             if taken:
                 self.free_whole[node] -= taken
         self.dirty.append(node)

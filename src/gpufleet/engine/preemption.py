@@ -473,9 +473,8 @@ def find_victims(
     q_eligible = queue_ok.copy()
     if within:
         q_eligible[leaf] = True
-    # No eligible queue with a live gang: said without building the index (maybe_live is exact once built).
-    q_eligible &= np.array(ix.maybe_live(), dtype=np.bool_)
-    if not q_eligible.any():
+    # No eligible queue with a live gang: said before building the index (maybe_live: a queue may have one).
+    if not ix.built and not (q_eligible & np.array(ix.maybe_live(), dtype=np.bool_)).any():
         return None, "no eligible victims", None, False
     ix.ready()
     live = ix.g_live

@@ -82,6 +82,12 @@ class VictimIndex:
         self._maybe0: list[bool] | None = None
         self._maybe_admitted: set[int] = set()
         self._guarded_queues: list[bool] | None = None  # _guarded, per queue (made on the first admission)
+        self._queue_preemptible: tuple[IntArray, BoolArray] | None = None  # _columns
+
+    @property
+    def built(self) -> bool:
+        """Whether the arrays are built (:meth:`ready`)."""
+        return self._admitted is None
 
     def maybe_live(self) -> list[bool]:
         """Per queue, False where no gang of it is live now (``q_live_count`` is 0), True where one may
@@ -93,15 +99,22 @@ class VictimIndex:
             out: list[bool] = (self.q_live_count > 0).tolist()
             return out
         if self._maybe0 is None:
-            gangs = self.gangs
-            n = len(gangs)
-            preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n)
-            queues = np.maximum(_column(gangs, "queue", n), 0)[(self._alive0 > 0) & preemptible]
+            queue, preemptible = self._columns()
+            queues = np.maximum(queue, 0)[(self._alive0 > 0) & preemptible]
             self._maybe0 = (np.bincount(queues, minlength=len(self.forest.queues)) > 0).tolist()
         maybe = list(self._maybe0)
         for q in self._maybe_admitted:
             maybe[q] = True
         return maybe
+
+    def _columns(self) -> tuple[IntArray, BoolArray]:
+        """The gangs' queues and preemptibility (fixed for the call): made once, for maybe_live or the build."""
+        if self._queue_preemptible is None:
+            gangs = self.gangs
+            n = len(gangs)
+            self._queue_preemptible = (_column(gangs, "queue", n),
+                                       np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n))
+        return self._queue_preemptible
 
     def _guarded(self, queue: int) -> bool:
         """Whether gangs of ``queue`` admitted by this call are never victims in it: its ``minRuntime``
@@ -128,11 +141,10 @@ class VictimIndex:
         gangs, pods, forest, requests = self.gangs, self.pods, self.forest, self.requests
         # Tens of thousands of gangs and pods: one C-level pass per field (fromiter over attrgetter).
         n_gangs, n_pods = len(gangs), len(pods)
-        self.g_queue = _column(gangs, "queue", n_gangs)
+        self.g_queue, g_preemptible = self._columns()
         self.g_prio = _column(gangs, "priority", n_gangs)
         self.g_rank = _column(gangs, "name_rank", n_gangs)
         g_alive = self._alive0
-        g_preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n_gangs)
         self.g_live = (g_alive > 0) & g_preemptible
         self.p_gang = _column(pods, "gang", n_pods)
         self.p_res = requests
