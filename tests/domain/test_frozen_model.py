@@ -119,3 +119,26 @@ def test_decisions_compare_and_hash_by_value() -> None:
     assert a == Binding(pod=domain.PodKey("ml/a"), node=NodeName("n1"), gpus=(0, 1))
     assert len({a, dataclasses.replace(a)}) == 1
     assert Decisions(bindings=(a,)) == Decisions(bindings=(a,))
+
+
+def test_pending_pods_are_the_constructors_and_stay_frozen() -> None:
+    keys = [domain.PodKey(f"ns/p{i}") for i in range(5)]
+    reasons = [f"reason {i % 2}" for i in range(5)]
+    made = domain.pending_pods(keys, reasons)
+    expected = tuple(domain.PendingPod(k, r) for k, r in zip(keys, reasons, strict=True))
+    assert made == expected
+    assert [hash(p) for p in made] == [hash(p) for p in expected]
+    assert [repr(p) for p in made] == [repr(p) for p in expected]
+    assert domain.pending_pods([], []) == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].reason = "changed"  # type: ignore[misc]
+
+
+def test_bindings_of_are_the_constructors() -> None:
+    rows = [(domain.PodKey(f"ns/p{i}"), NodeName(f"n{i % 3}"), (i % 2, 3), None if i % 2 else 4,
+             (), "h100" if i % 3 else None) for i in range(6)]
+    made = domain.bindings_of(*zip(*rows, strict=True))
+    expected = tuple(Binding(p, n, g, b, v, flavor=f) for p, n, g, b, v, f in rows)
+    assert made == expected
+    assert [hash(b) for b in made] == [hash(b) for b in expected]
+    assert [repr(b) for b in made] == [repr(b) for b in expected]

@@ -73,6 +73,8 @@ from gpufleet.domain.model import (
     VolumeClaim,
     VolumePolicy,
     WithinQueue,
+    bindings_of,
+    pending_pods,
 )
 from gpufleet.domain.wire import (
     ANNOTATION_BOUND_AT,
@@ -201,4 +203,6 @@ __all__ = [
     "VolumeClaim",
     "VolumePolicy",
     "WithinQueue",
+    "bindings_of",
+    "pending_pods",
 ]

@@ -8,12 +8,16 @@ arrays with no float rounding anywhere in quota or capacity checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NewType
+from itertools import repeat
+from typing import NewType, TypeVar
 
 from gpufleet.domain.wire import SCHEDULER_NAME
+
+_T = TypeVar("_T")
 
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -680,6 +684,32 @@ class Move:
 class PendingPod:
     pod: PodKey
     reason: str
+
+
+def pending_pods(pods: Sequence[PodKey], reasons: Sequence[str]) -> tuple[PendingPod, ...]:
+    """``PendingPod(pod, reason)`` of each pair, equal to those the constructor makes (a large call
+    leaves tens of thousands of pods pending): see :func:`_made`."""
+    return tuple(_made(PendingPod, len(pods), (pods, reasons)))
+
+
+def bindings_of(pods: Sequence[PodKey], nodes: Sequence[NodeName], gpus: Sequence[tuple[int, ...]],
+             blocks: Sequence[int | None], volumes: Sequence[tuple[VolumeBinding, ...]],
+             flavors: Sequence[str | None]) -> tuple[Binding, ...]:
+    """``Binding(pod, node, gpus, blocks, volumes, flavor=flavor)`` of each row (no DRA devices),
+    equal to those the constructor makes: see :func:`_made`."""
+    return tuple(_made(Binding, len(pods), (pods, nodes, gpus, blocks, volumes, repeat(()), flavors)))
+
+
+def _made(cls: type[_T], n: int, columns: Sequence[Iterable[object]]) -> list[_T]:
+    """``n`` instances of the frozen, slotted dataclass ``cls``, field ``k`` from ``columns[k]`` (every
+    field, in order): set by the slots' own member descriptors, not by the frozen ``__init__``'s
+    ``object.__setattr__`` call per field (the same objects, for tens of thousands of rows)."""
+    out: list[_T] = list(map(object.__new__, repeat(cls, n)))
+    names = cls.__dict__["__slots__"]
+    assert isinstance(names, tuple) and len(names) == len(columns)
+    for name, column in zip(names, columns, strict=True):
+        deque(map(cls.__dict__[name].__set__, out, column), maxlen=0)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,9 +84,13 @@ class FairOrder:
             assert limits is not None
             for g in limits.select(capped, self.gangs):
                 per_leaf.setdefault(self.gangs[g].queue, []).append(g)
-        tie = self.tie
+        ties, gangs = self.ties, self.gangs
         for lst in per_leaf.values():
-            lst.sort(key=tie)
+            for g in lst:  # every tiebreak made (as tie() makes it), then sorted by a C-level lookup
+                if g not in ties:
+                    gang = gangs[g]
+                    ties[g] = (-gang.priority, gang.creation, gang.key)
+            lst.sort(key=ties.__getitem__)
         return per_leaf
 
     def tie(self, g: int) -> Tiebreak:
@@ -457,6 +461,12 @@ class Turn:
         whole, gangs, ties = order.whole_requests, order.gangs, order.ties
         top = sorted(roots)
         used = dict.fromkeys(leaves, 0)  # gangs of each leaf gone (answered)
+        # Per leaf that won a pick: whether its fair keys alone make it win again while it has a head
+        # (on every queue of its path, a key below those of the siblings with a head below them: a
+        # sibling's entry can only go, never come, in a stretch). Its next head is then the pick, with
+        # no walk; the entries on its path are made again once it stops winning so.
+        wins: dict[int, bool] = {}
+        parent, up = f.parent, self.up
         x = leaf
         while True:
             used[x] += 1
@@ -473,6 +483,15 @@ class Turn:
                     break  # it would change the mode: it is left for the next pick
                 t = tie[x] = ties.get(g) or order_tie(g)
                 req[x] = r
+                won = wins.get(x)
+                if won is None:
+                    won = wins[x] = all(
+                        (e := ent.get(c)) is None or keys[q] < e[0]
+                        for q in paths[x] for c in (top if parent[q] == NONE else children[up[q]]) if c != q)
+                if won:
+                    if not answer(g, r):
+                        break
+                    continue
             else:
                 del tie[x], req[x]
                 t = None

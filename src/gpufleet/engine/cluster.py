@@ -86,6 +86,13 @@ class ClusterState:
                 self.gpu_free[node, g] -= blocks
             else:
                 self.gpu_free[node, g] -= blocks
+        elif len(gpus) == 1:  # the common case: one GPU, by item() and (node, gpu) indexes (no row views)
+            g = gpus[0]
+            if healthy.item(g):
+                if self.gpu_free.item(node, g) == BLOCKS_PER_GPU:
+                    self.free_whole[node] -= 1
+                self.gpu_free[node, g] = 0
+                self.gpu_whole[node, g] = True
         elif gpus:
             row, given = self.gpu_free[node], self.gpu_whole[node]  # row views: 1-D indexing is cheaper
             taken = 0

@@ -77,6 +77,9 @@ def moves_within_hour(annotation: str | None, now: float) -> int:
 class Consolidator:
     """One ``schedule`` call's consolidation: the movable gangs, the moves made, the budget left."""
 
+    # Remember failed searches (set False on an instance to search every time: the same decisions).
+    MEMO = True
+
     def __init__(self, config: Consolidation, now: float, gangs: Sequence[Gang], pods: Sequence[PodInfo],
                  placer: Placer,
                  on_flavor: Callable[[Sequence[int], int], AbstractContextManager[None]] | None = None) -> None:
@@ -96,6 +99,7 @@ class Consolidator:
         # calls never need them: a full cluster, no gang short of GPUs), from the pods placed when
         # the consolidation began, as if built then: gangs evicted since are forgotten.
         self._placed_at_start = placer.node_of >= 0
+        self._failed: set[tuple[object, ...]] = set()  # _shape of the searches that failed
         self._forgotten: list[int] = []
         self._built = False
 
@@ -177,10 +181,50 @@ class Consolidator:
             return True
         return int(self.placer.cluster.free_whole.sum()) < self.placer.gang_need(members[:required])
 
-    def plan(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
+    def plan(self, gang: Gang, members: list[int], required: int,
+             state: object = None) -> GangPlacement | None:
         """A committed placement of ``gang`` (``members`` pending, ``required`` of them at least)
         with the moves that make room for it, or None (nothing changed). One plan moves at most
-        ``max(1, need // gpusPerMove)`` pods (docs/semantics.md, "Limits": moves per GPU)."""
+        ``max(1, need // gpusPerMove)`` pods (docs/semantics.md, "Limits": moves per GPU).
+
+        ``state``: what names the placement state now (the caller's: it changes with every change of
+        bindings, moves and GPUs held; None: not known). A search that failed is not run again for a
+        gang alike (:meth:`_shape`) in the same state: a failed search changes nothing but
+        ``plans_left`` (taken once more, as the search would)."""
+        shape = self._shape(gang, members, required, state) if self.MEMO and state is not None else None
+        if shape is not None and shape in self._failed:
+            if self.plans_left > 0:
+                self.plans_left -= 1  # every failure remembered got past the cheap tests
+            return None
+        left = self.plans_left
+        placed = self._budgeted(gang, members, required)
+        if placed is None and shape is not None and self.plans_left < left:
+            self._failed.add(shape)  # a failed search leaves the state as it was
+        return placed
+
+    def _shape(self, gang: Gang, members: list[int], required: int, state: object) -> tuple[object, ...] | None:
+        """What a search for ``gang`` reads of it, with ``state`` (the placement state's name) and the
+        budget: the movable gangs and moves change only with the placement state. None where it is not
+        worked out (members running, claims)."""
+        if gang.alive:
+            return None
+        pods, placer = self.pods, self.placer
+        key = placer.feasibility.key
+        parts: list[object] = [required, gang.topology_required, gang.topology_preferred,
+                               gang.group.placement if gang.group is not None else None,
+                               self.now - gang.creation < self.config.min_wait_s, self.budget]
+        for m in members:
+            info = pods[m]
+            pod = info.pod
+            if pod.claims or pod.device_wait:
+                return None
+            parts.append((key(pod), info.res.tobytes(), info.whole, info.blocks, info.gpu_mem_bytes, info.flavor,
+                          placer.rule_signature(info), pod.host_ports, pod.preferred_affinity, pod.tolerations))
+        parts.append(state)
+        return tuple(parts)
+
+    def _budgeted(self, gang: Gang, members: list[int], required: int) -> GangPlacement | None:
+        """:meth:`plan`'s search, within the moves one plan may make."""
         per = self.config.gpus_per_move
         if per <= 0:
             return self._plan(gang, members, required)

@@ -7,8 +7,9 @@ nodes, sorted by pod so that it does not depend on the order of decisions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
-from gpufleet.domain import Binding, Decisions, Eviction, Node, NodeName, PendingPod, PodKey, VolumeBinding
+from gpufleet.domain import Decisions, Eviction, Node, NodeName, PodKey, VolumeBinding, bindings_of, pending_pods
 from gpufleet.engine.placement import Assignment
 from gpufleet.engine.workload import Gang, PodInfo
 
@@ -41,13 +42,15 @@ class DecisionLog:
                   flavors: Sequence[str] = ()) -> Decisions:
         """The output: every binding and eviction, and every member of an open gang left pending
         with its gang's reason. ``volumes``: the volumes chosen with each pod's node, by pod index."""
-        bindings = []
         volumes = volumes or {}
+        rows: list[tuple[PodKey, NodeName, tuple[int, ...], int | None, tuple[VolumeBinding, ...], str | None]] = []
+        add_row = rows.append
         for m, a in self.bindings.items():
-            node = nodes[a.node].name
-            f = pods[m].flavor
-            bindings.append(Binding(pods[m].key, NodeName(node), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ()),
-                                    flavor=flavors[f] if flavors and f >= 0 else None))
+            info = pods[m]
+            f = info.flavor
+            add_row((info.key, NodeName(nodes[a.node].name), tuple(sorted(a.gpus)), a.blocks, volumes.get(m, ()),
+                     flavors[f] if flavors and f >= 0 else None))
+        rows.sort(key=itemgetter(0))  # by pod key (unique)
         # (pod key, reason) of every member left pending: pod keys are unique, so the pairs sort
         # by pod key; the PendingPods are made in that order.
         pending: list[tuple[PodKey, str]] = []
@@ -66,9 +69,9 @@ class DecisionLog:
                 add((info.key, reason))
         pending.sort()
         return Decisions(
-            bindings=tuple(sorted(bindings, key=lambda b: b.pod)),
+            bindings=bindings_of(*zip(*rows, strict=True)) if rows else (),
             evictions=tuple(sorted(self.evictions.values(), key=lambda e: e.pod)),
-            pending=tuple(map(PendingPod, *zip(*pending, strict=True))) if pending else (),
+            pending=pending_pods(*zip(*pending, strict=True)) if pending else (),
             warnings=tuple(self.warnings),
             cycles=cycles,
         )

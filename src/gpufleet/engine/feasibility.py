@@ -204,6 +204,14 @@ class StaticFeasibility:
         self._keys[id(pod)] = (pod, key)  # the pod is kept alive with its entry: its id is not reused
         return key
 
+    def key_once(self, pod: Pod) -> object:
+        """:meth:`key`, not remembered when not already (for a pod most likely asked once: a gang's
+        failure signature is made once per gang, and most gangs alike are answered by it)."""
+        got = self._keys.get(id(pod))
+        if got is not None and got[0] is pod:
+            return got[1]
+        return self._key(pod)
+
     def _key(self, pod: Pod) -> object:
         key = static_key(pod)
         if self.pools:

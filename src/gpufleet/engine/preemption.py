@@ -460,7 +460,6 @@ def find_victims(
 
     The state is as before when it returns: every check is rolled back, and nothing is evicted.
     """
-    ix.ready()
     f = ix.forest
     leaf = gang.queue
     asked = [j for j in range(len(request)) if request[j] > 0]
@@ -471,10 +470,14 @@ def find_victims(
         for x in range(len(f.queues)):
             if x != leaf and f.is_leaf(x):
                 queue_ok[x] = all(f.above_quota(q, asked) for q in f.reclaim_path(x, leaf))
-    live = ix.g_live
     q_eligible = queue_ok.copy()
     if within:
         q_eligible[leaf] = True
+    # No eligible queue with a live gang: said before building the index (maybe_live: a queue may have one).
+    if not ix.built and not (q_eligible & np.array(ix.maybe_live(), dtype=np.bool_)).any():
+        return None, "no eligible victims", None, False
+    ix.ready()
+    live = ix.g_live
     q_eligible &= ix.q_live_count > 0
     if not q_eligible.any():
         return None, "no eligible victims", None, False

@@ -9,7 +9,7 @@ any placement, by admission and by every victim check alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -33,6 +33,8 @@ class QuotaGates:
         self.pods = pods
         self.managed = forest.managed
         mib = cluster.gpu_memory_mib
+        # gang_request's last row of whole-GPU pods by (GPUs, leaf, flavor, unbound): (request mapping, quota_vec)
+        self._rows: dict[tuple[int, int, int, bool], tuple[Mapping[str, int], list[int]]] = {}
         self._smallest_gpu_mib: list[int] = np.unique(mib[mib > 0]).tolist()  # ascending, no repeats
 
     def counted_blocks(self, info: PodInfo) -> int | None:
@@ -70,24 +72,35 @@ class QuotaGates:
         # Members alike in a row count alike: one quota_vec for the row, which reads only these of a
         # whole-GPU pod (its request mapping, the same or an equal one; its GPUs, leaf and flavor;
         # whether it is bound in the snapshot, with flavors), added times the row's length.
-        last: tuple[object, int, int, int, bool] | None = None
+        last: Mapping[str, int] | None = None  # the row's request mapping (None: no row a pod may join)
+        whole = queue = flavor = 0
+        unbound = False
         vec: list[int] = []
         count = 0
         for m in members:
             info = pods[m]
             pod = info.pod
+            requests = pod.requests
             if info.blocks is None and info.gpu_mem_bytes is None:  # not fractional
-                key = (pod.requests, info.whole, info.queue, info.flavor, pod.node_name is None)
-                if last is not None and key[1:] == last[1:] and (key[0] is last[0] or key[0] == last[0]):
+                if last is not None and info.whole == whole and info.queue == queue and info.flavor == flavor \
+                        and (pod.node_name is None) == unbound and (requests is last or requests == last):
                     count += 1
                     continue
+                key: Mapping[str, int] | None = requests
             else:
                 key = None
             if count:
                 for j, v in enumerate(vec):
                     total[j] += v * count
-            vec = self.quota_vec(info)
             last, count = key, 1
+            whole, queue, flavor, unbound = info.whole, info.queue, info.flavor, pod.node_name is None
+            row = self._rows.get((whole, queue, flavor, unbound)) if key is not None else None
+            if row is not None and (row[0] is key or row[0] == key):
+                vec = row[1]  # as for the last gang with such a row: gangs alike ask alike
+            else:
+                vec = self.quota_vec(info)
+                if key is not None:
+                    self._rows[whole, queue, flavor, unbound] = (key, vec)  # read, never changed
         if count:
             for j, v in enumerate(vec):
                 total[j] += v * count

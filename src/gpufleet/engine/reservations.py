@@ -340,6 +340,10 @@ class Reservations:
             self.cluster.give_back(n, self._none, gpus, None)
         held.holding.clear()
 
+    def holds(self) -> tuple[tuple[int, tuple[tuple[int, tuple[int, ...]], ...]], ...]:
+        """The GPUs held now: per reservation (by gang), its nodes' GPUs taken for it."""
+        return tuple((g, tuple((n, tuple(gpus)) for n, gpus in held.holding.items())) for g, held in self.held.items())
+
     def drop(self, gang: int) -> None:
         held = self.held.pop(gang, None)
         if held is not None:

@@ -157,8 +157,13 @@ class Engine:
         self.lone_refused: tuple[int, int, int] | None = None
         self.gang_sigs: dict[int, tuple[object, ...]] = {}  # gang -> its failure signature (() for none)
         self.gang_shapes: dict[tuple[object, ...], int] = {}  # gangs alike get one number
-        # gang -> ((Reservations.changes, borrows), what the reservations held say of it): failure_signature
-        self.held_sigs: dict[int, tuple[tuple[int, bool], tuple[tuple[int, bool], ...]]] = {}
+        # gang -> ((Reservations.changes, borrows), what the reservations held say of it, the signature it
+        # makes with the base signature it was made with): failure_signature
+        self.held_sigs: dict[int, tuple[tuple[int, bool], tuple[tuple[int, bool], ...], tuple[object, ...],
+                                        tuple[object, ...]]] = {}
+        # gang -> (the signature delayed_signature was last given, the delayed signature made of it)
+        self.delayed_sigs: dict[int, tuple[tuple[object, ...], tuple[object, ...]]] = {}
+        self.any_borrows = (-1, False)  # (Reservations.changes, whether a reservation held borrows): reads_borrows
         # The cycle's remembered-failure test now (``answered``): the version of the failures, and
         # whether the signature is ``delayed_signature`` (no bound method kept: no reference cycle).
         self.memo: tuple[int, bool] = (-1, False)
@@ -321,7 +326,13 @@ class Engine:
         signature); its pending reason is then set. The cycle's test, for ``Turn.answer_run``."""
         memo_at, delayed = self.memo
         gang = self.gangs[g]
-        sig = self.delayed_signature(gang, request) if delayed else self.failure_signature(gang, request)
+        if delayed:
+            sig = self.delayed_signature(gang, request)
+        elif not gang.alive and (self.reserve is None or not self.reserve.held) \
+                and (got := self.gang_sigs.get(g)) is not None:
+            sig = got or None  # failure_signature: a gang of gang_signature's, no hold to add
+        else:
+            sig = self.failure_signature(gang, request)
         known = self.failed.get(sig) if sig is not None else None
         if known is None or known[0] != memo_at:
             return False
@@ -353,9 +364,11 @@ class Engine:
             got = self.held_sigs.get(gang.idx)
             if got is None or got[0] != token:
                 members = self.admission.pending_members(gang)
-                got = self.held_sigs[gang.idx] = (token, tuple((g, reserve.may_use(gang, h, members, borrows))
-                                                               for g, h in reserve.held.items()))
-            return (base, got[1])
+                part = tuple((g, reserve.may_use(gang, h, members, borrows)) for g, h in reserve.held.items())
+                got = self.held_sigs[gang.idx] = (token, part, base, (base, part))
+            elif got[2] is not base and got[2] != base:  # a lone pod's base is made anew on each call
+                got = self.held_sigs[gang.idx] = (token, got[1], base, (base, got[1]))
+            return got[3]  # the same object while nothing it is made of changes (delayed_signature's cache)
         return self.failure_signature_now(gang, request)
 
     def failure_signature_now(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
@@ -374,7 +387,15 @@ class Engine:
     def delayed_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
         """:meth:`failure_signature` and whether the gang's queue still holds back its evictions."""
         sig = self.failure_signature(gang, request)
-        return None if sig is None else (*sig, bool(self.forest.preemption_held(gang.queue, gang.creation)))
+        if sig is None:
+            return None
+        # The delay's side is fixed for the call (the clock and the gang's age): made again only for
+        # a signature of another object (failure_signature gives the same one while nothing changes).
+        got = self.delayed_sigs.get(gang.idx)
+        if got is None or got[0] is not sig:
+            got = self.delayed_sigs[gang.idx] = (
+                sig, (*sig, bool(self.forest.preemption_held(gang.queue, gang.creation))))
+        return got[1]
 
     def gang_signature(self, gang: Gang, request: list[int]) -> tuple[object, ...] | None:
         """The failure signature of a gang with no member running (a PodGroup, or a pod of one):
@@ -392,7 +413,7 @@ class Engine:
                                    gang.topology_required, gang.topology_preferred, tuple(request),
                                    gang.group.placement if gang.group is not None else None]
             volumes = self.placer.volumes is not None
-            pods, key, caps, add = self.pods, self.feasibility.key, self.caps, parts.append
+            pods, key, caps, add = self.pods, self.feasibility.key_once, self.caps, parts.append
             rules = self.placer.interpod.signature if self.placer.interpod is not None else None
             for m in members:
                 info = pods[m]
@@ -552,7 +573,9 @@ class Engine:
         required = self.required(gang)
         if c.hopeless(members, required) or self.quota_gate(gang, request):
             return None
-        placed = c.plan(gang, members, required)
+        # The placement state: the bindings (``version``) and the GPUs reservations hold now.
+        state = (self.version, self.reserve.holds() if self.reserve is not None else ())
+        placed = c.plan(gang, members, required, state)
         if placed is not None:
             self.version += 1
             self.victims.moved = True  # running gangs changed nodes
@@ -641,7 +664,11 @@ class Engine:
         """Whether ``Reservations.may_use`` reads whether ``gang`` borrows: only for a preemptible
         gang and a reservation made by a borrowing gang (elsewhere any value gives the same answer)."""
         reserve = self.reserve
-        return reserve is not None and gang.preemptible and any(h.borrows for h in reserve.held.values())
+        if reserve is None or not gang.preemptible:
+            return False
+        if self.any_borrows[0] != reserve.changes:  # held changes only with ``changes``
+            self.any_borrows = (reserve.changes, any(h.borrows for h in reserve.held.values()))
+        return self.any_borrows[1]
 
     def borrows(self, gang: Gang, request: list[int]) -> bool:
         """Whether a pending gang's request is not in quota (it would borrow)."""
@@ -678,6 +705,11 @@ class Engine:
             gang = self.gangs[g]
             gang.pending_reason = (gang.pending_reason or "not tried") + \
                 f"; reserved {len(held.nodes)} nodes from {rfc3339(held.start)}"
+        # What each reservation adds to the reason of a gang that could not use it (the same words for every gang).
+        said = [(held, f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} from "
+                       f"{rfc3339(held.start)} (only preemptible gangs that waited less, borrowing when it borrows, "
+                       f"or gangs whose declared runtime ends by then, may use them)")
+                for held in reserve.held.values()]
         for g in self.open_gangs:  # the others left pending: which reservations they could not use
             gang = self.gangs[g]
             if g in reserve.held or not gang.pending_reason:
@@ -686,12 +718,9 @@ class Engine:
             if not any(self.pods[m].whole or self.pods[m].fractional for m in members):
                 continue
             borrows = self.reads_borrows(gang) and self.borrows(gang, self.gang_request(members))
-            for held in reserve.held.values():
-                if not reserve.may_use(gang, held, members, borrows):
-                    gang.pending_reason += (f"; {len(held.nodes)} nodes reserved for {self.gangs[held.gang].key} "
-                                            f"from {rfc3339(held.start)} (only preemptible gangs that waited less, "
-                                            f"borrowing when it borrows, or gangs whose declared runtime ends "
-                                            f"by then, may use them)")
+            unused = [text for held, text in said if not reserve.may_use(gang, held, members, borrows)]
+            if unused:
+                gang.pending_reason += "".join(unused)
 
     # -- changes of the live state -------------------------------------------------------------
 

@@ -77,6 +77,55 @@ class VictimIndex:
         self._alive0 = _column(gangs, "alive", len(gangs))
         self._bound0: BoolArray = node_of >= 0
         self._admitted: list[Gang] | None = []
+        # Before the build: per queue (clipped at 0, as ``q_live_count``), whether a gang of it may be
+        # live (``maybe_live``): running at the start and preemptible, or admitted since and preemptible.
+        self._maybe0: list[bool] | None = None
+        self._maybe_admitted: set[int] = set()
+        self._guarded_queues: list[bool] | None = None  # _guarded, per queue (made on the first admission)
+        self._queue_preemptible: tuple[IntArray, BoolArray] | None = None  # _columns
+
+    @property
+    def built(self) -> bool:
+        """Whether the arrays are built (:meth:`ready`)."""
+        return self._admitted is None
+
+    def maybe_live(self) -> list[bool]:
+        """Per queue, False where no gang of it is live now (``q_live_count`` is 0), True where one may
+        be: once built, ``q_live_count > 0``; before, without the build (the victim search's first
+        test, which most searches of a call whose queues hold no victim end at): a gang is live only
+        while preemptible and running, since the start or admitted by this call (and then not
+        protected by its queue's ``minRuntime``)."""
+        if self._admitted is None:
+            out: list[bool] = (self.q_live_count > 0).tolist()
+            return out
+        if self._maybe0 is None:
+            queue, preemptible = self._columns()
+            queues = np.maximum(queue, 0)[(self._alive0 > 0) & preemptible]
+            self._maybe0 = (np.bincount(queues, minlength=len(self.forest.queues)) > 0).tolist()
+        maybe = list(self._maybe0)
+        for q in self._maybe_admitted:
+            maybe[q] = True
+        return maybe
+
+    def _columns(self) -> tuple[IntArray, BoolArray]:
+        """The gangs' queues and preemptibility (fixed for the call): made once, for maybe_live or the build."""
+        if self._queue_preemptible is None:
+            gangs = self.gangs
+            n = len(gangs)
+            self._queue_preemptible = (_column(gangs, "queue", n),
+                                       np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n))
+        return self._queue_preemptible
+
+    def _guarded(self, queue: int) -> bool:
+        """Whether gangs of ``queue`` admitted by this call are never victims in it: its ``minRuntime``
+        protects them (QueueForest.young_gangs: they have just started)."""
+        if queue < 0:
+            return False
+        guarded = self._guarded_queues
+        if guarded is None:
+            f = self.forest
+            guarded = self._guarded_queues = [f.now is not None and q.min_runtime > 0 for q in f.queues]
+        return guarded[queue]
 
     def ready(self) -> None:
         """Build the arrays (once), as of the call's start, then replay this call's admissions."""
@@ -92,11 +141,10 @@ class VictimIndex:
         gangs, pods, forest, requests = self.gangs, self.pods, self.forest, self.requests
         # Tens of thousands of gangs and pods: one C-level pass per field (fromiter over attrgetter).
         n_gangs, n_pods = len(gangs), len(pods)
-        self.g_queue = _column(gangs, "queue", n_gangs)
+        self.g_queue, g_preemptible = self._columns()
         self.g_prio = _column(gangs, "priority", n_gangs)
         self.g_rank = _column(gangs, "name_rank", n_gangs)
         g_alive = self._alive0
-        g_preemptible = np.fromiter(map(attrgetter("preemptible"), gangs), dtype=np.bool_, count=n_gangs)
         self.g_live = (g_alive > 0) & g_preemptible
         self.p_gang = _column(pods, "gang", n_pods)
         self.p_res = requests
@@ -197,6 +245,9 @@ class VictimIndex:
         snapshot and never withdrawn, else no longer one."""
         if self._admitted is not None:  # not built yet: replayed by ready()
             self._admitted.append(gang)
+            if gang.preemptible and (q := max(gang.queue, 0)) not in self._maybe_admitted \
+                    and not self._guarded(gang.queue):
+                self._maybe_admitted.add(q)
             return
         g = gang.idx
         if not self.g_admissible[g]:
