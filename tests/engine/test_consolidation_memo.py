@@ -3,33 +3,17 @@ state is answered without a search, and the decisions are those of searching eve
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
+from tests.scripts.load import load_script
 
 from gpufleet.bench.shapes import make_shape
 from gpufleet.domain import Snapshot
 from gpufleet.engine import consolidation
 from gpufleet.engine.scheduler import Engine
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def _load(name: str) -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))  # bench_options imports bench_flavors beside it
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def _snapshot(scale: float) -> Snapshot:
-    options, flavors = _load("bench_options"), _load("bench_flavors")
+    options, flavors = load_script("bench_options"), load_script("bench_flavors")
     snapshot: Snapshot = options.every_option(flavors.flavored(flavors.two_models(make_shape("stuck-gangs", scale))))
     return snapshot
 

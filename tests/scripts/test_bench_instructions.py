@@ -3,26 +3,14 @@ parent reads valgrind's count (valgrind itself is not run here: a run takes minu
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
+from tests.scripts.load import SCRIPTS, load_script
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_instructions", SCRIPTS / "bench_instructions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_script("bench_instructions")
 
 
 @pytest.mark.parametrize("mode", bench.MODES)

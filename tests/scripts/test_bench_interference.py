@@ -8,25 +8,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from tests.scripts.load import SCRIPTS, load_script
 
 from gpufleet.kube.webhook.annotations import mps_memory_limit
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_interference.py"
+SCRIPT = SCRIPTS / "bench_interference.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_interference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_script("bench_interference")
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

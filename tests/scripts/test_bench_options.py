@@ -3,31 +3,18 @@ benchmark of options that never act), and ``--digest`` prints a line per shape a
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
+
+from tests.scripts.load import SCRIPTS, load_script
 
 from gpufleet.bench.shapes import make_shape
 from gpufleet.domain import ANNOTATION_CHECKPOINTED, GPU
 from gpufleet.engine import schedule
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(SCRIPTS))  # bench_options imports bench_flavors beside it
-    spec = importlib.util.spec_from_file_location("bench_options", SCRIPTS / "bench_options.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_script("bench_options")
 
 
 def _all_on(shape: str, scale: float):  # type: ignore[no-untyped-def]
