@@ -983,48 +983,43 @@ _FINISHED = ("Succeeded", "Failed")  # Pod.finished's phases
 T = TypeVar("T")
 
 
-def _copier(cls: type[T]) -> Callable[[T, Mapping[str, object]], T]:
-    """A function doing ``dataclasses.replace(obj, **changes)`` for the frozen slotted dataclass
-    ``cls`` four times faster (ten thousand pods and bindings per call; a Pod has forty fields): its
-    fields are copied one by one in generated code through their slot descriptors, and no
-    ``__init__`` runs, so ``changes`` must hold valid values of existing fields."""
+def _slot_function(cls: type[T], params: Sequence[str] | None, value: Callable[[str], str],
+                   tail: Sequence[str] = ()) -> Callable[..., T]:
+    """A generated function of ``params`` (None: every field of the frozen slotted dataclass ``cls``,
+    in order) making a ``cls`` whose field ``name`` is the expression ``value(name)``, then running the
+    lines ``tail`` (which may call ``setters[name](new, value)``): the slots are set through their member
+    descriptors and no ``__init__`` runs, several times faster than the constructor or
+    ``dataclasses.replace`` (ten thousand pods, bindings and device results a call; a Pod has forty
+    fields), so the values must be valid ones."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     setters = {name: getattr(cls, name).__set__ for name in names}  # the slots' member descriptors
-    lines = ["def copy(obj, changes):", "    new = new_object(cls)"]
-    lines += [f"    set_{name}(new, obj.{name})" for name in names]
-    lines += ["    for name, value in changes.items():", "        setters[name](new, value)", "    return new"]
+    lines = [f"def make({', '.join(names if params is None else params)}):", "    new = new_object(cls)"]
+    lines += [f"    set_{name}(new, {value(name)})" for name in names]
+    lines += [*tail, "    return new"]
     scope: dict[str, object] = {"new_object": object.__new__, "cls": cls, "setters": setters}
     scope.update({f"set_{name}": setter for name, setter in setters.items()})
     exec("\n".join(lines), scope)  # code made only of the dataclass's own field names
-    return scope["copy"]  # type: ignore[return-value]
+    return scope["make"]  # type: ignore[return-value]
+
+
+def _copier(cls: type[T]) -> Callable[[T, Mapping[str, object]], T]:
+    """``dataclasses.replace(obj, **changes)`` for ``cls`` (:func:`_slot_function`): ``changes`` must
+    hold valid values of existing fields."""
+    return _slot_function(cls, ["obj", "changes"], lambda name: f"obj.{name}",
+                          ["    for name, value in changes.items():", "        setters[name](new, value)"])
 
 
 def _replacer(cls: type[T], *changed: str) -> Callable[..., T]:
     """``_copier(cls)`` for the fields ``changed`` (their values given after ``obj``, in that
     order): no mapping of changes made and read per object."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    assert set(changed) <= set(names)
-    lines = [f"def copy(obj, {', '.join(changed)}):", "    new = new_object(cls)"]
-    lines += [f"    set_{name}(new, {name if name in changed else f'obj.{name}'})" for name in names]
-    lines += ["    return new"]
-    scope: dict[str, object] = {"new_object": object.__new__, "cls": cls}
-    scope.update({f"set_{name}": getattr(cls, name).__set__ for name in names})
-    exec("\n".join(lines), scope)  # code made only of the dataclass's own field names
-    return scope["copy"]  # type: ignore[return-value]
+    assert set(changed) <= {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return _slot_function(cls, ["obj", *changed], lambda name: name if name in changed else f"obj.{name}")
 
 
 def _maker(cls: type[T]) -> Callable[..., T]:
-    """A function doing ``cls(*values)`` (every field given, in order) for the frozen slotted
-    dataclass ``cls`` without ``__post_init__`` three times faster (ten thousand device results a
-    call): the slots are set through their member descriptors, as :func:`_copier` sets them."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    lines = [f"def make({', '.join(names)}):", "    new = new_object(cls)"]
-    lines += [f"    set_{name}(new, {name})" for name in names]
-    lines += ["    return new"]
-    scope: dict[str, object] = {"new_object": object.__new__, "cls": cls}
-    scope.update({f"set_{name}": getattr(cls, name).__set__ for name in names})
-    exec("\n".join(lines), scope)  # code made only of the dataclass's own field names
-    return scope["make"]  # type: ignore[return-value]
+    """``cls(*values)`` (every field given, in order) for ``cls`` without ``__post_init__``
+    (:func:`_slot_function`)."""
+    return _slot_function(cls, None, lambda name: name)
 
 
 _copy_pod = _copier(Pod)
